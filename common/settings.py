@@ -1,0 +1,220 @@
+"""All configuration, in one frozen dataclass read from `FLEETSCOPE_*` environment variables.
+
+`Settings.from_env()` is the only code that reads the environment. Each field's docstring is
+its documentation (docs/configuration.md lists exactly these fields; a test keeps them equal).
+A bad value fails fast with a `ConfigError` naming the variable and what it accepts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from common.errors import ConfigError
+
+AuthMode = Literal["oidc", "header", "anonymous"]
+LogFormat = Literal["json", "text"]
+ENV_PREFIX = "FLEETSCOPE_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """fleetscope's configuration. Construct directly in tests; use `from_env()` elsewhere."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Redis holding rows, grants, sync status and the Celery broker (`redis://`, `rediss://`)."""
+
+    clusters_dir: str = ""
+    """Directory of leaf-cluster kubeconfigs, one file per cluster; name = file name sans ext."""
+
+    cluster_secrets: bool = False
+    """Also read leaf clusters from Secrets labelled `fleetscope.io/cluster=true` (key `kubeconfig`)."""
+
+    cluster_secrets_namespace: str = "fleetscope"
+    """Namespace of the management cluster where cluster Secrets live."""
+
+    management_kubeconfig: str = ""
+    """Kubeconfig for the management cluster; empty = in-cluster service account."""
+
+    kinds_file: str = ""
+    """YAML file of extra kinds to collect, added to the built-in Flux and Istio kinds."""
+
+    sync_interval_s: float = 60.0
+    """Seconds between scheduled object syncs of each cluster."""
+
+    rbac_sync_interval_s: float = 30.0
+    """Seconds between scheduled RBAC syncs of each cluster."""
+
+    registry_interval_s: float = 30.0
+    """Seconds between reconciles of the cluster registry (kubeconfig dir and Secrets)."""
+
+    stale_after_s: float = 180.0
+    """A cluster whose last successful object sync is older than this is reported stale."""
+
+    rbac_max_age_s: float = 300.0
+    """A cluster whose RBAC data is older than this has its rows hidden (fail closed)."""
+
+    leaf_timeout_s: float = 10.0
+    """Connect and read timeout of one request to a leaf cluster's API server."""
+
+    leaf_page_size: int = 500
+    """`limit` of the paginated list requests the collector sends to leaf clusters."""
+
+    sync_soft_time_limit_s: float = 240.0
+    """Soft time limit of one cluster sync task; the sync aborts and keeps the old data."""
+
+    lock_ttl_s: float = 60.0
+    """Expiry of a cluster's sync lock; renewed while the sync works, so a dead worker frees it."""
+
+    auth_mode: AuthMode = "oidc"
+    """How the query service identifies callers: `oidc`, `header` or `anonymous` (demos only)."""
+
+    trusted_proxy_cidrs: tuple[str, ...] = ()
+    """Comma-separated CIDRs whose `header` identity is trusted (e.g. `127.0.0.1/32,10.0.0.0/8`)."""
+
+    remote_user_header: str = "X-Remote-User"
+    """Header carrying the user name in `header` mode."""
+
+    remote_group_header: str = "X-Remote-Group"
+    """Header carrying groups in `header` mode (repeatable or comma-separated)."""
+
+    oidc_issuer_url: str = ""
+    """OIDC issuer (`iss`); its discovery document gives the JWKS unless a JWKS is configured."""
+
+    oidc_client_id: str = ""
+    """Expected audience (`aud`) of bearer tokens."""
+
+    oidc_jwks_url: str = ""
+    """JWKS URL overriding the issuer's discovery document."""
+
+    oidc_jwks_file: str = ""
+    """JWKS file overriding the issuer's discovery document (offline installs, tests)."""
+
+    oidc_username_claim: str = "sub"
+    """Claim holding the user name (kube-apiserver `--oidc-username-claim`)."""
+
+    oidc_username_prefix: str = ""
+    """Prefix added to user names (kube-apiserver `--oidc-username-prefix`)."""
+
+    oidc_groups_claim: str = "groups"
+    """Claim holding the groups list (kube-apiserver `--oidc-groups-claim`)."""
+
+    oidc_groups_prefix: str = ""
+    """Prefix added to each group (kube-apiserver `--oidc-groups-prefix`)."""
+
+    oidc_leeway_s: float = 30.0
+    """Clock-skew leeway for `exp` and `nbf`, in seconds."""
+
+    continue_token_key: str = ""
+    """Secret that signs continue tokens; empty = a random key shared through Redis."""
+
+    bind: str = "127.0.0.1:8080"
+    """HOST:PORT the query service listens on (`fleetscope serve`)."""
+
+    query_workers: int = 2
+    """gunicorn worker processes of the query service."""
+
+    query_threads: int = 4
+    """Threads per gunicorn worker of the query service."""
+
+    metrics_dir: str = ""
+    """Directory for prometheus-client multiprocess files (gunicorn and Celery prefork)."""
+
+    worker_metrics_port: int = 9808
+    """Port on which a Celery worker exposes /metrics (0 = off)."""
+
+    log_format: LogFormat = "text"
+    """Log line format: `json` (production) or `text`."""
+
+    log_level: str = "INFO"
+    """Log level name: DEBUG, INFO, WARNING, ERROR."""
+
+    ui_demo_mode: bool = False
+    """Set by `fleetscope demo`: the web view shows a user switcher (never enable in production)."""
+
+    extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every `FLEETSCOPE_*` variable; unknown ones are kept in `extra` for a warning."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        known = {f.name for f in setting_fields()}
+        extra: dict[str, str] = {}
+        for name, raw in env.items():
+            if not name.startswith(ENV_PREFIX):
+                continue
+            key = name[len(ENV_PREFIX) :].lower()
+            if key not in known:
+                extra[name] = raw
+                continue
+            values[key] = _parse(next(f for f in setting_fields() if f.name == key), raw)
+        settings = cls(**values, extra=extra)
+        settings.validate()
+        return settings
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some fields changed (validated)."""
+        new = dataclasses.replace(self, **changes)
+        new.validate()
+        return new
+
+    def validate(self) -> None:
+        """Fail fast on values that parse but make no sense."""
+        for f in setting_fields():
+            value = getattr(self, f.name)
+            if f.name.endswith("_s") and value <= 0:
+                raise ConfigError(f"{env_name(f.name)} must be a positive number of seconds")
+        if self.auth_mode not in get_args(AuthMode):
+            raise ConfigError(f"{env_name('auth_mode')} must be one of oidc, header, anonymous")
+        for cidr in self.trusted_proxy_cidrs:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as e:
+                raise ConfigError(
+                    f"{env_name('trusted_proxy_cidrs')}: {cidr!r} is not a CIDR like 10.0.0.0/8"
+                ) from e
+        if self.leaf_page_size < 1 or self.query_workers < 1 or self.query_threads < 1:
+            raise ConfigError("page size, query workers and query threads must be at least 1")
+        if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigError(
+                f"{env_name('redis_url')} must start with redis://, rediss:// or unix://"
+            )
+
+
+def setting_fields() -> list[dataclasses.Field[Any]]:
+    """The documented settings (every field except `extra`)."""
+    return [f for f in dataclasses.fields(Settings) if f.name != "extra"]
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable of a field: `redis_url` -> `FLEETSCOPE_REDIS_URL`."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
+    name, kind = env_name(f.name), str(f.type)
+    raw = raw.strip()
+    if kind == "bool":
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{name} must be true or false, got {raw!r}")
+    if kind in ("int", "float"):
+        try:
+            return int(raw) if kind == "int" else float(raw)
+        except ValueError as e:
+            raise ConfigError(f"{name} must be a number ({kind}), got {raw!r}") from e
+    if kind.startswith("tuple"):
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if kind in ("AuthMode", "LogFormat"):
+        choices = get_args(AuthMode if kind == "AuthMode" else LogFormat)
+        if raw not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw

@@ -1,0 +1,5 @@
+import sys
+
+from fleetscope.cli import main
+
+sys.exit(main())
