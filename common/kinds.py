@@ -58,7 +58,9 @@ class Kind:
 
 
 def _flux(group: str, versions: str, kind: str, rule: str = "flux") -> Kind:
-    return Kind(group, tuple(versions.split()), kind, kind.lower() + "s", rule)
+    # English plural as the CRDs spell it: GitRepository -> gitrepositories.
+    plural = kind.lower()[:-1] + "ies" if kind.endswith("y") else kind.lower() + "s"
+    return Kind(group, tuple(versions.split()), kind, plural, rule)
 
 
 def _istio(group: str, kind: str, plural: str | None = None) -> Kind:
