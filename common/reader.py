@@ -1,0 +1,279 @@
+"""Page and count scans over the stored rows, RBAC-filtered, in (cluster, namespace, kind, name).
+
+`Reader.page` walks the caller's visible clusters in order from a keyset cursor, visiting only
+the ranges its access plan allows (common.reader_plan) with server-side Lua filtering, several
+clusters per pipelined round trip: a page costs O(page) Redis work at any depth, plus what
+skipping invisible rows needs. `Reader.facets` counts visible rows by cluster, kind and status.
+The client must not decode responses (members are compared as bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import redis
+
+from common import keys, reader_lua
+from common.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
+from common.reader_plan import visible_kinds_uniform as _uniform
+from common.rows import CODE_STATUS, STATUS_CODES, Row, decode
+from common.status import STATUSES
+
+__all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last row a page returned: its cluster and sort key (namespace, kind, name)."""
+
+    cluster: str
+    identity: bytes
+
+
+@dataclass
+class Page:
+    rows: list[Row]
+    cursor: Cursor | None
+    """Where the next page starts; None on the last page."""
+    scanned: int = 0
+    """Members Redis examined for this page (the cost the tests assert on)."""
+    round_trips: int = 0
+
+
+@dataclass
+class Facets:
+    total: int = 0
+    clusters: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+    scanned: int = 0
+
+
+@dataclass
+class _Walk:
+    """One cluster's scan state within a request."""
+
+    cluster: str
+    ranges: list[Range]
+    start: bytes = b""
+
+
+def _identity(member: bytes) -> bytes:
+    ns_end = member.index(b"\x00")
+    kind_end = member.index(b"\x00", ns_end + 1)
+    return member[: member.index(b"\x00", kind_end + 1) + 1]
+
+
+def _bounds(rng: Range) -> list[bytes]:
+    lo = b"[" + rng.lo if rng.lo else b"-"
+    hi = b"(" + rng.hi if rng.hi is not None else b"+"
+    if rng.kinds is None:
+        return [lo, hi, b""]
+    return [lo, hi, b"\x00" + b"\x00".join(k.encode() for k in sorted(rng.kinds)) + b"\x00"]
+
+
+class Reader:
+    """RBAC-filtered page and count scans (one per process; thread-safe)."""
+
+    def __init__(
+        self,
+        r: redis.Redis,
+        all_kinds: Sequence[str],
+        budget: int = 4096,
+        window: int = 128,
+        max_batch: int = 32,
+    ) -> None:
+        self.r = r
+        self.all_kinds = tuple(all_kinds)
+        self.budget, self.window, self.max_batch = budget, window, max_batch
+        self._sha: dict[str, str] = {}
+
+    # -- scripts -------------------------------------------------------------------------------
+
+    def _script(self, name: str) -> str:
+        if name not in self._sha:
+            self._sha[name] = str(self.r.script_load(getattr(reader_lua, name)))
+        return self._sha[name]
+
+    def _run(self, calls: list[tuple[str, str, list[bytes]]]) -> list[list[bytes]]:
+        """EVALSHA each (script, key, args) in one pipelined round trip; reload on NOSCRIPT."""
+        for attempt in (0, 1):
+            pipe = self.r.pipeline(transaction=False)
+            for script, key, args in calls:
+                pipe.evalsha(self._script(script), 1, key, *args)
+            try:
+                return pipe.execute()
+            except redis.exceptions.NoScriptError:
+                if attempt:
+                    raise
+                self._sha.clear()
+        raise AssertionError("unreachable")
+
+    def _sources(self, cluster: str, statuses: tuple[str, ...]) -> tuple[list[str], bytes]:
+        """The zsets to scan and the status codes to keep ("" = all)."""
+        if not statuses or "healthy" in statuses:
+            if not statuses or set(statuses) >= set(STATUSES):
+                return [keys.rows(cluster)], b""
+            return [keys.rows(cluster)], "".join(STATUS_CODES[s] for s in statuses).encode()
+        return [keys.by_status(cluster, s) for s in sorted(set(statuses))], b""
+
+    def _walks(
+        self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
+    ) -> list[_Walk]:
+        wanted = set(filters.clusters)
+        out = []
+        for c in sorted(access):
+            if (wanted and c not in wanted) or (cursor is not None and c < cursor.cluster):
+                continue
+            w = _Walk(c, plan(access[c], filters, self.all_kinds))
+            if cursor is not None and c == cursor.cluster:
+                w.start = after(cursor.identity)
+                w.ranges = clip_all(w.ranges, w.start)
+            if w.ranges:
+                out.append(w)
+        return out
+
+    def _args(self, limit: int, codes: bytes, name: str, ranges: list[Range]) -> list[bytes]:
+        args = [str(limit).encode(), str(self.budget).encode(), codes, name.encode()]
+        for rng in ranges:
+            args.extend(_bounds(rng))
+        return args
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    def page(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        limit: int,
+        cursor: Cursor | None = None,
+    ) -> Page:
+        """Up to `limit` visible rows after `cursor`; full unless it is the last page."""
+        need = limit + 1  # one more than asked: tells whether a next page exists
+        walks = self._walks(access, filters, cursor)
+        got: list[tuple[str, bytes]] = []
+        result = Page([], None)
+        i, batch = 0, 1
+        while i < len(walks) and len(got) < need:
+            group = walks[i : i + batch]
+            calls, spans = self._page_calls(group, filters, need - len(got))
+            replies = self._run(calls)
+            result.round_trips += 1
+            pos = 0
+            for w, (nkeys, window_end) in zip(group, spans, strict=True):
+                members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
+                pos += nkeys
+                result.scanned += scanned
+                got.extend((w.cluster, m) for m in members[: need - len(got)])
+                if len(got) >= need:
+                    break
+                if bound is None:
+                    i += 1
+                    continue
+                w.start, w.ranges = bound, clip_all(w.ranges, bound)
+                break
+            batch = min(batch * 2, self.max_batch)
+        result.rows = [decode(c, m) for c, m in got[:limit]]
+        if len(got) > limit:
+            c, m = got[limit - 1]
+            result.cursor = Cursor(c, _identity(m))
+        return result
+
+    def _page_calls(
+        self, group: list[_Walk], filters: Filters, want: int
+    ) -> tuple[list[tuple[str, str, list[bytes]]], list[tuple[int, bytes | None]]]:
+        calls: list[tuple[str, str, list[bytes]]] = []
+        spans: list[tuple[int, bytes | None]] = []
+        for w in group:
+            window = w.ranges[: self.window]
+            window_end = window[-1].hi if len(w.ranges) > self.window else None
+            sources, codes = self._sources(w.cluster, filters.statuses)
+            args = self._args(want, codes, filters.name, window)
+            calls.extend(("SCAN", key, args) for key in sources)
+            spans.append((len(sources), window_end))
+        return calls, spans
+
+    @staticmethod
+    def _merge(
+        replies: list[list[bytes]], window_end: bytes | None
+    ) -> tuple[list[bytes], bytes | None, int]:
+        """Members of one cluster's sources in order, up to the first position any stopped at."""
+        stops = [after(_identity(rep[2])) for rep in replies if rep[0] != b"done"]
+        scanned = sum(int(rep[1]) for rep in replies)
+        bound = min(stops) if stops else window_end
+        members = [m for reply in replies for m in reply[3:]]
+        if bound is not None:
+            members = [m for m in members if _identity(m) < bound]
+        if len(replies) > 1:
+            members.sort(key=_identity)
+        return members, bound, scanned
+
+    # -- facets --------------------------------------------------------------------------------
+
+    def facets(self, access: Mapping[str, AccessLike], filters: Filters) -> Facets:
+        """Counts of visible rows by cluster, kind and status under `filters`."""
+        out = Facets()
+        walks = self._walks(access, filters, None)
+        fast = [
+            w
+            for w in walks
+            if not filters.namespaces
+            and not filters.name
+            and _uniform(access[w.cluster], filters, self.all_kinds)
+        ]
+        self._count_hashes(fast, access, filters, out)
+        tasks: list[tuple[str, str, bytes, list[Range]]] = []
+        for w in walks:
+            if w not in fast:
+                sources, codes = self._sources(w.cluster, filters.statuses)
+                tasks.extend((w.cluster, key, codes, w.ranges) for key in sources)
+        while tasks:
+            calls = [
+                ("COUNT", key, self._args(0, codes, filters.name, ranges[: self.window]))
+                for _, key, codes, ranges in tasks
+            ]
+            pending = []
+            for (cluster, key, codes, ranges), reply in zip(tasks, self._run(calls), strict=True):
+                out.scanned += int(reply[1])
+                for f, n in zip(reply[3::2], reply[4::2], strict=True):
+                    kind, code = f.decode().split("\x00")
+                    self._add(out, cluster, kind, CODE_STATUS[code], int(n))
+                if reply[0] != b"done":
+                    pending.append(
+                        (cluster, key, codes, clip_all(ranges, after(_identity(reply[2]))))
+                    )
+                elif len(ranges) > self.window:
+                    pending.append((cluster, key, codes, ranges[self.window :]))
+            tasks = pending
+        return out
+
+    def _count_hashes(
+        self,
+        walks: list[_Walk],
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        out: Facets,
+    ) -> None:
+        if not walks:
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for w in walks:
+            pipe.hgetall(keys.counts(w.cluster))
+        statuses = set(filters.statuses or STATUSES)
+        for w, h in zip(walks, pipe.execute(), strict=True):
+            visible = access[w.cluster].cluster_wide
+            for f, n in h.items():
+                kind, status = f.decode().split("\x00")
+                wanted = not filters.kinds or kind in filters.kinds
+                if wanted and kind in visible and status in statuses:
+                    self._add(out, w.cluster, kind, status, int(n))
+
+    @staticmethod
+    def _add(out: Facets, cluster: str, kind: str, status: str, n: int) -> None:
+        if n <= 0:
+            return
+        out.total += n
+        out.clusters[cluster] = out.clusters.get(cluster, 0) + n
+        out.kinds[kind] = out.kinds.get(kind, 0) + n
+        out.statuses[status] = out.statuses.get(status, 0) + n
