@@ -1,0 +1,139 @@
+"""Compiled grants: per subject, which kinds it may `list` cluster-wide and in which namespaces.
+
+The collector compiles one cluster's RBAC objects (`compile_grants`) and stores the result in
+the cluster's `rbac` hash (`store_grants`, one field per subject, see common.rbac_encoding); the
+query service reads it through `AccessResolver` (common.rbac_access, re-exported here). Only
+the registered kinds are compiled, and only the verb `list` on the whole resource counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import redis
+
+from common import keys, syncstatus
+from common.kinds import KindRegistry
+from common.rbac import MASTERS, Authorizer, Binding, RbacObjects, Rule
+from common.rbac_access import Access, AccessResolver
+from common.rbac_encoding import ALL_NAMESPACES, HASH_FIELD, Reason, encode_subject
+
+__all__ = [
+    "Access",
+    "AccessResolver",
+    "CompiledGrants",
+    "SubjectGrants",
+    "compile_grants",
+    "store_grants",
+]
+
+MASTERS_REASON = f"built-in: group {MASTERS} may do everything"
+_FORMAT = b"fleetscope-grants-v1"
+
+
+@dataclass
+class SubjectGrants:
+    """What one subject may list, and the bindings that say so."""
+
+    cluster_wide: set[str] = field(default_factory=set)
+    namespaces: dict[str, set[str]] = field(default_factory=dict)
+    reasons: list[Reason] = field(default_factory=list)
+
+    def add(self, namespace: str, kinds: frozenset[str], reason: str) -> None:
+        if namespace == ALL_NAMESPACES:
+            self.cluster_wide |= kinds
+        else:
+            self.namespaces.setdefault(namespace, set()).update(kinds)
+        self.reasons.append((namespace, kinds, reason))
+
+    def encode(self) -> str:
+        cw = frozenset(self.cluster_wide)
+        nss = {ns: frozenset(k) for ns, k in self.namespaces.items()}
+        return encode_subject(cw, nss, self.reasons)
+
+
+@dataclass(frozen=True)
+class CompiledGrants:
+    """One cluster's grants: `fields` are the `rbac` hash (subject -> encoded value)."""
+
+    subjects: dict[str, SubjectGrants]
+    fields: dict[str, str]
+    content_hash: str
+
+
+class _KindMatcher:
+    """Kind keys a role's rules let one `list`, memoized per role."""
+
+    def __init__(self, registry: KindRegistry) -> None:
+        self.kinds = [(k.key, k.group, k.plural) for k in registry]
+        self.memo: dict[tuple[str, str, str], frozenset[str]] = {}
+
+    def listable(self, role_id: tuple[str, str, str], rules: tuple[Rule, ...]) -> frozenset[str]:
+        if role_id not in self.memo:
+            self.memo[role_id] = frozenset(
+                key
+                for key, group, plural in self.kinds
+                if any(rule.allows("list", group, plural, "", "") for rule in rules)
+            )
+        return self.memo[role_id]
+
+
+def compile_grants(objects: RbacObjects, registry: KindRegistry) -> CompiledGrants:
+    """Per subject (`u:<user>`, `g:<group>`), the kinds it may list and where."""
+    auth = Authorizer(objects)
+    matcher = _KindMatcher(registry)
+    subjects: dict[str, SubjectGrants] = {}
+    all_bindings: Iterable[Binding] = auth.bindings_for(None)
+    rolebindings = (b for bs in auth.bindings_by_ns.values() for b in bs)
+    for binding in (*all_bindings, *rolebindings):
+        role_ns = (binding.namespace or "") if binding.role_kind == "Role" else ""
+        kinds = matcher.listable(
+            (binding.role_kind, role_ns, binding.role_name), auth.binding_rules(binding)
+        )
+        if not kinds:
+            continue
+        where = ALL_NAMESPACES if binding.namespace is None else binding.namespace
+        for kind, name in dict.fromkeys(binding.subject_keys()):
+            grants = subjects.setdefault(keys.subject(kind, name), SubjectGrants())
+            grants.add(where, kinds, binding.describe)
+    all_kinds = frozenset(registry.keys())
+    subjects.setdefault(keys.subject("g", MASTERS), SubjectGrants()).add(
+        ALL_NAMESPACES, all_kinds, MASTERS_REASON
+    )
+    fields = {s: g.encode() for s, g in sorted(subjects.items())}
+    return CompiledGrants(subjects, fields, _content_hash(fields))
+
+
+def _content_hash(fields: dict[str, str]) -> str:
+    h = hashlib.sha256(_FORMAT)
+    for subject, value in fields.items():
+        h.update(b"\x00" + subject.encode() + b"\x00" + value.encode())
+    return h.hexdigest()[:32]
+
+
+def store_grants(r: redis.Redis, cluster: str, compiled: CompiledGrants, synced_at: float) -> bool:
+    """Replace the cluster's `rbac` hash atomically (skipped when unchanged), record the sync,
+    and INCR `fs:version` when the grants changed. Returns True when they changed."""
+    rbac_key, sync_key = keys.rbac(cluster), keys.sync(cluster)
+    old = r.hget(rbac_key, HASH_FIELD)
+    old_hash = old.decode() if isinstance(old, bytes) else old
+    changed = old_hash != compiled.content_hash
+    status = syncstatus.encode(
+        rbac_hash=compiled.content_hash, rbac_synced_at=synced_at, rbac_error=""
+    )
+    pipe = r.pipeline(transaction=True)
+    if changed:
+        pipe.delete(rbac_key)
+        items = list(compiled.fields.items())
+        for i in range(0, len(items), 1000):
+            pipe.hset(rbac_key, mapping=dict(items[i : i + 1000]))
+        pipe.hset(rbac_key, HASH_FIELD, compiled.content_hash)
+    pipe.hset(sync_key, mapping=status)  # type: ignore[arg-type]
+    pipe.execute()
+    if changed:
+        # Another slot than the cluster's keys, so not in the MULTI; readers re-check hashes
+        # after seeing the new version, so writing it last loses nothing.
+        r.incr(keys.VERSION)
+    return changed

@@ -1,0 +1,239 @@
+"""A user's access per cluster, resolved from the compiled grants in Redis and cached.
+
+`AccessResolver.resolve` costs one GET of `fs:version` per call while nothing changed; when the
+version moved it re-reads each cluster's grants hash (`#hash`, one pipelined round trip), and
+it loads only the subjects (user, groups) it has not parsed for that hash (one more). Parsed
+subjects and merged results are cached per (cluster, content hash), so users with the same
+groups share the work. The caller hides clusters whose RBAC data is stale (see common.syncstatus).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from common import keys
+from common.kinds import KindRegistry
+from common.rbac import UserInfo
+from common.rbac_encoding import ALL_NAMESPACES, HASH_FIELD, decode_grants, decode_reasons
+
+_NONE: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one user may list in one cluster. `namespaces` holds, in sorted order, the kinds
+    granted in a namespace beyond `cluster_wide` (namespaces with nothing extra are absent)."""
+
+    cluster_wide: frozenset[str] = _NONE
+    namespaces: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    sorted_namespaces: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls, cluster_wide: frozenset[str], namespaces: Mapping[str, frozenset[str]]
+    ) -> Access:
+        reduced: dict[int, frozenset[str]] = {}
+        out: dict[str, frozenset[str]] = {}
+        for ns in sorted(namespaces):
+            kinds = namespaces[ns]
+            extra = reduced.get(id(kinds))
+            if extra is None:
+                extra = reduced[id(kinds)] = kinds - cluster_wide
+            if extra:
+                out[ns] = extra
+        return cls(cluster_wide, out, list(out))
+
+    def kinds_in(self, namespace: str) -> frozenset[str]:
+        extra = self.namespaces.get(namespace)
+        return self.cluster_wide | extra if extra else self.cluster_wide
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.cluster_wide and not self.namespaces
+
+
+NO_ACCESS = Access()
+
+
+def merge(accesses: Iterable[Access]) -> Access:
+    """The union of several subjects' access (shared sets are unioned once per pair)."""
+    parts = [a for a in accesses if not a.is_empty]
+    if len(parts) <= 1:
+        return parts[0] if parts else NO_ACCESS
+    cluster_wide = frozenset().union(*(a.cluster_wide for a in parts))
+    namespaces: dict[str, frozenset[str]] = {}
+    unions: dict[tuple[int, int], frozenset[str]] = {}
+    for a in parts:
+        for ns, kinds in a.namespaces.items():
+            prev = namespaces.get(ns)
+            if prev is None or kinds <= prev:
+                namespaces[ns] = prev or kinds
+                continue
+            pair = (id(prev), id(kinds))
+            if pair not in unions:
+                unions[pair] = prev | kinds
+            namespaces[ns] = unions[pair]
+    return Access.build(cluster_wide, namespaces)
+
+
+class _Lru:
+    """A small thread-safe LRU map (gunicorn runs several threads per worker)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Hashable, Access] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Access | None:
+        with self.lock:
+            value = self.data.get(key)
+            if value is not None:
+                self.data.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: Access) -> None:
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+
+
+def _s(v: Any) -> str | None:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class AccessResolver:
+    """Resolves users' access over many clusters from `fs:{c:X}:rbac`; one per process."""
+
+    def __init__(self, r: redis.Redis, registry: KindRegistry, cache_size: int = 50_000) -> None:
+        self.r = r
+        self.known = frozenset(registry.keys())
+        self.cache = _Lru(cache_size)
+        self._version: Any = object()  # never equal to a value read from Redis
+        self._hashes: dict[str, str] = {}  # replaced, never mutated: readers need no lock
+        self.round_trips = 0  # Redis round trips made (for tests and metrics)
+        self.subjects_loaded = 0  # subject fields read from Redis (cache misses)
+
+    def resolve(self, user: UserInfo, clusters: list[str]) -> dict[str, Access]:
+        """Access per cluster (NO_ACCESS where the cluster has no grants stored)."""
+        user = user.with_authenticated()
+        own = keys.subject("u", user.name)
+        groups = tuple(sorted({keys.subject("g", g) for g in user.groups}))
+        hashes = self._current_hashes(clusters)
+        out: dict[str, Access] = {}
+        todo: dict[str, str] = {}
+        for c in clusters:
+            h = hashes.get(c, "")
+            cached = self._combined(c, h, own, groups) if h else NO_ACCESS
+            if cached is None:
+                todo[c] = h
+            else:
+                out[c] = cached
+        for _ in range(3):  # a cluster whose grants change mid-read is read again
+            if not todo:
+                break
+            todo = self._load(todo, own, groups, out)
+        for c in todo:
+            out[c] = NO_ACCESS  # still changing under us: fail closed for this request
+        return out
+
+    def _current_hashes(self, clusters: list[str]) -> dict[str, str]:
+        version = self.r.get(keys.VERSION)
+        self.round_trips += 1
+        hashes = self._hashes if version == self._version else {}
+        need = [c for c in clusters if c not in hashes]
+        if not need:
+            return hashes
+        pipe = self.r.pipeline(transaction=False)
+        for c in need:
+            pipe.hget(keys.rbac(c), HASH_FIELD)
+        fetched = {c: _s(h) or "" for c, h in zip(need, pipe.execute(), strict=True)}
+        self.round_trips += 1
+        hashes = {**hashes, **fetched}
+        self._hashes, self._version = hashes, version
+        return hashes
+
+    def _combined(self, c: str, h: str, own: str, groups: tuple[str, ...]) -> Access | None:
+        """The user's merged access from cached parts, or None if a part is not cached."""
+        mine, shared = self.cache.get((c, h, own)), self._groups(c, h, groups)
+        if mine is None or shared is None:
+            return None
+        if mine.is_empty or shared.is_empty:
+            return shared if mine.is_empty else mine
+        key = (c, h, own, groups)
+        merged = self.cache.get(key)
+        if merged is None:
+            merged = merge([mine, shared])
+            self.cache.put(key, merged)
+        return merged
+
+    def _groups(self, c: str, h: str, groups: tuple[str, ...]) -> Access | None:
+        key = (c, h, groups)
+        merged = self.cache.get(key)
+        if merged is None:
+            parts = [self.cache.get((c, h, g)) for g in groups]
+            if any(p is None for p in parts):
+                return None
+            merged = merge(p for p in parts if p is not None)
+            self.cache.put(key, merged)
+        return merged
+
+    def _load(
+        self, todo: dict[str, str], own: str, groups: tuple[str, ...], out: dict[str, Access]
+    ) -> dict[str, str]:
+        """Fetch the subjects not cached for each cluster's hash; returns clusters to retry."""
+        pipe = self.r.pipeline(transaction=False)
+        plan = []
+        for c, h in todo.items():
+            need = [s for s in (own, *groups) if self.cache.get((c, h, s)) is None]
+            pipe.hmget(keys.rbac(c), [HASH_FIELD, *need])
+            plan.append((c, h, need))
+            self.subjects_loaded += len(need)
+        retry: dict[str, str] = {}
+        for (c, h, need), values in zip(plan, pipe.execute(), strict=True):
+            got = _s(values[0]) or ""
+            if got != h:
+                if got:
+                    retry[c] = got
+                else:
+                    out[c] = NO_ACCESS
+                continue
+            for subject, raw in zip(need, values[1:], strict=True):
+                value = _s(raw)
+                parsed = Access.build(*decode_grants(value, self.known)) if value else NO_ACCESS
+                self.cache.put((c, h, subject), parsed)
+            out[c] = self._combined(c, h, own, groups) or NO_ACCESS
+        self.round_trips += 1
+        return retry
+
+    def explain(self, user: UserInfo, cluster: str) -> list[dict[str, Any]]:
+        """The caller's own grants in one cluster and the bindings behind them, for
+        `GET /api/v1/access`: [{namespace ("*" = all), kinds, binding, subject}]."""
+        user = user.with_authenticated()
+        subjects = [("User", user.name)] + [("Group", g) for g in sorted(set(user.groups))]
+        fields = [keys.subject("u" if kind == "User" else "g", name) for kind, name in subjects]
+        out: list[dict[str, Any]] = []
+        for (kind, name), raw in zip(
+            subjects, self.r.hmget(keys.rbac(cluster), fields), strict=True
+        ):
+            value = _s(raw)
+            for ns, kinds, binding in decode_reasons(value) if value else []:
+                visible = sorted(kinds & self.known)
+                if visible:
+                    out.append(
+                        {
+                            "namespace": ns,
+                            "kinds": visible,
+                            "binding": binding,
+                            "subject": f"{kind} {name}",
+                        }
+                    )
+        out.sort(key=lambda e: (e["namespace"] != ALL_NAMESPACES, e["namespace"], e["binding"]))
+        return out

@@ -1,0 +1,261 @@
+"""Compiled grants: rule-to-kind mapping, the compact encoding, store_grants on a real Redis,
+and AccessResolver's caching, invalidation and explanations (counted in round trips)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis
+
+from common import keys, syncstatus
+from common.grants import AccessResolver, compile_grants, store_grants
+from common.kinds import builtin_registry
+from common.rbac import AUTHENTICATED, RbacObjects, UserInfo
+from common.rbac_access import NO_ACCESS, Access, merge
+from common.rbac_encoding import decode_grants
+from tests.common.test_rbac import crb, crole, rb, role, rule, subj
+
+REG = builtin_registry()
+FLUX_K, SRC = "kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"
+ISTIO_NET = "networking.istio.io"
+ALL = frozenset(REG.keys())
+SOURCES = frozenset({"GitRepository", "HelmRepository", "OCIRepository", "Bucket", "HelmChart"})
+NET = frozenset(
+    {"VirtualService", "DestinationRule", "Gateway", "ServiceEntry", "Sidecar", "WorkloadEntry"}
+)
+
+# (case, ClusterRole rules, kinds listable in the binding's namespace)
+KIND_CASES = [
+    ("one resource", [rule(["list"], [FLUX_K], ["kustomizations"])], {"Kustomization"}),
+    ("resource wildcard", [rule(["list"], [SRC], ["*"])], SOURCES),
+    ("group wildcard", [rule(["list"], ["*"], ["gateways"])], {"Gateway"}),
+    ("everything", [rule(["*"], ["*"], ["*"])], ALL),
+    ("verb wildcard", [rule(["*"], [ISTIO_NET], ["*"])], NET),
+    ("get is not list", [rule(["get", "watch"], ["*"], ["*"])], set()),
+    ("subresource only", [rule(["list"], ["*"], ["*/status", "kustomizations/status"])], set()),
+    ("resourceNames", [rule(["list"], ["*"], ["*"], ["x"])], set()),
+    ("unregistered resource", [rule(["list"], [""], ["pods", "secrets"])], set()),
+    ("wrong group", [rule(["list"], [SRC], ["kustomizations"])], set()),
+]
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"), [c[1:] for c in KIND_CASES], ids=[c[0] for c in KIND_CASES]
+)
+def test_rules_map_to_kinds(rules: list[dict[str, Any]], expected: set[str]) -> None:
+    objs = RbacObjects(
+        cluster_roles=[crole("r", *rules)],
+        role_bindings=[rb("ns1", "b", "ClusterRole", "r", subj("User", "alice"))],
+    )
+    compiled = compile_grants(objs, REG)
+    grants = compiled.subjects.get("u:alice")
+    got = set(grants.namespaces.get("ns1", set())) if grants else set()
+    assert got == expected
+
+
+def _objects() -> RbacObjects:
+    return RbacObjects(
+        roles=[role("team-a", "sources", rule(["list"], [SRC], ["gitrepositories"]))],
+        cluster_roles=[
+            crole("flux-view", rule(["list", "get"], [FLUX_K], ["kustomizations"])),
+            crole("net-view", rule(["list"], [ISTIO_NET], ["*"])),
+        ],
+        role_bindings=[
+            rb(f"team-{t}", "view", "ClusterRole", "flux-view", subj("Group", f"team-{t}"))
+            for t in "abc"
+        ]
+        + [
+            rb("team-a", "src", "Role", "sources", subj("User", "alice")),
+            rb("team-b", "bot", "ClusterRole", "flux-view", subj("ServiceAccount", "bot")),
+        ],
+        cluster_role_bindings=[crb("net", "net-view", subj("Group", "netops"))],
+    )
+
+
+def test_compile_subjects_and_scopes() -> None:
+    compiled = compile_grants(_objects(), REG)
+    s = compiled.subjects
+    assert s["g:team-a"].namespaces == {"team-a": {"Kustomization"}}
+    assert s["u:alice"].namespaces == {"team-a": {"GitRepository"}}
+    assert s["u:system:serviceaccount:team-b:bot"].namespaces == {"team-b": {"Kustomization"}}
+    assert s["g:netops"].cluster_wide == NET and not s["g:netops"].namespaces
+    assert s["g:system:masters"].cluster_wide == ALL
+    assert set(s) == {
+        "g:team-a",
+        "g:team-b",
+        "g:team-c",
+        "u:alice",
+        "u:system:serviceaccount:team-b:bot",
+        "g:netops",
+        "g:system:masters",
+    }
+
+
+def test_content_hash_ignores_listing_order_and_sees_changes() -> None:
+    objs = _objects()
+    shuffled = RbacObjects(
+        objs.roles,
+        list(reversed(objs.cluster_roles)),
+        list(reversed(objs.role_bindings)),
+        objs.cluster_role_bindings,
+    )
+    assert compile_grants(objs, REG).content_hash == compile_grants(shuffled, REG).content_hash
+    fewer = RbacObjects(objs.roles, objs.cluster_roles, objs.role_bindings[1:])
+    assert compile_grants(fewer, REG).content_hash != compile_grants(objs, REG).content_hash
+
+
+def test_encoding_shares_kind_sets_across_namespaces() -> None:
+    objs = RbacObjects(
+        cluster_roles=[crole("v", rule(["list"], [FLUX_K], ["*"]))],
+        role_bindings=[
+            rb(f"ns{i:05}", "b", "ClusterRole", "v", subj("User", "wide")) for i in range(10_000)
+        ],
+    )
+    value = compile_grants(objs, REG).fields["u:wide"]
+    grants = json.loads(value.partition("\n")[0])
+    assert grants["s"] == [["Kustomization"]]
+    assert len(grants["n"]) == 1 and len(grants["n"][0][1]) == 10_000
+    cluster_wide, namespaces = decode_grants(value)
+    assert not cluster_wide and len(namespaces) == 10_000
+    assert len({id(k) for k in namespaces.values()}) == 1
+
+
+def test_decode_of_garbage_grants_nothing() -> None:
+    for bad in ["", "not json", '{"s": [], "c": 3, "n": []}', '{"s": [["A"]], "c": -1}']:
+        assert decode_grants(bad) == (frozenset(), {})
+
+
+def test_access_merge_and_lookup() -> None:
+    a = Access.build(frozenset(), {"x": frozenset({"A"}), "y": frozenset({"A"})})
+    b = Access.build(frozenset({"B"}), {"y": frozenset({"B", "C"}), "z": frozenset({"B"})})
+    m = merge([a, b, NO_ACCESS])
+    assert m.cluster_wide == {"B"}
+    assert dict(m.namespaces) == {"x": {"A"}, "y": {"A", "C"}}
+    assert m.sorted_namespaces == ["x", "y"]
+    assert m.kinds_in("z") == {"B"} and m.kinds_in("y") == {"A", "B", "C"}
+    assert merge([NO_ACCESS]).is_empty and merge([a]) is a
+
+
+def test_store_grants_writes_atomically_and_bumps_version_on_change(r: redis.Redis) -> None:
+    compiled = compile_grants(_objects(), REG)
+    assert store_grants(r, "c1", compiled, 1000.0)
+    stored = r.hgetall(keys.rbac("c1"))
+    assert stored.pop("#hash") == compiled.content_hash
+    assert stored == compiled.fields
+    sync = syncstatus.read_all(r, ["c1"])["c1"]
+    assert (sync.rbac_hash, sync.rbac_synced_at, sync.rbac_error) == (
+        compiled.content_hash,
+        1000.0,
+        "",
+    )
+    assert r.get(keys.VERSION) == "1"
+    assert not store_grants(r, "c1", compiled, 2000.0)  # unchanged: no rewrite, no new version
+    assert r.get(keys.VERSION) == "1"
+    assert syncstatus.read_all(r, ["c1"])["c1"].rbac_synced_at == 2000.0
+
+
+def test_store_grants_removes_subjects_that_lost_all_grants(r: redis.Redis) -> None:
+    objs = _objects()
+    store_grants(r, "c1", compile_grants(objs, REG), 1.0)
+    without_alice = RbacObjects(objs.roles, objs.cluster_roles, objs.role_bindings[:3])
+    store_grants(r, "c1", compile_grants(without_alice, REG), 2.0)
+    assert not r.hexists(keys.rbac("c1"), "u:alice")
+    assert r.get(keys.VERSION) == "2"
+
+
+ALICE = UserInfo("alice", ("team-a",))
+
+
+def test_resolver_reads_grants_and_adds_authenticated(r: redis.Redis) -> None:
+    objs = _objects()
+    objs.role_bindings.append(
+        rb("shared", "all", "ClusterRole", "net-view", subj("Group", AUTHENTICATED))
+    )
+    store_grants(r, "c1", compile_grants(objs, REG), 1.0)
+    resolver = AccessResolver(r, REG)
+    got = resolver.resolve(ALICE, ["c1", "c2"])
+    assert got["c2"].is_empty
+    a = got["c1"]
+    assert not a.cluster_wide
+    assert dict(a.namespaces) == {"team-a": {"Kustomization", "GitRepository"}, "shared": NET}
+    assert a.sorted_namespaces == ["shared", "team-a"]
+    anon = resolver.resolve(UserInfo("system:anonymous"), ["c1"])["c1"]
+    assert anon.is_empty
+    root = resolver.resolve(UserInfo("root", ("system:masters",)), ["c1"])["c1"]
+    assert root.cluster_wide == ALL
+
+
+def test_resolver_costs_one_round_trip_when_cached(r: redis.Redis) -> None:
+    clusters = [f"c{i}" for i in range(20)]
+    compiled = compile_grants(_objects(), REG)
+    for c in clusters:
+        store_grants(r, c, compiled, 1.0)
+    resolver = AccessResolver(r, REG)
+    first = resolver.resolve(ALICE, clusters)
+    assert resolver.round_trips == 3  # version, hashes, subjects: not one per cluster
+    assert resolver.resolve(ALICE, clusters) == first
+    assert resolver.round_trips == 4  # only the GET of fs:version
+
+
+def test_users_with_the_same_groups_share_work(r: redis.Redis) -> None:
+    store_grants(r, "c1", compile_grants(_objects(), REG), 1.0)
+    resolver = AccessResolver(r, REG)
+    resolver.resolve(UserInfo("u1", ("team-b",)), ["c1"])
+    assert resolver.subjects_loaded == 3  # u:u1, g:system:authenticated, g:team-b
+    resolver.resolve(UserInfo("u2", ("team-b",)), ["c1"])
+    assert resolver.subjects_loaded == 4  # only u:u2: the groups were parsed and merged once
+    resolver.resolve(UserInfo("u1", ("team-b",)), ["c1"])
+    assert resolver.subjects_loaded == 4
+
+
+def test_deleted_binding_and_role_stop_granting_after_next_sync(r: redis.Redis) -> None:
+    objs = _objects()
+    store_grants(r, "c1", compile_grants(objs, REG), 1.0)
+    resolver = AccessResolver(r, REG)
+    assert resolver.resolve(ALICE, ["c1"])["c1"].kinds_in("team-a") == {
+        "Kustomization",
+        "GitRepository",
+    }
+    no_binding = RbacObjects(
+        objs.roles,
+        objs.cluster_roles,
+        [b for b in objs.role_bindings if b["metadata"]["name"] != "src"],
+    )
+    store_grants(r, "c1", compile_grants(no_binding, REG), 2.0)
+    assert resolver.resolve(ALICE, ["c1"])["c1"].kinds_in("team-a") == {"Kustomization"}
+    no_role = RbacObjects([], [objs.cluster_roles[1]], no_binding.role_bindings)
+    store_grants(r, "c1", compile_grants(no_role, REG), 3.0)
+    assert resolver.resolve(ALICE, ["c1"])["c1"].is_empty
+
+
+def test_cluster_removed_from_redis_fails_closed(r: redis.Redis) -> None:
+    store_grants(r, "c1", compile_grants(_objects(), REG), 1.0)
+    resolver = AccessResolver(r, REG)
+    assert not resolver.resolve(ALICE, ["c1"])["c1"].is_empty
+    r.delete(*keys.cluster_keys("c1"))
+    r.incr(keys.VERSION)
+    assert resolver.resolve(ALICE, ["c1"])["c1"].is_empty
+
+
+def test_explain_shows_only_the_callers_bindings(r: redis.Redis) -> None:
+    store_grants(r, "c1", compile_grants(_objects(), REG), 1.0)
+    entries = AccessResolver(r, REG).explain(ALICE, "c1")
+    assert entries == [
+        {
+            "namespace": "team-a",
+            "kinds": ["GitRepository"],
+            "binding": "RoleBinding team-a/src -> Role sources",
+            "subject": "User alice",
+        },
+        {
+            "namespace": "team-a",
+            "kinds": ["Kustomization"],
+            "binding": "RoleBinding team-a/view -> ClusterRole flux-view",
+            "subject": "Group team-a",
+        },
+    ]
+    netops = AccessResolver(r, REG).explain(UserInfo("n", ("netops",)), "c1")
+    assert [e["namespace"] for e in netops] == ["*"]
+    assert AccessResolver(r, REG).explain(UserInfo("nobody"), "c1") == []
