@@ -1,0 +1,50 @@
+"""The Flask app factory of the query service: `create_app(settings)`.
+
+Wires state, error handling, request metrics and blueprints. Later blueprints (the web view,
+`query/ui.py`) are added in `register_blueprints`, the one place routes are mounted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+from flask import Flask, Response, g, request
+
+from common.settings import Settings
+from query import api, detail, errors, health, info, metrics
+from query.state import QueryState
+
+
+def register_blueprints(app: Flask) -> None:
+    for bp in (health.bp, api.bp, info.bp, detail.bp):
+        app.register_blueprint(bp)
+    if importlib.util.find_spec("query.ui") is not None:  # the web view, when present
+        from query import ui  # type: ignore[attr-defined,unused-ignore]
+
+        ui.register(app)
+
+
+def _observe(app: Flask) -> None:
+    @app.before_request
+    def _start() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _done(resp: Response) -> Response:
+        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        started = g.get("started", time.perf_counter())
+        metrics.REQUEST_LATENCY.labels(rule, str(resp.status_code)).observe(
+            time.perf_counter() - started
+        )
+        return resp
+
+
+def create_app(settings: Settings) -> Flask:
+    app = Flask("query")
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["fleetscope"] = QueryState.build(settings)
+    errors.register(app)
+    _observe(app)
+    register_blueprints(app)
+    return app

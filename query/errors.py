@@ -1,0 +1,60 @@
+"""Errors become HTTP here, and only here: JSON `{"error": code, "message": ...}`.
+
+Views raise common.errors types; this maps them (RequestError subclasses by their own status,
+Redis trouble to 503, unknown routes to 404, anything unexpected to a bare 500 without details).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from common.errors import RedisUnavailable, RequestError
+from query import metrics
+
+log = logging.getLogger(__name__)
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    resp = jsonify({"error": code, "message": message})
+    resp.status_code = status
+    if status == 401:
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="fleetscope"'
+    return resp
+
+
+def register(app: Flask) -> None:
+    """Install the handlers on `app`."""
+
+    @app.errorhandler(RequestError)
+    def _request_error(e: RequestError) -> Response:
+        return error_response(e.status, e.code, e.message)
+
+    @app.errorhandler(RedisUnavailable)
+    def _redis_down(e: RedisUnavailable) -> Response:
+        metrics.REDIS_ERRORS.inc()
+        return error_response(503, "unavailable", str(e))
+
+    @app.errorhandler(redis.RedisError)
+    def _redis_error(e: redis.RedisError) -> Response:
+        metrics.REDIS_ERRORS.inc()
+        log.warning("redis error: %s", type(e).__name__)
+        return error_response(503, "unavailable", "the index (Redis) is not answering; retry")
+
+    @app.errorhandler(HTTPException)
+    def _http(e: HTTPException) -> Response:
+        code = (e.name or "error").lower().replace(" ", "_")
+        status = e.code or 500
+        if status == 404:
+            return error_response(404, "not_found", "no such route; see /api/v1/openapi.json")
+        if status == 405:
+            return error_response(405, "method_not_allowed", "only GET is served here")
+        return error_response(status, code, e.description or code)
+
+    @app.errorhandler(Exception)
+    def _unexpected(e: Exception) -> Response:
+        log.exception("unexpected error")
+        return error_response(500, "internal", "internal error; the server log has details")

@@ -1,0 +1,40 @@
+"""Unauthenticated operational routes: `/healthz`, `/readyz`, `/metrics`, and the OpenAPI
+document at `/api/v1/openapi.json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from flask import Blueprint, Response
+
+from common.errors import RedisUnavailable
+from query import metrics, openapi
+from query.state import state
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/healthz")
+def healthz() -> dict[str, Any]:
+    return {"status": "ok"}
+
+
+@bp.get("/readyz")
+def readyz() -> dict[str, Any]:
+    try:
+        state().r.ping()
+    except redis.RedisError as e:
+        raise RedisUnavailable("Redis is not reachable") from e
+    return {"status": "ready"}
+
+
+@bp.get("/metrics")
+def metrics_route() -> Response:
+    body, content_type = metrics.render()
+    return Response(body, content_type=content_type)
+
+
+@bp.get("/api/v1/openapi.json")
+def openapi_route() -> dict[str, Any]:
+    return openapi.document(state().registry)

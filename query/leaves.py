@@ -1,0 +1,49 @@
+"""Leaf API clients of the query service, one per cluster, from the registry's kubeconfigs.
+
+Configs are loaded with common.registry (the collector's loader) and reloaded when `fs:version`
+moves (the collector bumps it on registry changes) or an unknown cluster is asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from common import registry
+from common.errors import UpstreamError
+from common.leaf import ClusterConfig, LeafClient
+from common.settings import Settings
+
+RELOAD_MIN_INTERVAL_S = 5.0
+
+
+class LeafPool:
+    """Leaf clients per cluster from the registry's kubeconfigs; reloaded on registry change."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._configs: dict[str, ClusterConfig] = {}
+        self._clients: dict[str, LeafClient] = {}
+        self._version: object = object()
+        self._loaded_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def client(self, cluster: str, version: object) -> LeafClient:
+        with self._lock:
+            stale = version != self._version
+            missing = cluster not in self._configs
+            if stale or (missing and time.monotonic() - self._loaded_at > RELOAD_MIN_INTERVAL_S):
+                self._reload(version)
+            config = self._configs.get(cluster)
+            if config is None:
+                raise UpstreamError(f"this query service has no credentials for cluster {cluster}")
+            current = self._clients.get(cluster)
+            if current is None or current.config != config:
+                current = LeafClient(config, timeout_s=self.settings.leaf_timeout_s)
+                self._clients[cluster] = current
+            return current
+
+    def _reload(self, version: object) -> None:
+        self._configs = registry.load_cluster_configs(self.settings)
+        self._clients = {c: v for c, v in self._clients.items() if c in self._configs}
+        self._version, self._loaded_at = version, time.monotonic()

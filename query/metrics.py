@@ -1,0 +1,43 @@
+"""Prometheus metrics of the query service, correct under gunicorn's several workers.
+
+With `FLEETSCOPE_METRICS_DIR` set, query.gunicorn_conf exports it as PROMETHEUS_MULTIPROC_DIR
+before any worker imports prometheus_client, and /metrics aggregates every worker's files.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+REQUEST_LATENCY = Histogram(
+    "fleetscope_query_request_seconds",
+    "Query API request latency by route and status code",
+    ["route", "status"],
+    buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+)
+RBAC_CACHE = Counter(
+    "fleetscope_query_rbac_cache_total",
+    "Access resolutions served from the in-process cache (hit) or needing Redis reads (miss)",
+    ["result"],
+)
+REDIS_ERRORS = Counter("fleetscope_query_redis_errors_total", "Requests failed by Redis errors")
+ROWS_SCANNED = Counter(
+    "fleetscope_query_rows_scanned_total", "Rows Redis examined to answer list and facet queries"
+)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text: every worker's metrics in multiprocess mode, else this process's."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST

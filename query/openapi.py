@@ -1,0 +1,325 @@
+"""The OpenAPI 3 document of the query API, built here (kinds come from the registry), served
+at `/api/v1/openapi.json`; `markdown()` renders docs/api.md from it (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.kinds import KindRegistry
+from common.status import STATUSES
+from query.params import DEFAULT_LIMIT, MAX_LIMIT
+
+S = dict[str, Any]
+
+
+def _ref(name: str) -> S:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(props: S, required: list[str] | None = None) -> S:
+    return {"type": "object", "properties": props, "required": required or list(props)}
+
+
+_STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
+_NSTR = {"type": "string", "nullable": True}
+_CLUSTER_REF = _obj({"cluster": _STR})
+
+SCHEMAS: S = {
+    "Error": _obj({"error": _STR, "message": _STR}),
+    "Row": _obj(
+        {
+            "cluster": _STR,
+            "namespace": _STR,
+            "kind": _STR,
+            "apiVersion": _STR,
+            "name": _STR,
+            "status": {"type": "string", "enum": list(STATUSES)},
+            "reason": _STR,
+            "message": _STR,
+            "lastTransitionTime": _NSTR,
+            "revision": _STR,
+            "uiUrl": _NSTR,
+        }
+    ),
+    "Freshness": _obj(
+        {
+            "degraded": _BOOL,
+            "state": {"type": "string", "enum": ["ready", "rebuilding", "degraded"]},
+            "message": _STR,
+            "collected": _INT,
+            "total": _INT,
+            "stale": {"type": "array", "items": _obj({"cluster": _STR, "lastSuccess": _NSTR})},
+            "notCollected": {"type": "array", "items": _obj({"cluster": _STR, "state": _STR})},
+            "hiddenStaleRbac": {
+                "type": "array",
+                "items": _obj({"cluster": _STR, "rbacSyncedAt": _NSTR}),
+            },
+        }
+    ),
+    "ObjectList": _obj(
+        {
+            "items": {"type": "array", "items": _ref("Row")},
+            "continue": _NSTR,
+            "freshness": _ref("Freshness"),
+        }
+    ),
+    "Facets": _obj(
+        {
+            "total": _INT,
+            "clusters": {"type": "object", "additionalProperties": _INT},
+            "kinds": {"type": "object", "additionalProperties": _INT},
+            "statuses": {"type": "object", "additionalProperties": _INT},
+            "freshness": _ref("Freshness"),
+        }
+    ),
+    "ClusterStatus": _obj(
+        {
+            "cluster": _STR,
+            "state": {"type": "string", "enum": ["pending", "syncing", "ok", "error"]},
+            "collected": _BOOL,
+            "stale": _BOOL,
+            "lastSuccess": _NSTR,
+            "lastAttempt": _NSTR,
+            "lastError": _NSTR,
+            "objects": _INT,
+            "rbacAgeS": {"type": "number", "nullable": True},
+            "rbacFresh": _BOOL,
+        }
+    ),
+    "Status": _obj(
+        {
+            "state": {"type": "string", "enum": ["ready", "rebuilding", "degraded"]},
+            "message": _STR,
+            "collected": _INT,
+            "total": _INT,
+            "clusters": {"type": "array", "items": _ref("ClusterStatus")},
+        }
+    ),
+    "Clusters": _obj({"clusters": {"type": "array", "items": _ref("ClusterStatus")}}),
+    "Access": _obj(
+        {
+            "user": _obj({"name": _STR, "groups": {"type": "array", "items": _STR}}),
+            "clusters": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "cluster": _STR,
+                        "rbacFresh": _BOOL,
+                        "clusterWide": {"type": "array", "items": _STR},
+                        "namespaces": {
+                            "type": "object",
+                            "additionalProperties": {"type": "array", "items": _STR},
+                        },
+                        "grants": {
+                            "type": "array",
+                            "items": _obj(
+                                {
+                                    "namespace": _STR,
+                                    "kinds": {"type": "array", "items": _STR},
+                                    "binding": _STR,
+                                    "subject": _STR,
+                                }
+                            ),
+                        },
+                    }
+                ),
+            },
+        }
+    ),
+    "Detail": _obj({"cluster": _STR, "object": {"type": "object"}}),
+    "Health": _obj({"status": _STR}),
+}
+
+
+def _param(name: str, desc: str, schema: S, where: str = "query", **extra: Any) -> S:
+    return {"name": name, "in": where, "description": desc, "schema": schema, **extra}
+
+
+def _list_param(name: str, desc: str, items: S) -> S:
+    schema = {"type": "array", "items": items}
+    return _param(name, desc + " (repeatable or comma-separated)", schema, explode=True)
+
+
+def _filters(registry: KindRegistry) -> list[S]:
+    return [
+        _list_param("cluster", "only these clusters", _STR),
+        _list_param("namespace", "only these namespaces", _STR),
+        _list_param("kind", "only these kinds", {"type": "string", "enum": registry.keys()}),
+        _list_param("status", "only these statuses", {"type": "string", "enum": list(STATUSES)}),
+        _param("name", "object name contains this (case-insensitive)", {**_STR, "maxLength": 253}),
+    ]
+
+
+def _responses(ok: str, desc: str, *codes: int) -> S:
+    out: S = {"200": {"description": desc, "content": {"application/json": {"schema": _ref(ok)}}}}
+    texts = {
+        400: "invalid parameter (the message names it and what it accepts)",
+        401: "missing or invalid credentials",
+        403: "the leaf cluster refused the caller",
+        404: "unknown cluster, kind or object",
+        502: "the leaf cluster answered with an error or is unreachable",
+        503: "the index (Redis) is not reachable",
+        504: "the leaf cluster did not answer in time",
+    }
+    for code in codes:
+        content = {"application/json": {"schema": _ref("Error")}}
+        out[str(code)] = {"description": texts[code], "content": content}
+    return out
+
+
+def _get(summary: str, params: list[S], ok: str, desc: str, *codes: int, auth: bool = True) -> S:
+    op: S = {"summary": summary, "parameters": params, "responses": _responses(ok, desc, *codes)}
+    if not auth:
+        op["security"] = []
+    return {"get": op}
+
+
+def document(registry: KindRegistry) -> S:
+    limit = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
+    page = [
+        _param("limit", f"rows per page, 1..{MAX_LIMIT}", limit),
+        _param("continue", "the `continue` of the previous page, with the same filters", _STR),
+    ]
+    path_params = [
+        _param("cluster", "cluster name", _STR, "path", required=True),
+        _param("namespace", "namespace (DNS-1123 label)", _STR, "path", required=True),
+        _param(
+            "kind", "kind key", {"type": "string", "enum": registry.keys()}, "path", required=True
+        ),
+        _param("name", "object name (DNS-1123 subdomain)", _STR, "path", required=True),
+    ]
+    common_codes = (400, 401, 503)
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "fleetscope query API", "version": "1"},
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/api/v1/objects": _get(
+                "Visible objects, filtered, in (cluster, namespace, kind, name) order, one page",
+                _filters(registry) + page,
+                "ObjectList",
+                "a page of rows",
+                *common_codes,
+            ),
+            "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}": _get(
+                "The live object from its leaf cluster, read as the caller (impersonation)",
+                path_params,
+                "Detail",
+                "the object, without metadata.managedFields",
+                400,
+                401,
+                403,
+                404,
+                502,
+                503,
+                504,
+            ),
+            "/api/v1/facets": _get(
+                "Counts of visible objects by cluster, kind and status under the filters",
+                _filters(registry),
+                "Facets",
+                "counts",
+                *common_codes,
+            ),
+            "/api/v1/status": _get(
+                "Overall state and the caller's clusters' sync status",
+                [],
+                "Status",
+                "state",
+                *common_codes,
+            ),
+            "/api/v1/clusters": _get(
+                "The clusters the caller can see, with their sync state",
+                [],
+                "Clusters",
+                "clusters",
+                *common_codes,
+            ),
+            "/api/v1/access": _get(
+                "The caller's own effective access per cluster, and the bindings behind it",
+                [],
+                "Access",
+                "access",
+                *common_codes,
+            ),
+            "/api/v1/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "security": [],
+                    "responses": {"200": {"description": "OpenAPI 3 document"}},
+                }
+            },
+            "/healthz": _get("Alive", [], "Health", "alive", auth=False),
+            "/readyz": _get("Redis reachable", [], "Health", "ready", 503, auth=False),
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics",
+                    "security": [],
+                    "responses": {"200": {"description": "Prometheus text format"}},
+                }
+            },
+        },
+    }
+
+
+def markdown(doc: S) -> str:
+    """docs/api.md: every route with its parameters and responses, from the document."""
+    lines = [
+        "# HTTP API",
+        "",
+        "The query service serves `/api/v1` (JSON). The OpenAPI 3 document at",
+        "`/api/v1/openapi.json` is the reference; this page is generated from it",
+        "(`python -m query.openapi > docs/api.md`) and a test keeps the two equal.",
+        "",
+        'Errors are `{"error": "<code>", "message": "..."}` with the status below.',
+        "List answers carry a `freshness` block (degraded, state, collected/total, and the",
+        "caller's clusters that are stale, not yet collected, or hidden for stale RBAC data).",
+        "",
+    ]
+    for path, item in doc["paths"].items():
+        op = item["get"]
+        lines += [f"## `GET {path}`", "", op["summary"] + ".", ""]
+        if op.get("security") == []:
+            lines += ["No authentication.", ""]
+        if op.get("parameters"):
+            lines += ["| parameter | in | schema | description |", "|---|---|---|---|"]
+            for p in op["parameters"]:
+                lines.append(
+                    f"| `{p['name']}` | {p['in']} | {_schema_text(p['schema'])} | {p['description']} |"
+                )
+            lines.append("")
+        lines += ["| status | meaning |", "|---|---|"]
+        for code, resp in op["responses"].items():
+            schema = resp.get("content", {}).get("application/json", {}).get("schema")
+            shape = f" (`{schema['$ref'].rsplit('/', 1)[1]}`)" if schema else ""
+            lines.append(f"| {code} | {resp['description']}{shape} |")
+        lines.append("")
+    lines += ["## Schemas", ""]
+    for name, schema in doc["components"]["schemas"].items():
+        props = ", ".join(f"`{p}`" for p in schema.get("properties", {}))
+        lines.append(f"- **{name}**: {props}")
+    return "\n".join(lines) + "\n"
+
+
+def _schema_text(schema: S) -> str:
+    if schema.get("type") == "array":
+        inner = schema["items"]
+        return "list of " + (
+            "one of the kinds" if len(inner.get("enum", [])) > 8 else _schema_text(inner)
+        )
+    if "enum" in schema:
+        if len(schema["enum"]) > 8:
+            return "one of the registered kinds"
+        return " \\| ".join(f"`{v}`" for v in schema["enum"])
+    return str(schema.get("type", "any"))
+
+
+if __name__ == "__main__":
+    from common.kinds import builtin_registry
+
+    print(markdown(document(builtin_registry())), end="")

@@ -1,0 +1,103 @@
+"""Query parameters: parsed and validated before any Redis or leaf work.
+
+Unknown parameters, unknown filter values, out-of-range limits and over-long values are 400s
+naming the parameter and what it accepts. Names follow Kubernetes: namespaces and names are
+DNS-1123 (labels / subdomains) with their length limits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from werkzeug.datastructures import MultiDict
+
+from common import keys
+from common.errors import InvalidInput
+from common.kinds import KindRegistry
+from common.reader import Filters
+from common.status import STATUSES
+
+DEFAULT_LIMIT, MAX_LIMIT = 50, 500
+MAX_VALUES = 100  # values per repeatable filter
+MAX_VALUE_LEN = 253
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NAME_SUBSTRING = re.compile(r"^[a-z0-9.-]{1,253}$")
+
+LIST_PARAMS = ("cluster", "namespace", "kind", "status", "name", "limit", "continue")
+FACET_PARAMS = ("cluster", "namespace", "kind", "status", "name")
+
+
+def check_known(args: MultiDict[str, str], allowed: Iterable[str]) -> None:
+    allowed = tuple(allowed)
+    for name in args:
+        if name not in allowed:
+            accepts = ", ".join(allowed) if allowed else "no parameters"
+            raise InvalidInput(name[:40], f"unknown parameter; this route accepts {accepts}")
+
+
+def values(args: MultiDict[str, str], name: str) -> tuple[str, ...]:
+    """A repeatable or comma-separated parameter, deduplicated, in first-seen order."""
+    out: dict[str, None] = {}
+    for raw in args.getlist(name):
+        if len(raw) > MAX_VALUE_LEN * 4:
+            raise InvalidInput(name, "value too long")
+        for part in raw.split(","):
+            part = part.strip()
+            if part:
+                out[part] = None
+    if len(out) > MAX_VALUES:
+        raise InvalidInput(name, f"at most {MAX_VALUES} values")
+    return tuple(out)
+
+
+def check_namespace(ns: str, param: str = "namespace") -> str:
+    if not DNS_LABEL.match(ns):
+        raise InvalidInput(param, f"{ns[:80]!r} is not a namespace name (DNS-1123 label, <= 63)")
+    return ns
+
+
+def check_object_name(name: str, param: str = "name") -> str:
+    if len(name) > MAX_VALUE_LEN or not DNS_SUBDOMAIN.match(name):
+        raise InvalidInput(
+            param, f"{name[:80]!r} is not an object name (DNS-1123 subdomain, <= 253)"
+        )
+    return name
+
+
+def check_kind(kind: str, registry: KindRegistry, param: str = "kind") -> str:
+    if registry.get(kind) is None:
+        raise InvalidInput(
+            param, f"unknown kind {kind[:80]!r}; accepts {', '.join(sorted(registry.keys()))}"
+        )
+    return kind
+
+
+def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
+    """The list/facet filters of a request."""
+    name = args.get("name", "").strip().lower()
+    if name and not NAME_SUBSTRING.match(name):
+        raise InvalidInput("name", "a substring of object names: lower-case letters, digits, '.-'")
+    statuses = values(args, "status")
+    for s in statuses:
+        if s not in STATUSES:
+            raise InvalidInput(
+                "status", f"unknown status {s[:40]!r}; accepts {', '.join(STATUSES)}"
+            )
+    return Filters(
+        clusters=tuple(keys.check_cluster_name(c) for c in values(args, "cluster")),
+        namespaces=tuple(check_namespace(ns) for ns in values(args, "namespace")),
+        kinds=tuple(check_kind(k, registry) for k in values(args, "kind")),
+        statuses=statuses,
+        name=name,
+    )
+
+
+def limit(args: MultiDict[str, str]) -> int:
+    raw = args.get("limit")
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise InvalidInput("limit", f"an integer from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    return int(raw)

@@ -1,0 +1,80 @@
+"""Per-process state of the query service: Redis client, reader, resolver, identity, tokens.
+
+Built by `create_app` from Settings; nothing connects to Redis until the first request.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import redis
+from flask import current_app, request
+
+from common.grants import AccessResolver
+from common.kinds import KindRegistry, load_registry
+from common.rbac import UserInfo
+from common.reader import Reader
+from common.settings import Settings
+from query.auth import Authenticator, make_authenticator
+from query.leaves import LeafPool
+from query.scope import FleetView, Scope, resolve_scope
+from query.tokens import TokenSigner, shared_key
+
+REDIS_TIMEOUT_S = 5.0
+
+
+@dataclass
+class QueryState:
+    settings: Settings
+    registry: KindRegistry
+    r: redis.Redis
+    reader: Reader
+    resolver: AccessResolver
+    fleet: FleetView
+    authenticate: Authenticator
+    leaves: LeafPool
+    _signer: TokenSigner | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def build(cls, settings: Settings) -> QueryState:
+        registry = load_registry(settings.kinds_file)
+        r = redis.Redis.from_url(
+            settings.redis_url,
+            socket_timeout=REDIS_TIMEOUT_S,
+            socket_connect_timeout=REDIS_TIMEOUT_S,
+            health_check_interval=30,
+        )
+        return cls(
+            settings=settings,
+            registry=registry,
+            r=r,
+            reader=Reader(r, registry.keys()),
+            resolver=AccessResolver(r, registry),
+            fleet=FleetView(r),
+            authenticate=make_authenticator(settings),
+            leaves=LeafPool(settings),
+        )
+
+    @property
+    def signer(self) -> TokenSigner:
+        if self._signer is None:
+            with self._lock:
+                if self._signer is None:
+                    self._signer = TokenSigner(shared_key(self.r, self.settings.continue_token_key))
+        return self._signer
+
+    def scope(self, user: UserInfo) -> Scope:
+        return resolve_scope(user, self.fleet, self.resolver, self.settings)
+
+
+def state() -> QueryState:
+    """The state of the app serving the current request."""
+    st: QueryState = current_app.extensions["fleetscope"]
+    return st
+
+
+def caller() -> UserInfo:
+    """The authenticated caller of the current request (401 otherwise)."""
+    return state().authenticate(request)
