@@ -1,0 +1,100 @@
+"""docker-compose.yml: `docker-compose config` accepts it, and the stack it describes starts in
+order (health-gated), publishes the API on loopback only, and sets only known settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from common.settings import Settings, env_name, setting_fields
+from tests.deploy.render import compose_config
+
+KNOWN_ENV = {env_name(f.name) for f in setting_fields()}
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, Any]:
+    return dict(compose_config()["services"])
+
+
+def test_stack_has_the_five_services_on_one_image(services: dict[str, Any]) -> None:
+    assert set(services) == {"redis", "kubesim", "query", "worker", "beat"}
+    images = {s["image"] for name, s in services.items() if name != "redis"}
+    assert images == {"fleetscope:local"}
+
+
+def test_commands_follow_the_documented_entrypoints(services: dict[str, Any]) -> None:
+    assert services["query"]["command"] == ["fleetscope", "serve", "--bind", "0.0.0.0:8080"]
+    assert services["worker"]["command"][:4] == ["celery", "-A", "collector", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "collector", "beat"]
+    kubesim = services["kubesim"]["command"]
+    assert kubesim[:2] == ["fleetscope", "kubesim"]
+    flags = dict(zip(kubesim[2::2], kubesim[3::2], strict=True))
+    assert flags == {
+        "--preset": "S",
+        "--host": "0.0.0.0",
+        "--advertise-host": "kubesim",
+        "--port": "7000",
+        "--kubeconfig-dir": "/clusters",
+    }
+
+
+def test_start_order_is_gated_by_health_checks(services: dict[str, Any]) -> None:
+    for name in ("redis", "kubesim", "query", "worker"):
+        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+    for name in ("query", "worker"):
+        deps = services[name]["depends_on"]
+        assert deps["redis"]["condition"] == "service_healthy", name
+        assert deps["kubesim"]["condition"] == "service_healthy", name
+    assert services["beat"]["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_api_is_published_on_loopback_only(services: dict[str, Any]) -> None:
+    ports = services["query"]["ports"]
+    assert len(ports) == 1
+    port = ports[0]
+    published = port if isinstance(port, str) else f"{port['host_ip']}:{port['published']}"
+    assert published.startswith("127.0.0.1:"), port
+    for name, service in services.items():
+        if name != "query":
+            assert not service.get("ports"), name
+
+
+def test_settings_are_known_and_valid(services: dict[str, Any]) -> None:
+    for name, service in services.items():
+        env = {k: v for k, v in (service.get("environment") or {}).items()}
+        fleetscope_env = {k: str(v) for k, v in env.items() if k.startswith("FLEETSCOPE_")}
+        assert set(fleetscope_env) <= KNOWN_ENV, (name, set(fleetscope_env) - KNOWN_ENV)
+        Settings.from_env(fleetscope_env)  # raises ConfigError on a bad value
+    query_env = services["query"]["environment"]
+    assert query_env["FLEETSCOPE_AUTH_MODE"] == "header"
+    assert query_env["FLEETSCOPE_CLUSTERS_DIR"] == "/clusters"
+    assert query_env["FLEETSCOPE_REDIS_URL"] == "redis://redis:6379/0"
+
+
+def test_kubeconfigs_are_shared_read_only_with_query_and_worker(services: dict[str, Any]) -> None:
+    def mounts(name: str) -> dict[str, bool]:
+        found = {}
+        for v in services[name].get("volumes", []):
+            if isinstance(v, str):  # docker-compose v1: "source:target:mode"
+                source, target, mode = [*v.split(":"), "rw"][:3]
+                v = {"source": source, "target": target, "read_only": mode == "ro"}
+            assert v["source"] == "clusters", (name, v)
+            found[v["target"]] = bool(v.get("read_only"))
+        return found
+
+    assert mounts("kubesim") == {"/clusters": False}
+    assert mounts("query")["/clusters"] is True
+    assert mounts("worker")["/clusters"] is True
+
+
+def test_anonymous_mode_and_subnet_are_explicit_choices() -> None:
+    config = compose_config(
+        {"FLEETSCOPE_AUTH_MODE": "anonymous", "FLEETSCOPE_COMPOSE_SUBNET": "10.99.0.0/24"}
+    )
+    query_env = config["services"]["query"]["environment"]
+    assert query_env["FLEETSCOPE_AUTH_MODE"] == "anonymous"
+    assert query_env["FLEETSCOPE_TRUSTED_PROXY_CIDRS"] == "10.99.0.0/24"
+    assert config["networks"]["fleetscope"]["ipam"]["config"] == [{"subnet": "10.99.0.0/24"}]

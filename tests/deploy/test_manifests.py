@@ -1,0 +1,193 @@
+"""k8s/: the kustomizations render, validate against the Kubernetes schemas, and say what
+docs/operations.md promises (replicas, probes, non-root pods, least-privilege RBAC checked with
+fleetscope's own RBAC engine, leaf role covering every built-in kind, known settings only).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+
+from common.kinds import builtin_registry
+from common.rbac import Authorizer, RbacObjects, UserInfo, service_account_user
+from common.settings import env_name, setting_fields
+from tests.deploy.render import K8S_VERSIONS, ROOT, find, kustomize
+
+KNOWN_ENV = {env_name(f.name) for f in setting_fields()}
+
+
+@pytest.fixture(scope="module")
+def base() -> list[dict[str, Any]]:
+    return kustomize("k8s/base")
+
+
+@pytest.fixture(scope="module")
+def leaf() -> list[dict[str, Any]]:
+    return kustomize("k8s/leaf")
+
+
+def _deployments(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+
+
+def _container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+@pytest.mark.parametrize("path", ["k8s/base", "k8s/leaf"])
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_every_object_validates_against_the_kubernetes_schema(path: str, version: str) -> None:
+    kv = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate not installed (.ci/validate-deploy)"
+    )
+    desired = kv.latest_version() if version == "latest" else version
+    objects = kustomize(path)
+    assert objects
+    for obj in objects:
+        kv.validate(obj, desired, strict=True)  # raises ValidationError with the path
+
+
+def test_everything_lands_in_one_namespace_with_common_labels(base: list[dict[str, Any]]) -> None:
+    for obj in base:
+        if obj["kind"] != "Namespace":
+            assert obj["metadata"]["namespace"] == "fleetscope", obj["metadata"]["name"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fleetscope"
+
+
+def test_query_has_two_replicas_probes_resources_service_and_pdb(
+    base: list[dict[str, Any]],
+) -> None:
+    query = _deployments(base)["fleetscope-query"]
+    assert query["spec"]["replicas"] == 2
+    pod_labels = query["spec"]["template"]["metadata"]["labels"]
+    c = _container(query)
+    assert c["command"] == ["fleetscope", "serve", "--bind", "0.0.0.0:8080"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"])
+    assert "memory" in c["resources"]["limits"]
+    pdb = find(base, "PodDisruptionBudget", "fleetscope-query")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    service = find(base, "Service", "fleetscope-query")
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_worker_beat_and_redis(base: list[dict[str, Any]]) -> None:
+    deployments = _deployments(base)
+    assert set(deployments) == {
+        "fleetscope-query",
+        "fleetscope-worker",
+        "fleetscope-beat",
+        "fleetscope-redis",
+    }
+    worker, beat = deployments["fleetscope-worker"], deployments["fleetscope-beat"]
+    assert _container(worker)["command"][:4] == ["celery", "-A", "collector", "worker"]
+    assert _container(worker)["livenessProbe"]["httpGet"]["port"] == "metrics"
+    assert _container(beat)["command"][:4] == ["celery", "-A", "collector", "beat"]
+    assert beat["spec"]["replicas"] == 1  # two beats would schedule every sync twice
+    assert beat["spec"]["strategy"]["type"] == "Recreate"
+    redis = deployments["fleetscope-redis"]
+    args = _container(redis)["args"]
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
+    assert args[args.index("--save") + 1] == ""  # ephemeral: rebuilt from the clusters
+    service = find(base, "Service", "fleetscope-redis")
+    config = find(base, "ConfigMap", "fleetscope-config")
+    assert config["data"]["FLEETSCOPE_REDIS_URL"] == (
+        f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
+    )
+
+
+def test_pods_run_non_root_read_only_with_the_release_image(base: list[dict[str, Any]]) -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    for name, deployment in _deployments(base).items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        c = _container(deployment)
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True, name
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False, name
+        assert c["securityContext"]["capabilities"]["drop"] == ["ALL"], name
+        if name != "fleetscope-redis":
+            assert c["image"] == f"fleetscope:{version}", name
+            assert pod["serviceAccountName"] == "fleetscope", name
+            mounts = {m["mountPath"] for m in c["volumeMounts"]}
+            assert "/tmp" in mounts, name  # celery beat's schedule, Python temp files
+
+
+def test_only_known_settings_are_set(base: list[dict[str, Any]]) -> None:
+    config = find(base, "ConfigMap", "fleetscope-config")
+    assert set(config["data"]) <= KNOWN_ENV, set(config["data"]) - KNOWN_ENV
+    for name, deployment in _deployments(base).items():
+        env = {e["name"] for e in _container(deployment).get("env", [])}
+        assert env <= KNOWN_ENV, (name, env - KNOWN_ENV)
+
+
+def test_management_service_account_reads_only_secrets_in_its_namespace(
+    base: list[dict[str, Any]],
+) -> None:
+    assert not [o for o in base if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    rbac = RbacObjects(
+        roles=[o for o in base if o["kind"] == "Role"],
+        role_bindings=[o for o in base if o["kind"] == "RoleBinding"],
+    )
+    authz = Authorizer(rbac)
+    sa = service_account_user("fleetscope", "fleetscope")
+    for verb in ("get", "list", "watch"):
+        assert authz.allowed(sa, verb, "", "secrets", "fleetscope")
+    for verb in ("create", "update", "patch", "delete"):
+        assert not authz.allowed(sa, verb, "", "secrets", "fleetscope")
+    assert not authz.allowed(sa, "list", "", "secrets", "kube-system")
+    assert not authz.allowed(sa, "list", "", "secrets", None)
+    assert not authz.allowed(sa, "list", "", "pods", "fleetscope")
+
+
+def _leaf_authorizer(leaf: list[dict[str, Any]]) -> Authorizer:
+    return Authorizer(
+        RbacObjects(
+            cluster_roles=[o for o in leaf if o["kind"] == "ClusterRole"],
+            cluster_role_bindings=[o for o in leaf if o["kind"] == "ClusterRoleBinding"],
+        )
+    )
+
+
+def test_leaf_role_reads_every_builtin_kind_and_rbac(leaf: list[dict[str, Any]]) -> None:
+    authz = _leaf_authorizer(leaf)
+    sa = service_account_user("fleetscope", "fleetscope-collector")
+    targets = [(k.group, k.plural) for k in builtin_registry()]
+    targets += [("rbac.authorization.k8s.io", r) for r in ("roles", "clusterroles")]
+    targets += [("rbac.authorization.k8s.io", r) for r in ("rolebindings", "clusterrolebindings")]
+    targets += [("", "namespaces")]
+    for group, resource in targets:
+        for verb in ("get", "list", "watch"):
+            assert authz.allowed(sa, verb, group, resource, None), (verb, group, resource)
+        for verb in ("create", "update", "patch", "delete", "deletecollection"):
+            assert not authz.allowed(sa, verb, group, resource, None), (verb, group, resource)
+    for resource in ("users", "groups", "serviceaccounts"):
+        assert authz.allowed(sa, "impersonate", "", resource, None, "alice")
+    for group, resource in [("", "secrets"), ("", "pods"), ("", "configmaps"), ("apps", "*")]:
+        assert not authz.allowed(sa, "get", group, resource, "default"), resource
+    other = UserInfo("system:serviceaccount:default:default", ("system:authenticated",))
+    assert not authz.allowed(other, "list", "kustomize.toolkit.fluxcd.io", "kustomizations", None)
+
+
+def test_leaf_token_secret_belongs_to_the_bound_service_account(
+    leaf: list[dict[str, Any]],
+) -> None:
+    sa = find(leaf, "ServiceAccount", "fleetscope-collector")
+    token = find(leaf, "Secret", "fleetscope-collector-token")
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert (
+        token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+        == "fleetscope-collector"
+    )
+    assert token["metadata"]["namespace"] == sa["metadata"]["namespace"]
+    binding = find(leaf, "ClusterRoleBinding", "fleetscope-collector")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "fleetscope-collector", "namespace": "fleetscope"}
+    ]
