@@ -9,8 +9,16 @@ import pytest
 import redis
 
 from common.reader import Filters, Reader
-from tests.query.fleet import KINDS, FakeAccess, delete_row, make_row, order, random_fleet, visible
-from tests.query.fleet import write_rows
+from tests.query.fleet import (
+    KINDS,
+    FakeAccess,
+    delete_row,
+    make_row,
+    order,
+    random_fleet,
+    visible,
+    write_rows,
+)
 
 ALL = frozenset(KINDS)
 ACCESSES = {

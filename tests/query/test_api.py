@@ -1,0 +1,196 @@
+"""The query API over HTTP (Flask test client, real Redis, real compiled grants): RBAC-filtered
+pages equal the authorizer's answer for each kind of user, tokens are bound and signed, bad
+input is 400 JSON, freshness and status tell the truth without naming clusters out of scope.
+Every response is validated against the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from common import keys
+from tests.query.conftest import USERS, headers, mark_synced, oracle
+from tests.query.fleet import order
+from tests.query.schema import check_response
+
+
+def get(client, path: str, user: str | None = "admin", **params: Any):
+    h = headers(USERS[user]) if user else {}
+    resp = client.get(path, query_string=params, headers=h)
+    body = resp.get_json()
+    check_response(path.split("?")[0], resp.status_code, body)
+    return resp.status_code, body
+
+
+def walk(client, user: str, **params: Any) -> list[dict]:
+    rows, token = [], None
+    while True:
+        extra = {"continue": token} if token else {}
+        status, body = get(client, "/api/v1/objects", user, **params, **extra)
+        assert status == 200, body
+        rows.extend(body["items"])
+        token = body["continue"]
+        if token is None:
+            return rows
+        assert len(body["items"]) == int(params.get("limit", 50))
+
+
+@pytest.mark.parametrize("who", sorted(USERS))
+def test_every_user_sees_exactly_what_rbac_lets_them_list(client, seeded, who) -> None:
+    expected = sorted(oracle(seeded.rows, USERS[who]), key=order)
+    got = walk(client, who, limit=7)
+    assert [order(r) for r in got] == [order(r) for r in expected]
+    assert got == expected
+    if who == "nobody":
+        assert got == []
+
+
+def test_filters_combine_with_rbac(client, seeded) -> None:
+    params = {
+        "status": "unhealthy,progressing",
+        "kind": ["HelmRelease", "Kustomization"],
+        "limit": 3,
+    }
+    expected = [
+        r
+        for r in oracle(seeded.rows, USERS["team"])
+        if r["status"] in ("unhealthy", "progressing")
+        and r["kind"] in ("HelmRelease", "Kustomization")
+    ]
+    got = walk(client, "team", **params)
+    assert [order(r) for r in got] == sorted(order(r) for r in expected)
+
+
+def test_continue_token_is_bound_to_filters_and_signed(client) -> None:
+    _, body = get(client, "/api/v1/objects", limit=2, status="healthy")
+    token = body["continue"]
+    assert token
+    status, err = get(client, "/api/v1/objects", limit=2, status="unhealthy", **{"continue": token})
+    assert status == 400 and err["error"] == "invalid_parameter" and "continue" in err["message"]
+    tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    status, err = get(
+        client, "/api/v1/objects", limit=2, status="healthy", **{"continue": tampered}
+    )
+    assert status == 400 and "continue" in err["message"]
+    status, _ = get(client, "/api/v1/objects", limit=5, status="healthy", **{"continue": token})
+    assert status == 200  # another limit is fine
+
+
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 501}, "limit"),
+        ({"limit": "ten"}, "limit"),
+        ({"status": "broken"}, "status"),
+        ({"kind": "Pod"}, "kind"),
+        ({"namespace": "Not_A_Namespace"}, "namespace"),
+        ({"cluster": "UPPER"}, "cluster"),
+        ({"name": "x" * 300}, "name"),
+        ({"sort": "name"}, "sort"),
+        ({"continue": "garbage"}, "continue"),
+    ],
+)
+def test_bad_input_is_400_naming_the_parameter(client, params, param) -> None:
+    status, body = get(client, "/api/v1/objects", **params)
+    assert status == 400
+    assert body["error"] == "invalid_parameter" and body["message"].startswith(param)
+
+
+def test_unknown_route_and_unauthenticated_are_json(client) -> None:
+    resp = client.get("/api/v1/nope", headers=headers(USERS["admin"]))
+    assert resp.status_code == 404 and resp.get_json()["error"] == "not_found"
+    status, body = get(client, "/api/v1/objects", user=None)
+    assert status == 401 and body["error"] == "unauthenticated"
+
+
+def test_header_identity_is_refused_from_untrusted_addresses(client) -> None:
+    resp = client.get(
+        "/api/v1/objects", headers=headers(USERS["admin"]), environ_base={"REMOTE_ADDR": "10.1.2.3"}
+    )
+    assert resp.status_code == 401 and resp.get_json()["error"] == "unauthenticated"
+
+
+def test_facets_count_visible_rows(client, seeded) -> None:
+    for who in ("admin", "team", "alice"):
+        expected = [r for r in oracle(seeded.rows, USERS[who]) if r["status"] != "healthy"]
+        status, body = get(
+            client, "/api/v1/facets", who, status="unhealthy,progressing,suspended,unknown"
+        )
+        assert status == 200
+        assert body["total"] == len(expected)
+        assert sum(body["clusters"].values()) == len(expected)
+        assert set(body["clusters"]) == {r["cluster"] for r in expected}
+
+
+def test_status_and_clusters_name_only_clusters_in_scope(client, seeded) -> None:
+    _, body = get(client, "/api/v1/status", "alice")
+    assert body["state"] == "ready" and body["total"] == 4 and body["collected"] == 4
+    assert [c["cluster"] for c in body["clusters"]] == ["c02"]
+    _, body = get(client, "/api/v1/clusters", "nobody")
+    assert body["clusters"] == []
+    _, body = get(client, "/api/v1/clusters", "admin")
+    assert [c["cluster"] for c in body["clusters"]] == ["c00", "c01", "c02", "c03"]
+
+
+def test_stale_rbac_hides_rows_and_says_so(client, seeded) -> None:
+    mark_synced(seeded.r, "c02", rbac_synced_at=1.0)
+    _, body = get(client, "/api/v1/objects", "alice")
+    assert body["items"] == []
+    fresh = body["freshness"]
+    assert fresh["degraded"] and fresh["state"] == "degraded"
+    assert [c["cluster"] for c in fresh["hiddenStaleRbac"]] == ["c02"]
+    _, body = get(client, "/api/v1/objects", "team")
+    assert body["freshness"]["hiddenStaleRbac"] == []  # c02 is not in tina's scope
+
+
+def test_rebuilding_lists_uncollected_clusters_in_scope(client, seeded) -> None:
+    seeded.r.hset(keys.sync("c03"), mapping={"last_success": "", "state": "syncing"})
+    seeded.r.hset(keys.sync("c02"), mapping={"state": "error", "last_success": "100"})
+    _, body = get(client, "/api/v1/objects", "team", limit=1)
+    fresh = body["freshness"]
+    assert fresh["state"] == "rebuilding" and fresh["collected"] == 3 and fresh["total"] == 4
+    assert fresh["notCollected"] == [{"cluster": "c03", "state": "syncing"}]
+    assert fresh["stale"] == []  # c02 is stale but not tina's
+    _, body = get(client, "/api/v1/objects", "alice", limit=1)
+    assert body["freshness"]["stale"][0]["cluster"] == "c02"
+
+
+def test_access_explains_the_callers_grants(client) -> None:
+    _, body = get(client, "/api/v1/access", "sa")
+    assert body["user"]["name"] == "system:serviceaccount:ci:deployer"
+    [c01] = body["clusters"]
+    assert c01["cluster"] == "c01" and c01["clusterWide"] == []
+    assert c01["namespaces"] == {"ns0": ["Kustomization"]}
+    assert c01["grants"] and all(g["namespace"] == "ns0" for g in c01["grants"])
+
+
+def test_health_ready_metrics_and_openapi(client) -> None:
+    assert get(client, "/healthz", None) == (200, {"status": "ok"})
+    assert get(client, "/readyz", None) == (200, {"status": "ready"})
+    get(client, "/api/v1/objects", "admin")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'fleetscope_query_request_seconds_count{route="/api/v1/objects",status="200"}' in text
+    assert "fleetscope_query_rbac_cache_total" in text
+    doc = client.get("/api/v1/openapi.json").get_json()
+    assert set(doc["paths"]) >= {"/api/v1/objects", "/api/v1/facets", "/api/v1/status"}
+
+
+def test_redis_down_is_503_json(seeded, redis_url) -> None:
+    from common.settings import Settings
+    from tests.query.conftest import make_app
+
+    app = make_app(Settings(redis_url="redis://127.0.0.1:1/0", auth_mode="anonymous"))
+    resp = app.test_client().get("/api/v1/objects")
+    assert resp.status_code == 503 and resp.get_json()["error"] == "unavailable"
+    assert app.test_client().get("/readyz").status_code == 503
+
+
+def test_docs_api_md_is_generated_from_the_document() -> None:
+    from pathlib import Path
+
+    from query.openapi import markdown
+    from tests.query.schema import DOC
+
+    assert (Path(__file__).parents[2] / "docs/api.md").read_text() == markdown(DOC)
