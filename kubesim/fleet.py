@@ -1,0 +1,222 @@
+"""The generated fleet: clusters, namespaces, Flux/Istio objects and multi-tenant RBAC, all
+deterministic from a seed. A cluster's objects are generated when it is first used, from
+pre-serialized templates, so a 1.2 M-object fleet starts at once and stays compact.
+
+Tenancy: namespace `app-NNNN` belongs to team `team-XX` (about 1 % of namespaces per team); a
+RoleBinding `team-view` binds the team group to ClusterRole `view`, into which `flux-view` and
+`istio-view` aggregate. `users()` lists identities with the namespaces each may list.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.catalog import Catalog, Resource
+from kubesim.rbac_objects import cluster_rbac, namespace_shape, role_binding_shape
+from kubesim.shapes import object_shape
+from kubesim.store import ClusterStore
+from kubesim.templates import Template
+
+PRESETS = {"S": (10, 100), "M": (50, 500), "L": (200, 2000)}
+SYSTEM_NAMESPACES = ("default", "kube-system", "flux-system", "istio-system")
+
+# Expected objects of each kind per app namespace (name, kind, share); ~3 per namespace.
+MIX: tuple[tuple[str, str, float], ...] = (
+    ("apps", "Kustomization", 1.0),
+    ("config", "Kustomization", 0.1),
+    ("apps-repo", "GitRepository", 0.3),
+    ("web", "HelmRelease", 0.25),
+    ("web", "HelmChart", 0.25),
+    ("charts", "HelmRepository", 0.05),
+    ("manifests", "OCIRepository", 0.03),
+    ("assets", "Bucket", 0.02),
+    ("web", "ImageRepository", 0.03),
+    ("web", "ImagePolicy", 0.03),
+    ("web", "ImageUpdateAutomation", 0.02),
+    ("on-call", "Alert", 0.03),
+    ("slack", "Provider", 0.03),
+    ("github", "Receiver", 0.01),
+    ("web", "VirtualService", 0.4),
+    ("api", "VirtualService", 0.1),
+    ("web", "DestinationRule", 0.3),
+    ("default", "Sidecar", 0.05),
+    ("allow-ns", "AuthorizationPolicy", 0.1),
+    ("default", "PeerAuthentication", 0.03),
+    ("jwt", "RequestAuthentication", 0.02),
+    ("external-api", "ServiceEntry", 0.05),
+    ("ingress", "Gateway", 0.02),
+    ("vm", "WorkloadEntry", 0.01),
+    ("default", "Telemetry", 0.01),
+)
+SYSTEM_OBJECTS = (
+    ("flux-system", "flux-system", "GitRepository"),
+    ("flux-system", "flux-system", "Kustomization"),
+    ("flux-system", "charts", "HelmRepository"),
+    ("flux-system", "slack", "Provider"),
+    ("flux-system", "on-call", "Alert"),
+    ("flux-system", "github", "Receiver"),
+    ("istio-system", "ingressgateway", "Gateway"),
+    ("istio-system", "default", "PeerAuthentication"),
+    ("istio-system", "mesh-default", "Telemetry"),
+)
+
+
+def _mix64(*parts: int) -> int:
+    """A cheap deterministic hash of integers (splitmix64 steps)."""
+    x = 0x9E3779B97F4A7C15
+    for p in parts:
+        x = (x ^ (p + 0x9E3779B97F4A7C15)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        x = (x ^ (x >> 31)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 29)
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    clusters: int = 2
+    namespaces: int = 5
+    seed: int = 1
+    teams: int = 100
+    unhealthy_share: float = 0.01
+    progressing_share: float = 0.01
+    suspended_share: float = 0.005
+    team_users: int = 3
+
+
+@dataclass
+class GeneratedFleet:
+    """A fleet made from a `FleetSpec`; `load(name, store)` fills one cluster's store."""
+
+    spec: FleetSpec
+    cluster_names: list[str] = field(default_factory=list)
+    _templates: dict[tuple[str, str, str], Template] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        width = max(3, len(str(self.spec.clusters - 1)))
+        self.cluster_names = [f"cluster-{i:0{width}d}" for i in range(self.spec.clusters)]
+
+    # -- naming and tenancy (cheap, no objects needed) -----------------------------------
+
+    def namespace_names(self) -> list[str]:
+        width = max(4, len(str(self.spec.namespaces - 1)))
+        return [f"app-{i:0{width}d}" for i in range(self.spec.namespaces)]
+
+    def team_of(self, cluster_index: int, ns_index: int) -> str:
+        return f"team-{_mix64(self.spec.seed, cluster_index, ns_index) % self.spec.teams:02d}"
+
+    def solo_namespace(self) -> tuple[str, str]:
+        """(cluster, namespace) of the user `solo`, who may list in that one namespace."""
+        return self.cluster_names[0], self.namespace_names()[self.spec.namespaces // 2]
+
+    # -- objects -------------------------------------------------------------------------
+
+    def load(self, name: str, store: ClusterStore) -> None:
+        index = self.cluster_names.index(name)
+        objects = list(self.objects(index, store.catalog))
+        store.load(objects, len(objects))
+
+    def objects(self, index: int, catalog: Catalog) -> Iterator[tuple[Resource, str, str, bytes]]:
+        """Every object of cluster `index`, resourceVersions 1..N in this order."""
+        rng = random.Random(f"{self.spec.seed}/{index}")
+        epoch = (int(time.time()) // 86400 - 31) * 86400  # ages stay plausible; same all day
+        rv = 0
+        cluster = self.cluster_names[index]
+        values = {"uid": "", "rv": "", "created": "", "name": "", "ns": ""}
+
+        def stamp(name: str, ns: str = "") -> dict[str, str]:
+            nonlocal rv
+            rv += 1
+            u = f"{rng.getrandbits(128):032x}"
+            t = epoch + rng.randrange(30 * 86400)
+            values.update(
+                name=name,
+                ns=ns,
+                rv=str(rv),
+                uid=f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}",
+                created=_iso(t),
+                ltt=_iso(t + rng.randrange(86400)),
+            )
+            return values
+
+        ns_names = self.namespace_names()
+        for ns in SYSTEM_NAMESPACES:
+            yield catalog.find("Namespace"), "", ns, self._ns(ns, "platform", stamp(ns))
+        for i, ns in enumerate(ns_names):
+            team = self.team_of(index, i)
+            yield catalog.find("Namespace"), "", ns, self._ns(ns, team, stamp(ns))
+        for res, ns, name, tmpl, extra in cluster_rbac(self, cluster, catalog):
+            yield res, ns, name, tmpl.render({**stamp(name, ns), **extra})
+        rb = catalog.find("RoleBinding")
+        for i, ns in enumerate(ns_names):
+            team = self.team_of(index, i)
+            sa = i % 100 == 0  # a few ServiceAccount subjects
+            tmpl = self._template(
+                ("rb", "sa" if sa else "", ""), lambda sa=sa: role_binding_shape(sa)
+            )
+            yield rb, ns, "team-view", tmpl.render({**stamp("team-view", ns), "team": team})
+        for ns, name, kind in SYSTEM_OBJECTS:
+            yield self._object(catalog, kind, name, ns, "platform", "healthy", rng, stamp)
+        for i, ns in enumerate(ns_names):
+            team = self.team_of(index, i)
+            for name, kind, share in MIX:
+                if share >= 1.0 or rng.random() < share:
+                    variant = self._variant(kind, catalog, rng)
+                    yield self._object(catalog, kind, name, ns, team, variant, rng, stamp)
+
+    def _variant(self, kind: str, catalog: Catalog, rng: random.Random) -> str:
+        s, u = self.spec, rng.random()
+        if catalog.find(kind).status_rule == "istio":
+            return "unhealthy" if u < s.unhealthy_share else "warning" if u < 0.03 else "none"
+        if u < s.unhealthy_share:
+            return "stalled" if u < s.unhealthy_share / 4 else "unhealthy"
+        if u < s.unhealthy_share + s.progressing_share:
+            return "progressing"
+        if u < s.unhealthy_share + s.progressing_share + s.suspended_share:
+            return "suspended"
+        return "healthy"
+
+    def _object(self, catalog, kind, name, ns, team, variant, rng, stamp):  # type: ignore[no-untyped-def]
+        res = catalog.find(kind)
+        tmpl = self._template(
+            (kind, variant, ""),
+            lambda: object_shape(res.api_version, kind, variant, _labels(team)),
+        )
+        values = stamp(name, ns)
+        gen = rng.randrange(1, 6)
+        values.update(
+            gen=str(gen), ogen=str(gen - 1), team=team, rev=f"{rng.getrandbits(160):040x}"
+        )
+        return res, ns, name, tmpl.render(values)
+
+    def _ns(self, name: str, team: str, values: dict[str, str]) -> bytes:
+        tmpl = self._template(("ns", "", ""), namespace_shape)
+        return tmpl.render({**values, "team": team})
+
+    def _template(self, key: tuple[str, str, str], make: Any) -> Template:
+        tmpl = self._templates.get(key)
+        if tmpl is None:
+            tmpl = self._templates[key] = Template(make())
+        return tmpl
+
+
+def _labels(team: str) -> dict[str, str]:
+    return {"app.kubernetes.io/part-of": "@@ns@@", "fleetscope.io/team": "@@team@@"} if team else {}
+
+
+def _iso(t: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def generate_fleet(
+    clusters: int = 2, namespaces: int = 5, seed: int = 1, **kw: Any
+) -> GeneratedFleet:
+    """A fleet of `clusters` x `namespaces` app namespaces (plus system namespaces)."""
+    return GeneratedFleet(FleetSpec(clusters, namespaces, seed, **kw))
+
+
+def preset_fleet(preset: str, seed: int = 1) -> GeneratedFleet:
+    clusters, namespaces = PRESETS[preset.upper()]
+    return generate_fleet(clusters, namespaces, seed)

@@ -1,0 +1,169 @@
+"""A small HTTP/1.1 server on asyncio streams: keep-alive, Content-Length or chunked bodies,
+and chunked streaming answers (watches). One `Listener` per simulated cluster, so a cluster
+that is "down" closes its socket and clients get connection refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+MAX_HEAD_BYTES = 64 * 1024
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, list[str]]  # lower-case names, every value of repeated headers
+    body: bytes = b""
+    reader: asyncio.StreamReader | None = field(default=None, repr=False)
+
+    def header(self, name: str, default: str = "") -> str:
+        values = self.headers.get(name.lower())
+        return values[0] if values else default
+
+    def header_all(self, name: str) -> list[str]:
+        return self.headers.get(name.lower(), [])
+
+    def disconnected(self) -> bool:
+        return self.reader is not None and self.reader.at_eof()
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    stream: AsyncIterator[bytes] | None = None  # sent chunked when set
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class Listener:
+    """Serves `handler` on host:port; `stop()` closes the socket and drops open connections."""
+
+    def __init__(
+        self, handler: Handler, host: str, port: int, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.handler, self.host, self.port, self.tls = handler, host, port, tls
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        self._server = await asyncio.start_server(
+            self._connection,
+            self.host,
+            self.port,
+            limit=MAX_HEAD_BYTES,
+            reuse_address=True,
+            ssl=self.tls,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+        with contextlib.suppress(Exception):
+            await server.wait_closed()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while True:
+                request = await read_request(reader)
+                if request is None:
+                    break
+                response = await self.handler(request)
+                keep = request.header("connection").lower() != "close"
+                await write_response(writer, response, keep)
+                if not keep or response.stream is not None:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except ssl.SSLError:
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.transport.abort() if writer.transport else None
+
+
+async def read_request(reader: asyncio.StreamReader) -> Request | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, _, value = line.partition(":")
+            headers.setdefault(name.strip().lower(), []).append(value.strip())
+    body = b""
+    if "chunked" in ",".join(headers.get("transfer-encoding", [])).lower():
+        body = await _read_chunked(reader)
+    elif headers.get("content-length"):
+        length = int(headers["content-length"][0])
+        if length > MAX_BODY_BYTES:
+            raise ConnectionError("request body too large")
+        body = await reader.readexactly(length)
+    url = urlsplit(target)
+    query = dict(parse_qsl(url.query, keep_blank_values=True))
+    return Request(method.upper(), unquote(url.path), query, headers, body, reader)
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            await reader.readuntil(b"\r\n")
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)
+
+
+async def write_response(writer: asyncio.StreamWriter, resp: Response, keep: bool) -> None:
+    reason = HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else ""
+    head = [f"HTTP/1.1 {resp.status} {reason}", f"Content-Type: {resp.content_type}"]
+    head += [f"{k}: {v}" for k, v in resp.headers.items()]
+    if resp.stream is None:
+        head.append(f"Content-Length: {len(resp.body)}")
+        head.append("Connection: keep-alive" if keep else "Connection: close")
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + resp.body)
+        await writer.drain()
+        return
+    head += ["Transfer-Encoding: chunked", "Connection: close"]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+    await writer.drain()
+    try:
+        async for chunk in resp.stream:
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+    finally:
+        aclose = getattr(resp.stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
