@@ -170,6 +170,12 @@ def mark_error(r: redis.Redis, cluster: str, error: str, duration_s: float, requ
     _hset(r, keys.sync(cluster), fields)
 
 
+def mark_rbac_error(r: redis.Redis, cluster: str, error: str) -> None:
+    """An RBAC sync failed: the last grants stay until they pass `rbac_max_age_s`."""
+    text = " ".join(error.split())[:SYNC_ERROR_MAX]
+    _hset(r, keys.sync(cluster), syncstatus.encode(rbac_error=text))
+
+
 def _hset(r: Any, key: str, fields: dict[str, str]) -> None:
     r.hset(key, mapping=fields)
 

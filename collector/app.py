@@ -1,0 +1,85 @@
+"""The Celery app factory: Redis broker, beat schedule from settings, worker set-up (logging,
+metrics). `create_celery(settings)` connects to nothing; `collector.celery.app` is the app that
+`celery -A collector worker|beat` finds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery, signals
+
+from collector import metrics, tasks
+from common import logs
+from common.settings import Settings
+
+QUEUE = "fleetscope-collector"
+
+
+def create_celery(settings: Settings) -> Celery:
+    app = Celery("fleetscope-collector", set_as_current=False)
+    hard_limit_s = settings.sync_soft_time_limit_s + 30
+    app.conf.update(
+        broker_url=settings.redis_url,
+        broker_connection_retry_on_startup=True,
+        # A killed worker's tasks come back after this long (ETA retries wait less than it).
+        broker_transport_options={"visibility_timeout": int(hard_limit_s * 2)},
+        task_default_queue=QUEUE,
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_hijack_root_logger=False,
+        task_soft_time_limit=settings.sync_soft_time_limit_s,
+        task_time_limit=hard_limit_s,
+        timezone="UTC",
+        beat_schedule=beat_schedule(settings),
+    )
+    tasks.register(app, settings)
+    _connect_signals(app, settings)
+    return app
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """One entry per kind of work; each fans out one task per registered cluster."""
+    return {
+        "reconcile-registry": {
+            "task": tasks.RECONCILE,
+            "schedule": settings.registry_interval_s,
+            "options": {"expires": settings.registry_interval_s},
+        },
+        "sync-objects": {
+            "task": tasks.FAN_OUT_OBJECTS,
+            "schedule": settings.sync_interval_s,
+            "options": {"expires": settings.sync_interval_s},
+        },
+        "sync-rbac": {
+            "task": tasks.FAN_OUT_RBAC,
+            "schedule": settings.rbac_sync_interval_s,
+            "options": {"expires": settings.rbac_sync_interval_s},
+        },
+    }
+
+
+def _connect_signals(app: Celery, settings: Settings) -> None:
+    celery_app = app
+
+    def setup_logging(**_: Any) -> None:
+        logs.configure(settings)
+
+    def worker_init(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is not app:
+            return
+        metrics.prepare_worker(settings)
+        metrics.serve(settings, lambda: tasks.runtime(settings).r)
+
+    def beat_init(sender: Any = None, **_: Any) -> None:
+        # Start collecting at once instead of one interval after beat starts.
+        if getattr(sender, "app", None) is not app:
+            return
+        for name in (tasks.RECONCILE, tasks.FAN_OUT_RBAC, tasks.FAN_OUT_OBJECTS):
+            celery_app.send_task(name)
+
+    signals.setup_logging.connect(setup_logging, weak=False)
+    signals.worker_init.connect(worker_init, weak=False)
+    signals.beat_init.connect(beat_init, weak=False)
