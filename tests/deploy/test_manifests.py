@@ -115,7 +115,10 @@ def test_pods_run_non_root_read_only_with_the_release_image(base: list[dict[str,
         assert c["securityContext"]["capabilities"]["drop"] == ["ALL"], name
         if name != "fleetscope-redis":
             assert c["image"] == f"fleetscope:{version}", name
-            assert pod["serviceAccountName"] == "fleetscope", name
+            if name == "fleetscope-beat":
+                assert pod["automountServiceAccountToken"] is False
+            else:
+                assert pod["serviceAccountName"] == "fleetscope", name
             mounts = {m["mountPath"] for m in c["volumeMounts"]}
             assert "/tmp" in mounts, name  # celery beat's schedule, Python temp files
 
