@@ -1,0 +1,51 @@
+"""gunicorn configuration of the query service, from FLEETSCOPE_* settings.
+
+The documented command (what `fleetscope serve` runs):
+
+    gunicorn --config python:query.gunicorn_conf query.wsgi:app
+
+Workers and threads come from FLEETSCOPE_QUERY_WORKERS / _THREADS, the address from
+FLEETSCOPE_BIND (a `--bind` on the command line wins). With FLEETSCOPE_METRICS_DIR set, it is
+exported as PROMETHEUS_MULTIPROC_DIR (emptied at start) so /metrics adds up every worker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from common.settings import Settings
+
+_settings = Settings.from_env()
+
+bind = [_settings.bind]
+workers = _settings.query_workers
+threads = _settings.query_threads
+worker_class = "gthread"
+timeout = 60
+graceful_timeout = 20
+keepalive = 5
+accesslog = None
+errorlog = "-"
+
+if _settings.metrics_dir:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _settings.metrics_dir
+
+
+def on_starting(server: Any) -> None:
+    """Start with an empty metrics directory (files of a previous run would be added up)."""
+    if _settings.metrics_dir:
+        shutil.rmtree(_settings.metrics_dir, ignore_errors=True)
+        os.makedirs(_settings.metrics_dir, exist_ok=True)
+    from common import logs
+
+    logs.configure(_settings)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """Tell prometheus-client a worker is gone (its live gauges stop counting)."""
+    if _settings.metrics_dir:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
