@@ -78,6 +78,7 @@ async def _handle(cluster: SimCluster, req: Request, info: dict[str, Any]) -> Re
     info["user"] = user.name
     if req.path in ("/healthz", "/livez", "/readyz"):
         return Response(200, b"ok", "text/plain")
+    cluster.store  # noqa: B018 -- load the cluster first: manifests may add served types
     acting = cluster.authz.impersonate(req, user)
     if req.path == "/version" or req.path == "/version/":
         return json_response(200, json.dumps(VERSION_INFO).encode())

@@ -1,0 +1,91 @@
+"""`fleetscope kubesim`: serve simulated leaf clusters and write one kubeconfig per cluster.
+
+fleetscope kubesim --preset S --kubeconfig-dir ./clusters
+fleetscope kubesim --clusters 3 --namespaces 20 --seed 7 --port 16443
+fleetscope kubesim --from ./manifests --kubeconfig-dir ./clusters
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from common.errors import ConfigError
+from common.keys import valid_cluster_name
+from kubesim.fleet import PRESETS, generate_fleet
+from kubesim.manifests import ManifestFleet
+from kubesim.server import KubeSim
+from kubesim.users import write_users
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--preset", choices=sorted(PRESETS), help="S=10x100, M=50x500, L=200x2000")
+    src.add_argument("--from", dest="from_dir", metavar="DIR", help="serve DIR/<cluster>/*.yaml")
+    parser.add_argument("--clusters", type=int, help="generated clusters (default 2)")
+    parser.add_argument("--namespaces", type=int, help="app namespaces per cluster (default 5)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the generated fleet")
+    parser.add_argument(
+        "--kubeconfig-dir", default="kubesim-clusters", help="where to write <cluster>.yaml"
+    )
+    parser.add_argument(
+        "--users-file",
+        help="where to write the generated users and their access "
+        "(default: kubesim-users.json next to the kubeconfig dir)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="bind address")
+    parser.add_argument("--port", type=int, default=0, help="base port: cluster i on PORT+i")
+    parser.add_argument("--advertise-host", default="", help="host written into kubeconfigs")
+    parser.add_argument(
+        "--no-tls", action="store_true", help="plain HTTP (kubectl then sends no token)"
+    )
+
+
+def build_fleet(args: argparse.Namespace) -> tuple[object, bool]:
+    """The fleet to serve and whether it is generated."""
+    if args.from_dir:
+        if args.clusters or args.namespaces:
+            raise ConfigError("--from serves manifests: drop --clusters/--namespaces")
+        return ManifestFleet(args.from_dir), False
+    clusters, namespaces = PRESETS[args.preset] if args.preset else (2, 5)
+    clusters = args.clusters or clusters
+    namespaces = args.namespaces or namespaces
+    if clusters < 1 or namespaces < 1:
+        raise ConfigError("--clusters and --namespaces must be at least 1")
+    return generate_fleet(clusters, namespaces, args.seed), True
+
+
+def run(args: argparse.Namespace) -> int:
+    fleet, generated = build_fleet(args)
+    bad = [n for n in fleet.cluster_names if not valid_cluster_name(n)]  # type: ignore[attr-defined]
+    if bad:
+        raise ConfigError(f"cluster names must be lower-case DNS-like names: {bad[:5]}")
+    kube_dir = Path(args.kubeconfig_dir)
+    sim = KubeSim.start(
+        fleet,  # type: ignore[arg-type]
+        kubeconfig_dir=kube_dir,
+        host=args.host,
+        port=args.port,
+        advertise_host=args.advertise_host,
+        tls=not args.no_tls,
+    )
+    users_note = ""
+    if generated:
+        users = Path(args.users_file or kube_dir.resolve().parent / "kubesim-users.json")
+        write_users(fleet, users)  # type: ignore[arg-type]
+        users_note = f"; users in {users}"
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    ports = [sim.port(c) for c in sim.clusters]
+    print(
+        f"kubesim ready: {len(ports)} clusters on {args.host} ports {min(ports)}-{max(ports)}; "
+        f"kubeconfigs in {kube_dir}{users_note}",
+        flush=True,
+    )
+    sim.serve_forever(stop)
+    print("kubesim stopped", file=sys.stderr)
+    return 0
