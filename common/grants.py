@@ -18,7 +18,14 @@ from common import keys, syncstatus
 from common.kinds import KindRegistry
 from common.rbac import MASTERS, Authorizer, Binding, RbacObjects, Rule
 from common.rbac_access import Access, AccessResolver
-from common.rbac_encoding import ALL_NAMESPACES, HASH_FIELD, Reason, encode_subject
+from common.rbac_encoding import (
+    ALL_NAMESPACES,
+    BUILTIN,
+    HASH_FIELD,
+    BindingRef,
+    Reason,
+    encode_subject,
+)
 
 __all__ = [
     "Access",
@@ -29,7 +36,7 @@ __all__ = [
     "store_grants",
 ]
 
-MASTERS_REASON = f"built-in: group {MASTERS} may do everything"
+MASTERS_REF = (BUILTIN, MASTERS, "", "")
 _FORMAT = b"fleetscope-grants-v1"
 
 
@@ -37,21 +44,21 @@ _FORMAT = b"fleetscope-grants-v1"
 class SubjectGrants:
     """What one subject may list, and the bindings that say so."""
 
-    cluster_wide: set[str] = field(default_factory=set)
-    namespaces: dict[str, set[str]] = field(default_factory=dict)
+    cluster_wide: frozenset[str] = frozenset()
+    namespaces: dict[str, frozenset[str]] = field(default_factory=dict)
     reasons: list[Reason] = field(default_factory=list)
 
-    def add(self, namespace: str, kinds: frozenset[str], reason: str) -> None:
+    def add(self, namespace: str, kinds: frozenset[str], reason: BindingRef) -> None:
+        # Kind sets are shared frozensets (one per role), so 10,000 namespaces hold one set.
         if namespace == ALL_NAMESPACES:
             self.cluster_wide |= kinds
         else:
-            self.namespaces.setdefault(namespace, set()).update(kinds)
+            prev = self.namespaces.get(namespace)
+            self.namespaces[namespace] = kinds if prev is None or prev == kinds else prev | kinds
         self.reasons.append((namespace, kinds, reason))
 
     def encode(self) -> str:
-        cw = frozenset(self.cluster_wide)
-        nss = {ns: frozenset(k) for ns, k in self.namespaces.items()}
-        return encode_subject(cw, nss, self.reasons)
+        return encode_subject(self.cluster_wide, self.namespaces, self.reasons)
 
 
 @dataclass(frozen=True)
@@ -64,20 +71,28 @@ class CompiledGrants:
 
 
 class _KindMatcher:
-    """Kind keys a role's rules let one `list`, memoized per role."""
+    """Kind keys that rules let one `list`, memoized by rule content (namespaces repeat roles)."""
 
     def __init__(self, registry: KindRegistry) -> None:
         self.kinds = [(k.key, k.group, k.plural) for k in registry]
-        self.memo: dict[tuple[str, str, str], frozenset[str]] = {}
+        self.by_rule: dict[Rule, frozenset[str]] = {}
+        self.by_rules: dict[tuple[Rule, ...], frozenset[str]] = {}
 
-    def listable(self, role_id: tuple[str, str, str], rules: tuple[Rule, ...]) -> frozenset[str]:
-        if role_id not in self.memo:
-            self.memo[role_id] = frozenset(
+    def listable(self, rules: tuple[Rule, ...]) -> frozenset[str]:
+        found = self.by_rules.get(rules)
+        if found is None:
+            found = self.by_rules[rules] = frozenset().union(*map(self._rule, rules))
+        return found
+
+    def _rule(self, rule: Rule) -> frozenset[str]:
+        found = self.by_rule.get(rule)
+        if found is None:
+            found = self.by_rule[rule] = frozenset(
                 key
                 for key, group, plural in self.kinds
-                if any(rule.allows("list", group, plural, "", "") for rule in rules)
+                if rule.allows("list", group, plural, "", "")
             )
-        return self.memo[role_id]
+        return found
 
 
 def compile_grants(objects: RbacObjects, registry: KindRegistry) -> CompiledGrants:
@@ -88,19 +103,16 @@ def compile_grants(objects: RbacObjects, registry: KindRegistry) -> CompiledGran
     all_bindings: Iterable[Binding] = auth.bindings_for(None)
     rolebindings = (b for bs in auth.bindings_by_ns.values() for b in bs)
     for binding in (*all_bindings, *rolebindings):
-        role_ns = (binding.namespace or "") if binding.role_kind == "Role" else ""
-        kinds = matcher.listable(
-            (binding.role_kind, role_ns, binding.role_name), auth.binding_rules(binding)
-        )
+        kinds = matcher.listable(auth.binding_rules(binding))
         if not kinds:
             continue
         where = ALL_NAMESPACES if binding.namespace is None else binding.namespace
         for kind, name in dict.fromkeys(binding.subject_keys()):
             grants = subjects.setdefault(keys.subject(kind, name), SubjectGrants())
-            grants.add(where, kinds, binding.describe)
+            grants.add(where, kinds, binding.ref)
     all_kinds = frozenset(registry.keys())
     subjects.setdefault(keys.subject("g", MASTERS), SubjectGrants()).add(
-        ALL_NAMESPACES, all_kinds, MASTERS_REASON
+        ALL_NAMESPACES, all_kinds, MASTERS_REF
     )
     fields = {s: g.encode() for s, g in sorted(subjects.items())}
     return CompiledGrants(subjects, fields, _content_hash(fields))

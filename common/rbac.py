@@ -204,11 +204,10 @@ class Binding:
         )
 
     @property
-    def describe(self) -> str:
-        """`RoleBinding team-a/view -> ClusterRole view`: for explaining access."""
-        if self.namespace is None:
-            return f"ClusterRoleBinding {self.name} -> {self.role_kind} {self.role_name}"
-        return f"RoleBinding {self.namespace}/{self.name} -> {self.role_kind} {self.role_name}"
+    def ref(self) -> tuple[str, str, str, str]:
+        """(binding kind, binding name, role kind, role name): what explains a grant."""
+        kind = "ClusterRoleBinding" if self.namespace is None else "RoleBinding"
+        return kind, self.name, self.role_kind, self.role_name
 
     def subject_keys(self) -> Iterator[tuple[str, str]]:
         """Each subject as ('u'|'g', name); service accounts are users. Unmatchable ones drop."""

@@ -3,11 +3,12 @@
 A value is two JSON lines: what the subject may `list`, then why (for `GET /api/v1/access`):
 
     {"s":[["HelmRelease","Kustomization"]],"c":-1,"n":[[0,["team-a","team-b"]]]}
-    {"s":[[...]],"b":["RoleBinding team-a/view -> ClusterRole view"],"r":[["team-a",0,0]]}
+    {"s":[[...]],"b":[["RoleBinding","view","ClusterRole","view"]],"r":[["team-a",0,0]]}
 
 `s` lists kind sets once; `c` is the set listable in all namespaces (-1: none); `n` groups
 namespaces by set, so a subject bound in 10,000 namespaces to one role stores one set and the
-names. Readers that resolve access parse only the first line. The field `#hash` holds the
+names; `b` lists bindings without their namespace, so one binding name repeated across
+namespaces is stored once. Readers that resolve access parse only the first line. The field `#hash` holds the
 content hash of the whole hash (not a subject: subjects start with `u:` or `g:`).
 """
 
@@ -20,7 +21,19 @@ from typing import Any
 HASH_FIELD = "#hash"
 ALL_NAMESPACES = "*"
 
-Reason = tuple[str, frozenset[str], str]  # (namespace or "*", kinds, binding description)
+BUILTIN = "built-in"
+BindingRef = tuple[str, str, str, str]  # (binding kind, binding name, role kind, role name)
+Reason = tuple[str, frozenset[str], BindingRef]  # (namespace or "*", kinds, binding)
+
+
+def describe(namespace: str, ref: BindingRef) -> str:
+    """`RoleBinding team-a/view -> ClusterRole view`, for explaining a grant."""
+    kind, name, role_kind, role_name = ref
+    if kind == "RoleBinding":
+        return f"RoleBinding {namespace}/{name} -> {role_kind} {role_name}"
+    if kind == BUILTIN:
+        return f"built-in: group {name} may do everything"
+    return f"{kind} {name} -> {role_kind} {role_name}"
 
 
 def _dumps(doc: Any) -> str:
@@ -50,15 +63,19 @@ def encode_subject(
     """One `rbac` hash value. `namespaces` may overlap `cluster_wide`; the overlap is dropped."""
     sets = _SetTable()
     grouped: dict[int, list[str]] = {}
+    reduced: dict[int, frozenset[str]] = {}
     for ns in sorted(namespaces):
-        extra = namespaces[ns] - cluster_wide
+        kinds = namespaces[ns]
+        extra = reduced.get(id(kinds))
+        if extra is None:
+            extra = reduced[id(kinds)] = kinds - cluster_wide
         if extra:
             grouped.setdefault(sets.id(extra), []).append(ns)
     cw = sets.id(cluster_wide) if cluster_wide else -1
     grants = {"s": sets.dump(), "c": cw, "n": [[sid, nss] for sid, nss in grouped.items()]}
-    why_sets, bindings = _SetTable(), dict[str, int]()
+    why_sets, bindings = _SetTable(), dict[BindingRef, int]()
     rows = []
-    for ns, kinds, binding in sorted(reasons, key=lambda r: (r[0], r[2], sorted(r[1]))):
+    for ns, kinds, binding in sorted(reasons, key=lambda r: (r[0], r[2])):
         bid = bindings.setdefault(binding, len(bindings))
         rows.append([ns, why_sets.id(kinds), bid])
     why = {"s": why_sets.dump(), "b": list(bindings), "r": rows}
@@ -86,12 +103,12 @@ def decode_grants(
         return frozenset(), {}
 
 
-def decode_reasons(value: str) -> list[Reason]:
+def decode_reasons(value: str) -> list[tuple[str, frozenset[str], str]]:
     """The why-line of a value: (namespace or "*", kinds, binding description) triples."""
     try:
         doc = json.loads(value.partition("\n")[2])
         sets = [frozenset(s) for s in doc["s"]]
-        bindings = doc["b"]
-        return [(str(ns), sets[sid], str(bindings[bid])) for ns, sid, bid in doc["r"]]
+        refs = [(str(k), str(n), str(rk), str(rn)) for k, n, rk, rn in doc["b"]]
+        return [(str(ns), sets[sid], describe(str(ns), refs[bid])) for ns, sid, bid in doc["r"]]
     except (ValueError, KeyError, IndexError, TypeError):
         return []
