@@ -58,6 +58,7 @@ class Listener:
         self.handler, self.host, self.port, self.tls = handler, host, port, tls
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def serving(self) -> bool:
@@ -84,11 +85,18 @@ class Listener:
         for writer in list(self._writers):
             writer.transport.abort()
         self._writers.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
             await server.wait_closed()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             while True:
                 request = await read_request(reader)
@@ -105,6 +113,8 @@ class Listener:
             pass
         finally:
             self._writers.discard(writer)
+            if task is not None:
+                self._tasks.discard(task)
             writer.transport.abort() if writer.transport else None
 
 
@@ -166,4 +176,5 @@ async def write_response(writer: asyncio.StreamWriter, resp: Response, keep: boo
     finally:
         aclose = getattr(resp.stream, "aclose", None)
         if aclose is not None:
-            await aclose()
+            with contextlib.suppress(RuntimeError):  # already finishing (cancelled inside)
+                await aclose()
