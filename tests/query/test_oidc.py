@@ -21,7 +21,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from common.settings import Settings
 from tests.query.conftest import make_app
 
-
 _GENERATED: dict[str, object] = {}
 
 
@@ -57,7 +56,7 @@ class Issuer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     def add_key(self, kid: str, alg: str, publish: bool = True) -> None:
         if kid not in _GENERATED:  # RSA generation is slow: once per test session
