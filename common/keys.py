@@ -19,7 +19,8 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 
 `rows` and `st:<status>` members are encoded rows (common.rows); every status except `healthy`
 has an `st:` index. `counts` fields are `<kind> NUL <status>`. `rbac` fields are subjects
-(`subject()`), values the compiled grants of common.rbac. Celery's broker keys are Celery's own.
+(`subject()`), values the compiled grants of common.grants (format: common.rbac_encoding), plus
+`#hash` = their content hash. Celery's broker keys are Celery's own.
 """
 
 from __future__ import annotations
