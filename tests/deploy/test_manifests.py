@@ -38,7 +38,7 @@ def _container(deployment: dict[str, Any]) -> dict[str, Any]:
     return containers[0]
 
 
-@pytest.mark.parametrize("path", ["k8s/base", "k8s/leaf"])
+@pytest.mark.parametrize("path", ["k8s/base", "k8s/leaf", "k8s/examples/managed-redis"])
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_every_object_validates_against_the_kubernetes_schema(path: str, version: str) -> None:
     kv = pytest.importorskip(
@@ -194,3 +194,15 @@ def test_leaf_token_secret_belongs_to_the_bound_service_account(
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "fleetscope-collector", "namespace": "fleetscope"}
     ]
+
+
+def test_managed_redis_example_drops_the_bundled_redis() -> None:
+    objects = kustomize("k8s/examples/managed-redis")
+    assert not [o for o in objects if o["metadata"]["name"] == "fleetscope-redis"]
+    images = {_container(d)["image"] for d in _deployments(objects).values()}
+    assert images == {"registry.example.com/fleetscope:0.1.0"}
+    config = find(objects, "ConfigMap", "fleetscope-config")
+    assert config["data"]["FLEETSCOPE_OIDC_ISSUER_URL"] == "https://dex.example.com"
+    for deployment in _deployments(objects).values():
+        env_from = _container(deployment)["envFrom"]
+        assert {"secretRef": {"name": "fleetscope-env", "optional": True}} in env_from
