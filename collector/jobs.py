@@ -13,7 +13,7 @@ import redis
 from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
 from collector.sync import SyncResult, error_text, record_failure, sync_objects, sync_rbac
-from common import registry
+from common import keys, registry, store
 from common.errors import FleetscopeError
 from common.kinds import KindRegistry
 from common.leaf import LeafClient
@@ -40,12 +40,31 @@ class Collector:
 
     def sync_objects(self, cluster: str) -> SyncResult:
         """One object sync under the cluster's lock (LockBusy when another worker has it)."""
-        with ClusterLock(self.r, cluster, self.settings.lock_ttl_s) as lock:
-            return sync_objects(self.r, self._client(cluster, "objects"), self.kinds, lock.fence)
+
+        def run(lock: ClusterLock) -> SyncResult:
+            client = self._client(cluster, "objects")
+            return sync_objects(self.r, client, self.kinds, lock.fence)
+
+        return self._guarded(cluster, "objects", run)
 
     def sync_rbac(self, cluster: str) -> SyncResult:
-        with ClusterLock(self.r, cluster, self.settings.lock_ttl_s):
-            return sync_rbac(self.r, self._client(cluster, "rbac"), self.kinds)
+        return self._guarded(
+            cluster, "rbac", lambda _: sync_rbac(self.r, self._client(cluster, "rbac"), self.kinds)
+        )
+
+    def _guarded(
+        self, cluster: str, what: str, run: Callable[[ClusterLock], SyncResult]
+    ) -> SyncResult:
+        """Run a sync of a registered cluster under its lock. A cluster removed from the
+        registry while it synced has the keys this sync wrote deleted again."""
+        if not self.r.hexists(keys.CLUSTERS, cluster):
+            return SyncResult(cluster, what, error="cluster is not registered")
+        try:
+            with ClusterLock(self.r, cluster, self.settings.lock_ttl_s) as lock:
+                return run(lock)
+        finally:
+            if not self.r.hexists(keys.CLUSTERS, cluster):
+                store.delete_cluster(self.r, cluster)
 
     def reconcile(self) -> registry.Reconciled:
         """Re-read the configured clusters and mirror them into Redis."""

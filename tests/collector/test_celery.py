@@ -1,0 +1,117 @@
+"""End to end through a real Celery worker (prefork) and beat, started as subprocesses against
+the test Redis with 1-second intervals: clusters in the kubeconfig directory get collected,
+a cluster added later is picked up without a restart, a removed one loses its data, and the
+worker's /metrics merges what its children recorded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from common import keys, syncstatus
+from common.redis_server import free_port
+from tests.collector.fakeleaf import FakeLeaf, flux_object
+
+TOKEN = "celery-SECRET-token-8080"
+KS = "kustomize.toolkit.fluxcd.io/v1"
+CELERY = str(Path(sys.executable).with_name("celery"))
+
+
+def wait_for(cond: Callable[[], object], timeout_s: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def leaf() -> Iterator[FakeLeaf]:
+    fake = FakeLeaf(token=TOKEN).start()
+    for i in range(4):
+        fake.add(KS, "kustomizations", flux_object(f"ns-{i}", "app"))
+    for plural in ("roles", "clusterroles", "rolebindings", "clusterrolebindings"):
+        fake.objects[("rbac.authorization.k8s.io/v1", plural)] = []
+    yield fake
+    fake.stop()
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        return subprocess.Popen([CELERY, "-A", "collector", *args], env=env, stdout=out, stderr=out)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def test_worker_and_beat_collect_the_fleet(
+    leaf: FakeLeaf, r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    for name in ("alpha", "beta"):
+        (clusters / f"{name}.yaml").write_text(yaml.safe_dump(leaf.kubeconfig(name)))
+    port = free_port()
+    env = {
+        **os.environ,
+        "FLEETSCOPE_REDIS_URL": redis_url,
+        "FLEETSCOPE_CLUSTERS_DIR": str(clusters),
+        "FLEETSCOPE_SYNC_INTERVAL_S": "1",
+        "FLEETSCOPE_RBAC_SYNC_INTERVAL_S": "1",
+        "FLEETSCOPE_REGISTRY_INTERVAL_S": "1",
+        "FLEETSCOPE_WORKER_METRICS_PORT": str(port),
+        "FLEETSCOPE_METRICS_DIR": str(tmp_path),
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    worker = start(
+        ["worker", "--pool", "prefork", "-c", "2", "--without-gossip", "--without-mingle"],
+        env,
+        tmp_path / "worker.log",
+    )
+    beat = start(
+        ["beat", "--schedule", str(tmp_path / "beat-schedule"), "--max-interval", "1"],
+        env,
+        tmp_path / "beat.log",
+    )
+    try:
+
+        def synced(name: str) -> bool:
+            s = syncstatus.read_all(r, [name])[name]
+            return s.state == "ok" and s.rbac_synced_at is not None
+
+        wait_for(lambda: synced("alpha") and synced("beta"), what="first collection")
+        assert r.zcard(keys.rows("alpha")) == r.zcard(keys.rows("beta")) == 4
+
+        (clusters / "gamma.yaml").write_text(yaml.safe_dump(leaf.kubeconfig("gamma")))
+        (clusters / "beta.yaml").unlink()
+        wait_for(lambda: synced("gamma"), what="the added cluster")
+        wait_for(lambda: not r.exists(*keys.cluster_keys("beta")), what="the removed cluster")
+        assert syncstatus.registered_clusters(r) == ["alpha", "gamma"]
+
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        text = metrics.decode()
+        assert (
+            'fleetscope_collector_sync_duration_seconds_count{cluster="alpha",what="objects"}'
+            in text
+        )
+        assert 'fleetscope_collector_sync_lag_seconds{cluster="gamma"}' in text
+    finally:
+        stop(beat)
+        stop(worker)
+    logs = (tmp_path / "worker.log").read_text() + (tmp_path / "beat.log").read_text()
+    assert TOKEN not in logs
