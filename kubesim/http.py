@@ -25,6 +25,7 @@ class Request:
     headers: dict[str, list[str]]  # lower-case names, every value of repeated headers
     body: bytes = b""
     reader: asyncio.StreamReader | None = field(default=None, repr=False)
+    transport: asyncio.BaseTransport | None = field(default=None, repr=False)
 
     def header(self, name: str, default: str = "") -> str:
         values = self.headers.get(name.lower())
@@ -34,7 +35,11 @@ class Request:
         return self.headers.get(name.lower(), [])
 
     def disconnected(self) -> bool:
-        return self.reader is not None and self.reader.at_eof()
+        if self.transport is not None and self.transport.is_closing():
+            return True
+        return self.reader is not None and (
+            self.reader.at_eof() or self.reader.exception() is not None
+        )
 
 
 @dataclass
@@ -86,9 +91,10 @@ class Listener:
             writer.transport.abort()
         self._writers.clear()
         tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:  # aborted connections end by themselves (watches within a tick)
+            _, pending = await asyncio.wait(tasks, timeout=2.0)
+            for task in pending:
+                task.cancel()
         with contextlib.suppress(Exception):
             await server.wait_closed()
 
@@ -100,6 +106,8 @@ class Listener:
         try:
             while True:
                 request = await read_request(reader)
+                if request is not None:
+                    request.transport = writer.transport
                 if request is None:
                     break
                 response = await self.handler(request)
