@@ -136,6 +136,9 @@ class Settings:
     ui_demo_mode: bool = False
     """Set by `fleetscope demo`: the web view shows a user switcher (never enable in production)."""
 
+    ui_demo_users_file: str = ""
+    """Demo users for the switcher (kubesim's users JSON); empty = `kubesim-users.json` beside `clusters_dir`."""
+
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
 
