@@ -109,9 +109,9 @@ class WatchStream:
         deadline = time.monotonic() + self.timeout_s
         interval = self.cluster.bookmark_interval_s
         next_bookmark = time.monotonic() + interval
-        stalled = False
+        stalled = self.cluster.fault.stall_watch
         try:
-            for chunk in first:
+            for chunk in [] if stalled else first:
                 yield chunk
             while time.monotonic() < deadline and not self.req.disconnected():
                 stalled = stalled or self.cluster.fault.stall_watch
