@@ -9,6 +9,7 @@ the registered kinds are compiled, and only the verb `list` on the whole resourc
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ __all__ = [
 
 MASTERS_REF = (BUILTIN, MASTERS, "", "")
 _FORMAT = b"fleetscope-grants-v1"
+VERSION_STEP_MAX = 2**31
 
 
 @dataclass
@@ -127,7 +129,7 @@ def _content_hash(fields: dict[str, str]) -> str:
 
 def store_grants(r: redis.Redis, cluster: str, compiled: CompiledGrants, synced_at: float) -> bool:
     """Replace the cluster's `rbac` hash atomically (skipped when unchanged), record the sync,
-    and INCR `fs:version` when the grants changed. Returns True when they changed."""
+    and raise `fs:version` (INCRBY) when the grants changed. Returns True when they changed."""
     rbac_key, sync_key = keys.rbac(cluster), keys.sync(cluster)
     old = r.hget(rbac_key, HASH_FIELD)
     old_hash = old.decode() if isinstance(old, bytes) else old
@@ -146,6 +148,8 @@ def store_grants(r: redis.Redis, cluster: str, compiled: CompiledGrants, synced_
     pipe.execute()
     if changed:
         # Another slot than the cluster's keys, so not in the MULTI; readers re-check hashes
-        # after seeing the new version, so writing it last loses nothing.
-        r.incr(keys.VERSION)
+        # after seeing the new version, so writing it last loses nothing. A random step, not 1:
+        # after Redis is flushed and rebuilt, the version must not come back to a value a
+        # resolver cached before the flush (it would keep serving the old grants).
+        r.incrby(keys.VERSION, 1 + secrets.randbelow(VERSION_STEP_MAX))
     return changed
