@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,41 +27,47 @@ if TYPE_CHECKING:
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _metrics: dict[str, Any] = {}
+_lock = threading.Lock()
 
 
 def _get() -> dict[str, Any]:
     """The metric objects, created on first use (after `prepare_worker`, if any)."""
-    if not _metrics:
-        from prometheus_client import Counter, Gauge, Histogram
-
-        labels = ["cluster", "what"]
-        _metrics.update(
-            duration=Histogram(
-                "fleetscope_collector_sync_duration_seconds",
-                "Duration of one cluster sync (what = objects | rbac).",
-                labels,
-                buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
-            ),
-            requests=Counter(
-                "fleetscope_collector_leaf_requests",
-                "HTTP requests sent to leaf API servers by syncs.",
-                labels,
-            ),
-            errors=Counter("fleetscope_collector_sync_errors", "Failed cluster syncs.", labels),
-            objects=Gauge(
-                "fleetscope_collector_objects",
-                "Rows stored for the cluster by its last successful object sync.",
-                ["cluster"],
-                multiprocess_mode="mostrecent",
-            ),
-            last_success=Gauge(
-                "fleetscope_collector_last_success_timestamp_seconds",
-                "Unix time of the cluster's last successful sync.",
-                labels,
-                multiprocess_mode="max",
-            ),
-        )
+    with _lock:
+        if not _metrics:
+            _create()
     return _metrics
+
+
+def _create() -> None:
+    from prometheus_client import Counter, Gauge, Histogram
+
+    labels = ["cluster", "what"]
+    _metrics.update(
+        duration=Histogram(
+            "fleetscope_collector_sync_duration_seconds",
+            "Duration of one cluster sync (what = objects | rbac).",
+            labels,
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+        ),
+        requests=Counter(
+            "fleetscope_collector_leaf_requests",
+            "HTTP requests sent to leaf API servers by syncs.",
+            labels,
+        ),
+        errors=Counter("fleetscope_collector_sync_errors", "Failed cluster syncs.", labels),
+        objects=Gauge(
+            "fleetscope_collector_objects",
+            "Rows stored for the cluster by its last successful object sync.",
+            ["cluster"],
+            multiprocess_mode="mostrecent",
+        ),
+        last_success=Gauge(
+            "fleetscope_collector_last_success_timestamp_seconds",
+            "Unix time of the cluster's last successful sync.",
+            labels,
+            multiprocess_mode="max",
+        ),
+    )
 
 
 def record_sync(result: SyncResult) -> None:

@@ -1,0 +1,234 @@
+"""End to end against kubesim over HTTPS (kubeconfigs with CA data and bearer tokens, loaded by
+the kubernetes client): rows match the fleet exactly, requests per sync grow with kinds x pages
+and never with namespaces, readers see whole snapshots only, leaf deletions remove rows, a
+failing cluster keeps its last good data while others sync, an unchanged re-sync writes no
+rows, impersonated detail reads, and the collector's token never reaches Redis or the logs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from collector import cli
+from collector.clusters import ClusterSource
+from collector.jobs import Collector, collect_once
+from common import keys, rows, status, syncstatus
+from common.errors import Forbidden, NotFound
+from common.kinds import builtin_registry
+from common.settings import Settings
+from kubesim.fleet import generate_fleet
+from kubesim.server import KubeSim
+
+REG = builtin_registry()
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[KubeSim]:
+    s = KubeSim.start(generate_fleet(clusters=3, namespaces=12, seed=7), tmp_path / "kc")
+    yield s
+    s.stop()
+
+
+def collector_for(sim: KubeSim, redis_url: str, r: redis.Redis, page_size: int = 500) -> Collector:
+    assert sim.kubeconfig_dir is not None
+    settings = Settings(
+        redis_url=redis_url, clusters_dir=str(sim.kubeconfig_dir), leaf_page_size=page_size
+    )
+    c = Collector(settings, r, REG, ClusterSource(settings))
+    c.reconcile()
+    return c
+
+
+def expected_counts(sim: KubeSim, cluster: str) -> Counter[str]:
+    """The oracle: kubesim's own objects, through the status rule table."""
+    want: Counter[str] = Counter()
+    for kind in REG:
+        for obj in sim.list(cluster, kind.kind):
+            want[keys.counts_field(kind.key, status.evaluate(kind.status_rule, obj).status)] += 1
+    return want
+
+
+def stored_counts(r: redis.Redis, cluster: str) -> Counter[str]:
+    return Counter({k: int(v) for k, v in r.hgetall(keys.counts(cluster)).items()})
+
+
+def test_rows_match_the_fleet_exactly(
+    sim: KubeSim, r: redis.Redis, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    outcomes = collect_once(collector_for(sim, redis_url, r))
+    assert [o.ok for o in outcomes] == [True, True, True]
+    for cluster in sim.clusters:
+        want = expected_counts(sim, cluster)
+        assert stored_counts(r, cluster) == want
+        assert r.zcard(keys.rows(cluster)) == sum(want.values())
+        for st in keys.INDEXED_STATUSES:
+            n = sum(v for k, v in want.items() if k.endswith("\x00" + st))
+            assert r.zcard(keys.by_status(cluster, st)) == n
+        s = syncstatus.read_all(r, [cluster])[cluster]
+        assert (s.state, s.objects) == ("ok", sum(want.values()))
+        assert s.rbac_synced_at is not None and s.rbac_hash
+        assert r.hexists(keys.rbac(cluster), "g:fleet-admins")
+    assert sum(1 for k in stored_counts(r, "cluster-000") if not k.endswith("healthy")) > 0
+
+    token = sim.collector_token
+    for key in r.scan_iter("*"):
+        kind = r.type(key)
+        values = (
+            r.zrange(key, 0, -1)
+            if kind == "zset"
+            else list(r.hgetall(key).values())
+            if kind == "hash"
+            else [r.get(key) or ""]
+        )
+        assert all(token not in v for v in values), key
+    assert all(token not in rec.getMessage() for rec in caplog.records)
+
+
+def test_requests_grow_with_kinds_and_pages_not_namespaces(
+    tmp_path: Path, r: redis.Redis, redis_url: str
+) -> None:
+    with KubeSim.start(generate_fleet(clusters=1, namespaces=500, seed=3), tmp_path) as sim:
+        c = collector_for(sim, redis_url, r, page_size=200)
+        sim.clear_request_log()
+        result = c.sync_objects("cluster-000")
+        log = sim.request_log("cluster-000")
+        lists = [rec for rec in log if rec.verb == "list"]
+        served = {rec.resource for rec in lists}
+        pages = sum(
+            max(1, math.ceil(len(sim.list("cluster-000", k.kind)) / 200))
+            for k in REG
+            if k.resource in served
+        )
+        assert len(lists) == pages
+        discovery = len(log) - len(lists)
+        assert discovery <= 1 + len({k.group for k in REG}) * 2
+        assert result.requests == len(log)
+        assert result.objects > 1500  # ~3 objects in each of 500 namespaces
+        assert not any("/namespaces/" in rec.path for rec in log)  # never per namespace
+
+
+def mutate(sim: KubeSim) -> None:
+    """Some status changes, deletions and a new object on cluster-000."""
+    objs = sim.list("cluster-000", "Kustomization")
+    for obj in objs[:4]:
+        m = obj["metadata"]
+        sim.set_ready("cluster-000", "Kustomization", m["namespace"], m["name"], False, "", "x")
+    for obj in objs[4:7]:
+        m = obj["metadata"]
+        sim.delete("cluster-000", "Kustomization", m["namespace"], m["name"])
+    new = dict(objs[8])
+    new["metadata"] = {"name": "brand-new", "namespace": objs[8]["metadata"]["namespace"]}
+    sim.apply("cluster-000", new)
+
+
+def test_reader_polling_during_a_sync_sees_a_whole_snapshot(
+    sim: KubeSim, r: redis.Redis, redis_url: str
+) -> None:
+    c = collector_for(sim, redis_url, r, page_size=50)
+    c.sync_objects("cluster-000")
+    old = set(r.zrange(keys.rows("cluster-000"), 0, -1))
+    mutate(sim)
+    seen: list[frozenset[str]] = []
+    mixed: list[str] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        reader = redis.Redis.from_url(redis_url, decode_responses=True)
+        while not stop.is_set():
+            with reader.pipeline(transaction=True) as p:
+                members, counts = (
+                    p.zrange(keys.rows("cluster-000"), 0, -1)
+                    .hgetall(keys.counts("cluster-000"))
+                    .execute()
+                )
+            derived = Counter(
+                keys.counts_field(m.split("\x00")[1], rows.status_of(m)) for m in members
+            )
+            if derived != Counter({k: int(v) for k, v in counts.items()}):
+                mixed.append("counts disagree with rows")
+            seen.append(frozenset(members))
+        reader.close()
+
+    t = threading.Thread(target=poll)
+    t.start()
+    try:
+        result = c.sync_objects("cluster-000")
+    finally:
+        stop.set()
+        t.join()
+    new = set(r.zrange(keys.rows("cluster-000"), 0, -1))
+    assert (result.added, result.removed) == (5, 7)  # 4 changed + 1 new; 4 changed + 3 deleted
+    assert len(seen) > 1 and not mixed
+    assert all(s in (old, new) for s in seen)
+
+
+def test_leaf_deletions_remove_rows(sim: KubeSim, r: redis.Redis, redis_url: str) -> None:
+    c = collector_for(sim, redis_url, r)
+    c.sync_objects("cluster-001")
+    victim = sim.list("cluster-001", "Kustomization")[3]["metadata"]
+    sim.delete("cluster-001", "Kustomization", victim["namespace"], victim["name"])
+    c.sync_objects("cluster-001")
+    prefix = rows.sort_key(victim["namespace"], "Kustomization", victim["name"])
+    assert not r.zrangebylex(keys.rows("cluster-001"), f"[{prefix}", f"({prefix}\xff")
+    assert stored_counts(r, "cluster-001") == expected_counts(sim, "cluster-001")
+
+
+def test_failing_cluster_keeps_last_good_data_while_others_sync(
+    sim: KubeSim, r: redis.Redis, redis_url: str
+) -> None:
+    c = collector_for(sim, redis_url, r)
+    collect_once(c)
+    before = set(r.zrange(keys.rows("cluster-001"), 0, -1))
+    sim.set_fault("cluster-001", down=True)
+    mutate(sim)
+    args = argparse.Namespace(once=True, cluster=None, parallel=3)
+    assert cli.run(args, c.settings) == 1
+    syncs = syncstatus.read_all(r, sim.clusters)
+    failed = syncs["cluster-001"]
+    assert failed.state == "error" and "connection failed" in failed.last_error
+    assert failed.stale(c.settings.stale_after_s)
+    assert set(r.zrange(keys.rows("cluster-001"), 0, -1)) == before
+    assert syncs["cluster-000"].state == "ok" and not syncs["cluster-000"].stale(1e9)
+    assert stored_counts(r, "cluster-000") == expected_counts(sim, "cluster-000")
+
+
+def test_unchanged_resync_writes_no_rows(sim: KubeSim, r: redis.Redis, redis_url: str) -> None:
+    c = collector_for(sim, redis_url, r)
+    collect_once(c)
+    r.config_resetstat()
+    results = [c.sync_objects(name) for name in sim.clusters]
+    assert all(res.ok and res.added == res.removed == 0 for res in results)
+    stats = r.info("commandstats")
+    writes = {"cmdstat_zadd", "cmdstat_zrem", "cmdstat_hdel", "cmdstat_incrby"}
+    assert not writes & set(stats)
+    assert stats["cmdstat_hset"]["calls"] == 2 * len(sim.clusters)  # sync status only
+
+
+def test_detail_read_with_impersonation(sim: KubeSim, r: redis.Redis, redis_url: str) -> None:
+    c = collector_for(sim, redis_url, r)
+    client = c.source.client("cluster-000")
+    obj = sim.list("cluster-000", "Kustomization")[-1]["metadata"]
+    kind = REG.get("Kustomization")
+    assert kind is not None
+    got = client.get_object(
+        kind, kind.api_version(), obj["namespace"], obj["name"], "admin-0", ["fleet-admins"]
+    )
+    assert got["metadata"]["name"] == obj["name"]
+    with pytest.raises(Forbidden):
+        client.get_object(kind, kind.api_version(), obj["namespace"], obj["name"], "nobody", [])
+    with pytest.raises(NotFound):
+        client.get_object(
+            kind, kind.api_version(), obj["namespace"], "no-such", "admin-0", ["fleet-admins"]
+        )
+    log = sim.request_log("cluster-000")
+    assert log[-1].impersonate_user == "admin-0"
+    assert log[-1].impersonate_groups == ("fleet-admins",)
