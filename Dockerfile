@@ -33,13 +33,14 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     FLEETSCOPE_METRICS_DIR=/var/run/fleetscope/metrics
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links /wheels fleetscope
-# Fixed numeric ids so Kubernetes can check runAsNonRoot; /clusters is where kubesim writes
-# kubeconfigs in docker-compose (a named volume copies this directory's owner).
+# Fixed numeric ids so Kubernetes can check runAsNonRoot. /kubesim is where kubesim writes
+# kubeconfigs (clusters/) and its users in docker-compose (a new named volume copies this
+# directory's owner).
 RUN groupadd --system --gid 10001 fleetscope \
     && useradd --system --uid 10001 --gid 10001 --home-dir /home/fleetscope --create-home \
        --shell /usr/sbin/nologin fleetscope \
-    && mkdir -p /clusters /var/run/fleetscope/metrics \
-    && chown 10001:10001 /clusters /var/run/fleetscope/metrics
+    && mkdir -p /kubesim/clusters /var/run/fleetscope/metrics \
+    && chown -R 10001:10001 /kubesim /var/run/fleetscope/metrics
 USER 10001:10001
 WORKDIR /home/fleetscope
 # 8080 query API, 9808 worker metrics, 7000+ kubesim clusters (one port per cluster)

@@ -37,7 +37,7 @@ def test_commands_follow_the_documented_entrypoints(services: dict[str, Any]) ->
         "--host": "0.0.0.0",
         "--advertise-host": "kubesim",
         "--port": "7000",
-        "--kubeconfig-dir": "/clusters",
+        "--kubeconfig-dir": "/kubesim/clusters",
     }
 
 
@@ -70,7 +70,7 @@ def test_settings_are_known_and_valid(services: dict[str, Any]) -> None:
         Settings.from_env(fleetscope_env)  # raises ConfigError on a bad value
     query_env = services["query"]["environment"]
     assert query_env["FLEETSCOPE_AUTH_MODE"] == "header"
-    assert query_env["FLEETSCOPE_CLUSTERS_DIR"] == "/clusters"
+    assert query_env["FLEETSCOPE_CLUSTERS_DIR"] == "/kubesim/clusters"
     assert query_env["FLEETSCOPE_REDIS_URL"] == "redis://redis:6379/0"
 
 
@@ -81,13 +81,13 @@ def test_kubeconfigs_are_shared_read_only_with_query_and_worker(services: dict[s
             if isinstance(v, str):  # docker-compose v1: "source:target:mode"
                 source, target, mode = [*v.split(":"), "rw"][:3]
                 v = {"source": source, "target": target, "read_only": mode == "ro"}
-            assert v["source"] == "clusters", (name, v)
+            assert v["source"] == "kubesim", (name, v)
             found[v["target"]] = bool(v.get("read_only"))
         return found
 
-    assert mounts("kubesim") == {"/clusters": False}
-    assert mounts("query")["/clusters"] is True
-    assert mounts("worker")["/clusters"] is True
+    assert mounts("kubesim") == {"/kubesim": False}
+    assert mounts("query")["/kubesim"] is True
+    assert mounts("worker")["/kubesim"] is True
 
 
 def test_anonymous_mode_and_subnet_are_explicit_choices() -> None:
