@@ -90,6 +90,7 @@ class Catalog:
 
     resources: dict[tuple[str, str], Resource] = field(default_factory=dict)
     _docs: dict[str, bytes] = field(default_factory=dict, repr=False)
+    _found: dict[str, Resource] = field(default_factory=dict, repr=False)
 
     @classmethod
     def default(cls, registry: KindRegistry | None = None) -> Catalog:
@@ -118,9 +119,13 @@ class Catalog:
 
     def find(self, name: str) -> Resource:
         """A type by kind (`Kustomization`), plural, short name or `plural.group`."""
+        found = self._found.get(name)
+        if found is not None and self.resources.get(found.key) is found:
+            return found
         low = name.lower()
         for res in self.resources.values():
             if low in (res.kind.lower(), res.plural, res.resource, *res.short_names):
+                self._found[name] = res
                 return res
         raise KeyError(f"kubesim serves no resource type {name!r}")
 

@@ -19,16 +19,13 @@ class Template:
         text = json.dumps(shape, separators=(",", ":"))
         # "@@#slot@@" marks a number: drop the quotes around it.
         text = text.replace('"@@#', "@@").replace('#@@"', "@@")
-        parts = text.split(_MARK)
-        self.fragments = [p.encode() for p in parts[0::2]]
+        parts = text.replace("{", "{{").replace("}", "}}").split(_MARK)
         self.slots = parts[1::2]
+        parts[1::2] = ["{" + name + "}" for name in self.slots]
+        self.format = "".join(parts)
 
     def render(self, values: Mapping[str, str]) -> bytes:
-        out = [self.fragments[0]]
-        for slot, frag in zip(self.slots, self.fragments[1:], strict=True):
-            out.append(values[slot].encode())
-            out.append(frag)
-        return b"".join(out)
+        return self.format.format_map(values).encode()
 
 
 def slot(name: str) -> str:
