@@ -139,8 +139,12 @@ def _clean(text: str) -> str:
 def _epoch(iso: str | None) -> str:
     if not iso:
         return ""
+    # Sliced rather than strptime'd: this runs once per collected object (~20% of sync CPU).
+    if len(iso) < 19 or iso[4] != "-" or iso[7] != "-" or iso[10] not in "Tt " or iso[13] != ":":
+        return ""
     try:
-        return str(calendar.timegm(time.strptime(iso[:19], "%Y-%m-%dT%H:%M:%S")))
+        fields = (iso[0:4], iso[5:7], iso[8:10], iso[11:13], iso[14:16], iso[17:19])
+        return str(calendar.timegm((*map(int, fields), 0, 0, 0)))
     except ValueError:
         return ""
 
