@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 
@@ -23,6 +23,7 @@ from common.rbac import UserInfo
 from common.rbac_encoding import ALL_NAMESPACES, HASH_FIELD, decode_grants, decode_reasons
 
 _NONE: frozenset[str] = frozenset()
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -82,22 +83,22 @@ def merge(accesses: Iterable[Access]) -> Access:
     return Access.build(cluster_wide, namespaces)
 
 
-class _Lru:
+class _Lru(Generic[V]):
     """A small thread-safe LRU map (gunicorn runs several threads per worker)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.data: OrderedDict[Hashable, Access] = OrderedDict()
+        self.data: OrderedDict[Hashable, V] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, key: Hashable) -> Access | None:
+    def get(self, key: Hashable) -> V | None:
         with self.lock:
             value = self.data.get(key)
             if value is not None:
                 self.data.move_to_end(key)
             return value
 
-    def put(self, key: Hashable, value: Access) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         with self.lock:
             self.data[key] = value
             self.data.move_to_end(key)
@@ -115,7 +116,9 @@ class AccessResolver:
     def __init__(self, r: redis.Redis, registry: KindRegistry, cache_size: int = 50_000) -> None:
         self.r = r
         self.known = frozenset(registry.keys())
-        self.cache = _Lru(cache_size)
+        self.cache: _Lru[Access] = _Lru(cache_size)
+        # Whole answers per (user's subjects, clusters), valid while `_hashes` is the same object.
+        self.answers: _Lru[tuple[dict[str, str], dict[str, Access]]] = _Lru(4096)
         self._version: Any = object()  # never equal to a value read from Redis
         self._hashes: dict[str, str] = {}  # replaced, never mutated: readers need no lock
         self.round_trips = 0  # Redis round trips made (for tests and metrics)
@@ -127,6 +130,10 @@ class AccessResolver:
         own = keys.subject("u", user.name)
         groups = tuple(sorted({keys.subject("g", g) for g in user.groups}))
         hashes = self._current_hashes(clusters)
+        answer_key = (own, groups, tuple(clusters))
+        answer = self.answers.get(answer_key)
+        if answer is not None and answer[0] is hashes:
+            return dict(answer[1])
         out: dict[str, Access] = {}
         todo: dict[str, str] = {}
         for c in clusters:
@@ -142,6 +149,8 @@ class AccessResolver:
             todo = self._load(todo, own, groups, out)
         for c in todo:
             out[c] = NO_ACCESS  # still changing under us: fail closed for this request
+        if not todo:
+            self.answers.put(answer_key, (hashes, dict(out)))
         return out
 
     def _current_hashes(self, clusters: list[str]) -> dict[str, str]:

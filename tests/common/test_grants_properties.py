@@ -127,7 +127,7 @@ def expected_kinds(auth: Authorizer, user: UserInfo, namespace: str | None) -> s
     return {k.key for k in REG if auth.allowed(user, "list", k.group, k.plural, namespace)}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(objs=rbac_objects(), user_list=st.lists(users, min_size=1, max_size=4))
 def test_compiled_grants_match_the_authorizer(objs: RbacObjects, user_list: list[UserInfo]) -> None:
     auth = Authorizer(objs)
