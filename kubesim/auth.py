@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from common.rbac import AUTHENTICATED, MASTERS, SA_PREFIX, Authorizer, RbacObjects, UserInfo
 from kubesim.catalog import (
@@ -22,7 +24,7 @@ from kubesim.catalog import (
 )
 from kubesim.errors import KubeError
 from kubesim.http import Request
-from kubesim.store import ClusterStore, Obj
+from kubesim.store import ClusterStore
 
 COLLECTOR_USER = "fleetscope-collector"
 ADMIN_USER = "kubesim-admin"
@@ -132,6 +134,6 @@ def forbidden(
     )
 
 
-def _objects(store: ClusterStore, res: Resource) -> list[Obj]:
+def _objects(store: ClusterStore, res: Resource) -> list[Mapping[str, Any]]:
     table = store.tables.get(res.key)
     return [json.loads(raw) for raw in table.items.values()] if table else []

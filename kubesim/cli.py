@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         advertise_host=args.advertise_host,
         tls=not args.no_tls,
     )
+    if args.warm:
+        sim.warm()
     users_note = ""
     if generated:
         users = Path(args.users_file or kube_dir.resolve().parent / "kubesim-users.json")

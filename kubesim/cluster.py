@@ -50,6 +50,9 @@ class SimCluster:
             loader(self._store)
         return self._store
 
+    def ensure_loaded(self) -> ClusterStore:
+        return self.store
+
     @property
     def loaded(self) -> bool:
         return self._loader is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,7 +179,17 @@ class GeneratedFleet:
             return "suspended"
         return "healthy"
 
-    def _object(self, catalog, kind, name, ns, team, variant, rng, stamp):  # type: ignore[no-untyped-def]
+    def _object(
+        self,
+        catalog: Catalog,
+        kind: str,
+        name: str,
+        ns: str,
+        team: str,
+        variant: str,
+        rng: random.Random,
+        stamp: Callable[[str, str], dict[str, str]],
+    ) -> tuple[Resource, str, str, bytes]:
         res = catalog.find(kind)
         tmpl = self._template(
             (kind, variant, ""),

@@ -68,14 +68,17 @@ def parse_fields(selector: str) -> Callable[[Mapping[str, Any]], bool] | None:
         field, _, value = (s.strip() for s in term.partition(op))
         if field not in ("metadata.name", "metadata.namespace"):
             raise KubeError.bad_request(f'field label not supported: "{field}"')
-        attr = field.split(".")[1]
-        if op == "!=":
-            tests.append(lambda meta, a=attr, v=value: meta.get(a, "") != v)
-        else:
-            tests.append(lambda meta, a=attr, v=value: meta.get(a, "") == v)
+        tests.append(_field_test(field.split(".")[1], value, op == "!="))
     if not tests:
         return None
     return lambda meta: all(t(meta) for t in tests)
+
+
+def _field_test(attr: str, value: str, negate: bool) -> Callable[[Mapping[str, Any]], bool]:
+    def test(meta: Mapping[str, Any]) -> bool:
+        return bool(meta.get(attr, "") == value) != negate
+
+    return test
 
 
 def raw_matcher(label_selector: str, field_selector: str) -> Callable[[bytes], bool] | None:

@@ -10,6 +10,8 @@ The event loop runs in a background thread; every API method is marshalled onto 
 from __future__ import annotations
 
 import asyncio
+import builtins
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -72,7 +74,7 @@ class KubeSim:
                 name,
                 catalog,
                 sim.tokens,
-                lambda store, name=name: fleet.load(name, store),
+                functools.partial(fleet.load, name),
                 host,
                 port + i if port else 0,
                 bookmark_interval_s,
@@ -233,9 +235,11 @@ class KubeSim:
         if obj is None:
             raise KeyError(f"{kind} {namespace}/{name} not found in {cluster}")
         status = {True: "True", False: "False", None: "Unknown"}[ready]
-        reason = reason or {True: "ReconciliationSucceeded", False: "ReconciliationFailed"}.get(
-            ready, "Progressing"
-        )
+        if not reason:
+            reason = {True: "ReconciliationSucceeded", False: "ReconciliationFailed"}.get(
+                bool(ready), "Progressing"
+            )
+            reason = "Progressing" if ready is None else reason
         gen = obj["metadata"].get("generation", 1)
         cond = {
             "type": "Ready",
@@ -253,6 +257,12 @@ class KubeSim:
     def delete(self, cluster: str, kind: str, namespace: str, name: str) -> Obj:
         res = self.resource(kind)
         return self._call(lambda: self._store(cluster).delete(res, namespace, name))
+
+    def warm(self) -> None:
+        """Generate or load every cluster now instead of on its first request (one at a time,
+        so requests to other clusters are served in between)."""
+        for name in self.clusters:
+            self._call(self._cluster(name).ensure_loaded)
 
     def compact(self, cluster: str) -> None:
         """Drop history like an etcd compaction: older continue tokens and watches get 410."""
@@ -280,12 +290,18 @@ class KubeSim:
     def fault(self, cluster: str) -> Fault:
         return self._cluster(cluster).fault
 
-    def request_log(self, cluster: str) -> list[RequestRecord]:
-        return self._call(lambda: list(self._cluster(cluster).log))
+    def request_log(self, cluster: str) -> builtins.list[RequestRecord]:
+        log = self._cluster(cluster).log
+        return self._call(lambda: [*log])
 
     def clear_request_log(self, cluster: str | None = None) -> None:
         names = [cluster] if cluster else self.clusters
-        self._call(lambda: [self._cluster(n).log.clear() for n in names])
+
+        def clear() -> None:
+            for n in names:
+                self._cluster(n).log.clear()
+
+        self._call(clear)
 
     def _cluster(self, name: str) -> SimCluster:
         try:

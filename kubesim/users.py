@@ -27,7 +27,8 @@ class FleetUser:
     access: dict[str, Any] = field(default_factory=dict)  # cluster -> "*" | [namespaces]
 
     def namespaces(self, cluster: str) -> str | list[str]:
-        return self.access.get(cluster, [])
+        found: str | list[str] = self.access.get(cluster, [])
+        return found
 
 
 def fleet_users(fleet: GeneratedFleet) -> list[FleetUser]:
