@@ -88,7 +88,7 @@ def test_worker_beat_and_redis(base: list[dict[str, Any]]) -> None:
     }
     worker, beat = deployments["fleetscope-worker"], deployments["fleetscope-beat"]
     assert _container(worker)["command"][:4] == ["celery", "-A", "collector", "worker"]
-    assert _container(worker)["livenessProbe"]["httpGet"]["port"] == "metrics"
+    assert _container(worker)["livenessProbe"]["tcpSocket"]["port"] == "metrics"
     assert _container(beat)["command"][:4] == ["celery", "-A", "collector", "beat"]
     assert beat["spec"]["replicas"] == 1  # two beats would schedule every sync twice
     assert beat["spec"]["strategy"]["type"] == "Recreate"
