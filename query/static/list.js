@@ -1,0 +1,275 @@
+// The object list: filters and position live in the URL (bookmarkable); one page of rows from
+// /api/v1/objects at a time, counts from /api/v1/facets, the live object in a dialog.
+
+import { api, config, el, setUpIdentity, showBanner, showError, timeElement } from "./api.js";
+import { openDetail, setUpDetail } from "./detail.js";
+import { externalUrl } from "./links.js";
+
+const DIMENSIONS = { status: "f-status", kind: "f-kind", cluster: "f-cluster" };
+const FILTERS = ["cluster", "namespace", "kind", "status", "name"];
+const MAX_PREV = 100; // pages remembered for "Previous" (history state); beyond, "First"
+
+let sequence = 0;
+let facetCache = { key: null, counts: null };
+
+function split(values) {
+  return values.flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean);
+}
+
+function readState() {
+  const q = new URLSearchParams(location.search);
+  const state = { name: (q.get("name") || "").trim(), cont: q.get("continue") || "" };
+  for (const f of ["cluster", "namespace", "kind", "status"]) state[f] = split(q.getAll(f));
+  const limit = Number.parseInt(q.get("limit") || "", 10);
+  state.limit = limit >= 1 && limit <= config.maxLimit ? limit : config.defaultLimit;
+  return state;
+}
+
+function filterParams(state, without) {
+  const p = new URLSearchParams();
+  for (const f of ["cluster", "namespace", "kind", "status"]) {
+    if (f !== without && state[f].length) p.set(f, state[f].join(","));
+  }
+  if (state.name) p.set("name", state.name);
+  return p;
+}
+
+function pageUrl(state, cont) {
+  const p = filterParams(state);
+  if (state.limit !== config.defaultLimit) p.set("limit", String(state.limit));
+  if (cont) p.set("continue", cont);
+  return p.toString() ? `/?${p}` : "/";
+}
+
+function navigate(state, cont, prev) {
+  history.pushState({ prev }, "", pageUrl(state, cont));
+  load();
+}
+
+// -- loading ------------------------------------------------------------------------------
+
+async function facets(state) {
+  const key = filterParams(state).toString();
+  if (facetCache.key === key) return facetCache.counts;
+  // Each dimension's counts ignore that dimension's own filter, so every choice shows how
+  // many rows it would add; one extra call per filtered dimension.
+  const calls = [api("/facets", filterParams(state))];
+  for (const dim of Object.keys(DIMENSIONS)) {
+    if (state[dim].length) calls.push(api("/facets", filterParams(state, dim)).then((f) => [dim, f]));
+  }
+  const [base, ...others] = await Promise.all(calls);
+  const counts = { total: base.total, status: base.statuses, kind: base.kinds, cluster: base.clusters };
+  for (const [dim, f] of others) counts[dim] = { status: f.statuses, kind: f.kinds, cluster: f.clusters }[dim];
+  facetCache = { key, counts };
+  return counts;
+}
+
+async function load() {
+  const mine = ++sequence;
+  const state = readState();
+  fillForm(state);
+  showError("error", "");
+  document.getElementById("rows").setAttribute("aria-busy", "true");
+  const params = filterParams(state);
+  params.set("limit", String(state.limit));
+  if (state.cont) params.set("continue", state.cont);
+  try {
+    const [page, counts] = await Promise.all([api("/objects", params), facets(state)]);
+    if (mine !== sequence) return;
+    showBanner(page.freshness);
+    renderChoices(state, counts);
+    renderRows(page.items, state);
+    renderPager(state, page, counts.total);
+  } catch (e) {
+    if (mine !== sequence) return;
+    renderRows([], state);
+    renderPager(state, { items: [], continue: null }, null);
+    showError("error", errorText(e));
+  } finally {
+    if (mine === sequence) document.getElementById("rows").removeAttribute("aria-busy");
+  }
+}
+
+function errorText(e) {
+  if (e.status === 400 && e.message.includes("continue")) {
+    return `This page link no longer works (${e.message}). Use "First" to start over.`;
+  }
+  return e.message;
+}
+
+// -- filters ------------------------------------------------------------------------------
+
+function fillForm(state) {
+  document.getElementById("f-name").value = state.name;
+  document.getElementById("f-namespace").value = state.namespace.join(", ");
+  const limit = document.getElementById("limit");
+  if (![...limit.options].some((o) => o.value === String(state.limit))) {
+    limit.add(new Option(String(state.limit)));
+  }
+  limit.value = String(state.limit);
+}
+
+function renderChoices(state, counts) {
+  const all = { status: config.statuses, kind: config.kinds, cluster: Object.keys(counts.cluster) };
+  for (const [dim, id] of Object.entries(DIMENSIONS)) {
+    const box = document.querySelector(`#${id} .choices`);
+    const chosen = new Set(state[dim]);
+    const values = all[dim].filter((v) => dim === "status" || chosen.has(v) || counts[dim][v]);
+    for (const v of chosen) if (!values.includes(v)) values.push(v);
+    box.replaceChildren(
+      ...values.map((v) => choice(dim, v, counts[dim][v] || 0, chosen.has(v))),
+    );
+    if (!values.length) box.append(el("span", "none visible", "muted"));
+  }
+}
+
+function choice(dim, value, count, checked) {
+  const label = el("label", null, "choice");
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  box.name = dim;
+  box.value = value;
+  box.checked = checked;
+  box.addEventListener("change", applyForm);
+  const text = dim === "status" ? el("span", value, `badge badge-${value}`) : el("span", value);
+  label.append(box, text, el("span", count.toLocaleString(), "count"));
+  return label;
+}
+
+function applyForm(ev) {
+  if (ev) ev.preventDefault();
+  const form = document.getElementById("filters");
+  if (!form.reportValidity()) return;
+  const state = readState();
+  for (const dim of Object.keys(DIMENSIONS)) {
+    state[dim] = [...form.querySelectorAll(`input[name=${dim}]:checked`)].map((b) => b.value);
+  }
+  state.namespace = split([document.getElementById("f-namespace").value]);
+  state.name = document.getElementById("f-name").value.trim().toLowerCase();
+  navigate(state, "", []);
+}
+
+// -- rows ---------------------------------------------------------------------------------
+
+function shortRevision(rev) {
+  const m = /^(.*[@:])([0-9a-f]{12,})$/.exec(rev);
+  return m ? `${m[1]}${m[2].slice(0, 10)}…` : rev;
+}
+
+function renderRows(items, state) {
+  const body = document.querySelector("#rows tbody");
+  body.replaceChildren(...items.map(rowElement));
+  const empty = document.getElementById("empty");
+  empty.hidden = items.length > 0;
+  const filtered = FILTERS.some((f) => (Array.isArray(state[f]) ? state[f].length : state[f]));
+  empty.textContent = filtered
+    ? "No object you can see matches these filters."
+    : "No objects to show: none collected yet, or none you may list.";
+}
+
+function rowElement(row) {
+  const tr = document.createElement("tr");
+  const open = el("button", row.name, "linkish");
+  open.type = "button";
+  open.setAttribute("aria-label", `${row.name}: show the live ${row.kind}`);
+  open.addEventListener("click", () => openDetail(row));
+  const status = el("span", row.status, `badge badge-${row.status}`);
+  if (row.reason) status.title = row.reason;
+  const message = el("span", row.message, "message");
+  message.title = row.message;
+  const revision = el("span", shortRevision(row.revision), "revision");
+  revision.title = row.revision;
+  const cells = [
+    el("td", row.cluster),
+    el("td", row.namespace),
+    el("td", row.kind),
+    td(open),
+    td(status),
+    td(message),
+    td(timeElement(row.lastTransitionTime)),
+    td(revision),
+    td(linkElement(row)),
+  ];
+  tr.append(...cells);
+  tr.addEventListener("click", (ev) => {
+    if (!ev.target.closest("a, button")) openDetail(row);
+  });
+  return tr;
+}
+
+function td(child) {
+  const cell = document.createElement("td");
+  if (child) cell.append(child);
+  return cell;
+}
+
+function linkElement(row) {
+  const url = externalUrl(row, config.uiUrlTemplates);
+  if (!url) return null;
+  const a = el("a", "Open ↗", "external");
+  a.href = url;
+  a.target = "_blank";
+  a.rel = "noopener noreferrer";
+  a.setAttribute("aria-label", `Open ${row.name} in its external UI`);
+  return a;
+}
+
+// -- paging -------------------------------------------------------------------------------
+
+function prevStack() {
+  return (history.state && Array.isArray(history.state.prev) && history.state.prev) || [];
+}
+
+function renderPager(state, page, total) {
+  const prev = prevStack();
+  const first = !state.cont;
+  const number = first ? 1 : prev.length ? prev.length + 1 : null;
+  document.getElementById("first").disabled = first;
+  document.getElementById("prev").disabled = first || prev.length === 0;
+  document.getElementById("next").disabled = !page.continue;
+  document.getElementById("next").dataset.token = page.continue || "";
+  let info = number ? `Page ${number}` : "A later page";
+  if (number && page.items.length) {
+    const start = (number - 1) * state.limit + 1;
+    info += ` · rows ${start.toLocaleString()}–${(start + page.items.length - 1).toLocaleString()}`;
+  }
+  document.getElementById("page-info").textContent = info;
+  document.getElementById("summary").textContent =
+    total === null ? "" : `${total.toLocaleString()} objects match`;
+}
+
+function setUpPager() {
+  document.getElementById("next").addEventListener("click", (ev) => {
+    const state = readState();
+    const prev = [...prevStack(), state.cont].slice(-MAX_PREV);
+    navigate(state, ev.currentTarget.dataset.token, prev);
+  });
+  document.getElementById("prev").addEventListener("click", () => {
+    const prev = [...prevStack()];
+    const cont = prev.pop();
+    navigate(readState(), cont, prev);
+  });
+  document.getElementById("first").addEventListener("click", () => navigate(readState(), "", []));
+  document.getElementById("limit").addEventListener("change", (ev) => {
+    const state = readState();
+    state.limit = Number.parseInt(ev.currentTarget.value, 10);
+    navigate(state, "", []);
+  });
+}
+
+function setUp() {
+  document.getElementById("filters").addEventListener("submit", applyForm);
+  document.getElementById("clear").addEventListener("click", () => {
+    navigate({ ...readState(), cluster: [], namespace: [], kind: [], status: [], name: "" }, "", []);
+  });
+  setUpPager();
+  setUpDetail();
+  setUpIdentity(() => {
+    facetCache = { key: null, counts: null };
+    navigate(readState(), "", []);
+  });
+  window.addEventListener("popstate", load);
+  load();
+}
+
+setUp();
