@@ -20,7 +20,7 @@ AUTHENTICATED = "system:authenticated"
 ANONYMOUS = "system:anonymous"
 SA_PREFIX = "system:serviceaccount:"
 
-Obj = Mapping[str, Any]
+Obj = Mapping[str, Any]  # a raw API object: JSON dicts (anything else counts as malformed)
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,15 @@ def _list(value: Any) -> list[Any]:
 
 
 def _strs(value: Any) -> tuple[str, ...]:
-    return tuple(v for v in _list(value) if isinstance(v, str))
+    items = _list(value)
+    if all(type(v) is str for v in items):
+        return tuple(items)
+    return tuple(v for v in items if isinstance(v, str))
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class Rule:
 
     @classmethod
     def parse(cls, raw: Any) -> Rule:
-        raw = raw if isinstance(raw, Mapping) else {}
+        raw = raw if isinstance(raw, dict) else {}
         return cls(
             _strs(raw.get("verbs")),
             _strs(raw.get("apiGroups")),
@@ -113,10 +116,10 @@ def parse_rules(obj: Obj) -> tuple[Rule, ...]:
 
 def selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
     """A metav1.LabelSelector: matchLabels and matchExpressions; `{}` matches everything."""
-    if not isinstance(selector, Mapping):
+    if not isinstance(selector, dict):
         return False
     match_labels = selector.get("matchLabels") or {}
-    if not isinstance(match_labels, Mapping):
+    if not isinstance(match_labels, dict):
         return False
     if any(labels.get(k) != v for k, v in match_labels.items()):
         return False
@@ -124,7 +127,7 @@ def selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
 
 
 def _expression_matches(expr: Any, labels: Mapping[str, str]) -> bool:
-    if not isinstance(expr, Mapping):
+    if not isinstance(expr, dict):
         return False
     key, op, values = str(expr.get("key")), expr.get("operator"), _strs(expr.get("values"))
     if op == "In":
@@ -159,7 +162,7 @@ def _aggregate(
     cr = by_name[name]
     rules = parse_rules(cr)
     agg = cr.get("aggregationRule")
-    if rules or not isinstance(agg, Mapping) or name in seen:
+    if rules or not isinstance(agg, dict) or name in seen:
         return rules
     # The aggregation controller has not filled this role in yet: do what it would do.
     out: list[Rule] = []
@@ -188,10 +191,10 @@ class Binding:
     def parse(cls, obj: Obj, namespaced: bool) -> Binding:
         meta = _meta(obj)
         raw_ref = obj.get("roleRef")
-        ref: Mapping[str, Any] = raw_ref if isinstance(raw_ref, Mapping) else {}
+        ref: Mapping[str, Any] = raw_ref if isinstance(raw_ref, dict) else {}
         subjects = []
         for s in _list(obj.get("subjects")):
-            if isinstance(s, Mapping):
+            if isinstance(s, dict):
                 subjects.append(
                     (str(s.get("kind", "")), str(s.get("name", "")), str(s.get("namespace") or ""))
                 )
