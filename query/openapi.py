@@ -280,6 +280,11 @@ def markdown(doc: S) -> str:
         "List answers carry a `freshness` block (degraded, state, collected/total, and the",
         "caller's clusters that are stale, not yet collected, or hidden for stale RBAC data).",
         "",
+        "Serving: `fleetscope serve [--bind HOST:PORT]` runs exactly",
+        "`gunicorn --config python:query.gunicorn_conf query.wsgi:app` (workers and threads from",
+        "`FLEETSCOPE_QUERY_WORKERS` / `FLEETSCOPE_QUERY_THREADS`). Set `FLEETSCOPE_METRICS_DIR`",
+        "so `/metrics` adds up every gunicorn worker (exported as `PROMETHEUS_MULTIPROC_DIR`).",
+        "",
     ]
     for path, item in doc["paths"].items():
         op = item["get"]
