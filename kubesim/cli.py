@@ -40,6 +40,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="base port: cluster i on PORT+i")
     parser.add_argument("--advertise-host", default="", help="host written into kubeconfigs")
     parser.add_argument(
+        "--warm", action="store_true", help="generate every cluster before the ready line"
+    )
+    parser.add_argument(
         "--no-tls", action="store_true", help="plain HTTP (kubectl then sends no token)"
     )
 
