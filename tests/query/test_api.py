@@ -194,3 +194,22 @@ def test_docs_api_md_is_generated_from_the_document() -> None:
     from tests.query.schema import DOC
 
     assert (Path(__file__).parents[2] / "docs/api.md").read_text() == markdown(DOC)
+
+
+def test_http_walk_is_exactly_once_while_rows_change(client, seeded) -> None:
+    from tests.query.fleet import delete_row, make_row, write_rows
+
+    untouched = {order(r) for r in seeded.rows[1::2]}
+    seen, token, step = [], None, 0
+    while True:
+        extra = {"continue": token} if token else {}
+        _, body = get(client, "/api/v1/objects", "admin", limit=6, **extra)
+        seen += [order(r) for r in body["items"]]
+        token = body["continue"]
+        if token is None:
+            break
+        step += 1
+        delete_row(seeded.r, seeded.rows[(2 * step) % len(seeded.rows)])
+        write_rows(seeded.r, [make_row(f"c0{step % 4}", "team-04", "Gateway", f"late-{step}")])
+    assert len(seen) == len(set(seen))
+    assert untouched <= set(seen)
