@@ -31,6 +31,7 @@ function format() {
 function render() {
   const body = document.getElementById("detail-body");
   body.hidden = shown === null;
+  document.querySelector("#detail .format").hidden = shown === null;
   body.textContent = shown === null ? "" : format() === "json" ? JSON.stringify(shown, null, 2) : toYaml(shown);
 }
 
@@ -42,6 +43,7 @@ export async function openDetail(row) {
   showError("detail-error", "");
   document.getElementById("detail-body").textContent = "Loading…";
   document.getElementById("detail-body").hidden = false;
+  document.querySelector("#detail .format").hidden = true;
   if (!dialog.open) dialog.showModal();
   const path = [row.cluster, row.namespace, row.kind, row.name].map(encodeURIComponent).join("/");
   try {

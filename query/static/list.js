@@ -153,7 +153,7 @@ function applyForm(ev) {
 
 function shortRevision(rev) {
   const m = /^(.*[@:])([0-9a-f]{12,})$/.exec(rev);
-  return m ? `${m[1]}${m[2].slice(0, 10)}…` : rev;
+  return m ? `${m[1]}${m[2].slice(0, 7)}…` : rev;
 }
 
 function renderRows(items, state) {
@@ -206,7 +206,8 @@ function td(child) {
 function linkElement(row) {
   const url = externalUrl(row, config.uiUrlTemplates);
   if (!url) return null;
-  const a = el("a", "Open ↗", "external");
+  const a = el("a", "↗", "external");
+  a.title = url;
   a.href = url;
   a.target = "_blank";
   a.rel = "noopener noreferrer";
@@ -235,7 +236,7 @@ function renderPager(state, page, total) {
   }
   document.getElementById("page-info").textContent = info;
   document.getElementById("summary").textContent =
-    total === null ? "" : `${total.toLocaleString()} objects match`;
+    total === null ? "" : `${total.toLocaleString()} ${total === 1 ? "object matches" : "objects match"}`;
 }
 
 function setUpPager() {

@@ -17,7 +17,7 @@ function stateBadge(c) {
 function access(c) {
   if (c.rbacAgeS === null) return el("span", "none yet", "muted");
   const age = `${Math.round(c.rbacAgeS)}s old`;
-  return el("span", c.rbacFresh ? age : `${age}: too old, rows hidden`, c.rbacFresh ? "" : "warn");
+  return el("span", c.rbacFresh ? `fresh (${age})` : `${age}: too old, rows hidden`, c.rbacFresh ? "" : "warn");
 }
 
 function row(c) {

@@ -179,7 +179,7 @@ def _js_error(message: Any) -> bool:
     return message.type == "error" and not message.text.startswith("Failed to load resource")
 
 
-def shot(page: Any, name: str) -> None:
+def shot(page: Any, name: str, full_page: bool = True) -> None:
     """Save a screenshot of the page's current state under artifacts/ui/."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)

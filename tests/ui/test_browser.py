@@ -197,6 +197,9 @@ def test_demo_users_see_their_own_rows(stack: Stack, page: Any) -> None:
     expect(page.locator("#demo-user")).to_have_value("nobody")
     view_as(page, "admin-0")
     expect_names(page, admin)
+    page.goto("/?limit=12")
+    expect(page.locator(ROWS)).to_have_count(12)
+    shot(page, "list-view", full_page=False)  # the README's picture
 
 
 def test_degraded_and_rebuilding_banners(stack: Stack, page: Any) -> None:
