@@ -237,3 +237,74 @@ def test_degraded_and_rebuilding_banners(stack: Stack, page: Any) -> None:
     page.reload()
     expect(banner).to_be_hidden()
     expect(page.locator("#clusters tbody tr", has_text=down)).to_contain_text("ok")
+
+
+CONTRAST_JS = """() => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length === 3 || c[3] > 0) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const worst = [];
+  const selector = 'td, th, label, legend, button, a, .badge, .summary, .count, small, #page-info';
+  for (const el of document.querySelectorAll(selector)) {
+    if (!el.offsetParent || !el.textContent.trim()) continue;
+    const style = getComputedStyle(el);
+    if (el.disabled) continue;  // WCAG exempts inactive controls
+    const a = lum(rgb(style.color)), b = lum(background(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) worst.push(`${el.tagName}.${el.className} "${el.textContent.trim()}" ${ratio.toFixed(2)}`);
+  }
+  return worst;
+}"""
+
+UNLABELLED_JS = """() => [...document.querySelectorAll('input, select, button, textarea')]
+  .filter((el) => el.offsetParent || el.closest('dialog[open]'))
+  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                  && !el.textContent.trim())
+  .map((el) => el.outerHTML)"""
+
+
+def test_accessible_and_never_more_than_a_page(stack: Stack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    calls: list[str] = []
+    page.on("request", lambda req: calls.append(req.url) if "/api/v1/" in req.url else None)
+    page.goto("/?limit=10")
+    expect(page.locator(ROWS)).to_have_count(10)
+    # One page and one set of counts per view: the cost does not grow with the fleet.
+    assert sorted(u.split("/api/v1/")[1] for u in calls) == ["facets", "objects?limit=10"]
+    calls.clear()
+    page.click("#next")
+    expect(page).to_have_url(re.compile(r"continue="))
+    page.wait_for_selector("#rows:not([aria-busy])")
+    assert [u.split("/api/v1/")[1].split("&")[0] for u in calls] == ["objects?limit=10"]
+
+    assert page.evaluate(UNLABELLED_JS) == []
+    assert page.evaluate(CONTRAST_JS) == []
+
+    # Keyboard only: skip link, then Tab reaches the rows; Enter opens the live object and
+    # Escape returns focus to the row's button.
+    page.goto("/?limit=10")
+    expect(page.locator(ROWS)).to_have_count(10)
+    page.keyboard.press("Tab")
+    expect(page.locator("a.skip")).to_be_focused()
+    first = page.locator(f"{ROWS} button.linkish").first
+    for _ in range(80):
+        if first.evaluate("el => el === document.activeElement"):
+            break
+        page.keyboard.press("Tab")
+    expect(first).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail")).to_be_visible()
+    expect(page.locator("#detail-body")).to_contain_text("apiVersion:")
+    assert page.evaluate(UNLABELLED_JS) == []
+    page.keyboard.press("Escape")
+    expect(first).to_be_focused()
