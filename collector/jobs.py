@@ -60,7 +60,7 @@ class Collector:
         if not self.r.hexists(keys.CLUSTERS, cluster):
             return SyncResult(cluster, what, error="cluster is not registered")
         try:
-            with ClusterLock(self.r, cluster, self.settings.lock_ttl_s) as lock:
+            with ClusterLock(self.r, cluster, self.settings.lock_ttl_s, what) as lock:
                 return run(lock)
         finally:
             if not self.r.hexists(keys.CLUSTERS, cluster):

@@ -30,10 +30,10 @@ return 0
 class ClusterLock:
     """`with ClusterLock(r, cluster, ttl_s):` raises LockBusy when another worker holds it."""
 
-    def __init__(self, r: redis.Redis, cluster: str, ttl_s: float) -> None:
+    def __init__(self, r: redis.Redis, cluster: str, ttl_s: float, work: str = "objects") -> None:
         self.r = r
         self.cluster = cluster
-        self.key = keys.lock(cluster)
+        self.key = keys.lock(cluster, work)
         self.ttl_ms = max(1000, int(ttl_s * 1000))
         self.token = secrets.token_hex(16)
         self.lost = False

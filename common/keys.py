@@ -11,7 +11,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
-| fs:{c:<cluster>}:lock          | str  | lock | collector                  | collector                |
+| fs:{c:<cluster>}:lock:<work>   | str  | lock | collector                  | collector                |
 | fs:{c:<cluster>}:lease         | str  | lease| watcher                    | watcher                  |
 | fs:clusters                    | hash | -    | collector (registry)       | everyone                 |
 | fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
@@ -81,8 +81,14 @@ def rbac(cluster: str) -> str:
     return f"{_tag(cluster)}:rbac"
 
 
-def lock(cluster: str) -> str:
-    return f"{_tag(cluster)}:lock"
+LOCK_WORK = ("objects", "rbac")
+
+
+def lock(cluster: str, work: str = "objects") -> str:
+    """The sync lock of one kind of work: object and RBAC syncs of a cluster run side by side."""
+    if work not in LOCK_WORK:
+        raise ValueError(f"lock work is one of {LOCK_WORK}")
+    return f"{_tag(cluster)}:lock:{work}"
 
 
 def lease(cluster: str) -> str:

@@ -187,4 +187,5 @@ def mark_pending(r: redis.Redis, cluster: str) -> None:
 
 def delete_cluster(r: redis.Redis, cluster: str) -> int:
     """Delete every key of a cluster (rows, indexes, counts, grants, status, lock)."""
-    return int(r.delete(*keys.cluster_keys(cluster), keys.lock(cluster)))
+    locks = [keys.lock(cluster, work) for work in keys.LOCK_WORK]
+    return int(r.delete(*keys.cluster_keys(cluster), *locks))
