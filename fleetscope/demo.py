@@ -1,0 +1,222 @@
+"""`fleetscope demo`: the whole stack on one machine, for a first look.
+
+A private redis-server (unless FLEETSCOPE_REDIS_URL is set), a kubesim fleet, a Celery worker and
+beat, and the query API with `header` identity trusting loopback. Prints the URL and requests to
+paste for a few generated users, follows the rebuild until `ready`, and stops every child on
+Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from common.errors import ConfigError
+from common.redis_server import RedisServer, free_port, start_redis_server
+from fleetscope.demo_users import DemoUser, pick_demo_users
+from fleetscope.supervisor import Supervisor, python_module
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=8080, help="query API port (default 8080)")
+    parser.add_argument("--preset", default="S", choices=["S", "M", "L"], help="fleet size")
+    parser.add_argument("--seed", type=int, default=1, help="fleet generator seed")
+    parser.add_argument("--workdir", help="keep kubeconfigs and logs here (default: a temp dir)")
+    parser.add_argument(
+        "--ready-timeout", type=float, default=120.0, help="seconds to wait for `ready`"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fleetscope-demo-"))
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    _check_port_free(args.port)
+    stop = _install_signal_handlers()
+    redis_server: RedisServer | None = None
+    redis_url = os.environ.get("FLEETSCOPE_REDIS_URL", "")
+    if not redis_url:
+        redis_server = start_redis_server()
+        redis_url = redis_server.url
+    sup = Supervisor(workdir / "logs", _child_env(redis_url, workdir, args.port))
+    try:
+        return _run_stack(args, workdir, sup, redis_url, stop)
+    finally:
+        print("\nstopping: query, beat, worker, kubesim" + (", redis" if redis_server else ""))
+        sup.stop_all()
+        if redis_server:
+            redis_server.stop()
+        print("stopped; logs were in", workdir / "logs")
+
+
+def _run_stack(
+    args: argparse.Namespace, workdir: Path, sup: Supervisor, redis_url: str, stop: list[int]
+) -> int:
+    kubeconfigs = workdir / "clusters"
+    say(f"fleetscope demo: Redis at {redis_url}; files in {workdir}")
+    say(f"starting kubesim (fleet {args.preset}, seed {args.seed})")
+    sup.start(
+        "kubesim",
+        python_module(
+            "fleetscope",
+            "kubesim",
+            "--preset",
+            args.preset,
+            "--seed",
+            str(args.seed),
+            "--kubeconfig-dir",
+            str(kubeconfigs),
+            "--port",
+            str(free_port()),
+            "--host",
+            "127.0.0.1",
+        ),
+    )
+    _wait(lambda: _ready_line(sup, "kubesim"), 120, sup, stop, "kubesim to serve its fleet")
+    clusters = sorted(p.stem for p in kubeconfigs.glob("*.yaml"))
+    say(f"kubesim serves {len(clusters)} clusters; starting Celery worker and beat")
+    sup.start(
+        "worker",
+        python_module(
+            "celery", "-A", "collector", "worker", "--loglevel", "INFO", "--concurrency", "2"
+        ),
+    )
+    sup.start(
+        "beat",
+        python_module(
+            "celery",
+            "-A",
+            "collector",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(workdir / "beat-schedule"),
+        ),
+    )
+    sup.start("query", python_module("fleetscope", "serve", "--bind", f"127.0.0.1:{args.port}"))
+    base = f"http://127.0.0.1:{args.port}"
+    _wait(lambda: _get(base + "/readyz") is not None, 60, sup, stop, "the query API")
+    _print_banner(base, pick_demo_users(kubeconfigs))
+    if not _follow_status(base, args.ready_timeout, sup, stop):
+        return 1
+    say("ready. Ctrl-C stops everything.")
+    while not stop:
+        _check_children(sup)
+        time.sleep(0.5)
+    return 0
+
+
+def _child_env(redis_url: str, workdir: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
+    env.update(
+        FLEETSCOPE_REDIS_URL=redis_url,
+        FLEETSCOPE_CLUSTERS_DIR=str(workdir / "clusters"),
+        FLEETSCOPE_AUTH_MODE="header",
+        FLEETSCOPE_TRUSTED_PROXY_CIDRS="127.0.0.1/32,::1/128",
+        FLEETSCOPE_BIND=f"127.0.0.1:{port}",
+        FLEETSCOPE_UI_DEMO_MODE="true",
+        FLEETSCOPE_SYNC_INTERVAL_S="30",
+        FLEETSCOPE_RBAC_SYNC_INTERVAL_S="15",
+        FLEETSCOPE_REGISTRY_INTERVAL_S="10",
+        FLEETSCOPE_WORKER_METRICS_PORT="0",
+        FLEETSCOPE_METRICS_DIR=str(workdir / "metrics"),
+        PYTHONUNBUFFERED="1",
+    )
+    (workdir / "metrics").mkdir(exist_ok=True)
+    return env
+
+
+def _print_banner(base: str, users: list[DemoUser]) -> None:
+    print(f"\n  fleetscope is up: {base}/   (status: {base}/api/v1/status)\n")
+    print("  Try these (identity comes from trusted headers in demo mode):\n")
+    for user in users:
+        print(f"  # {user.description}")
+        print(f"  {user.curl(base + '/api/v1/objects?limit=5')}\n")
+    print(f"  curl -s {base}/api/v1/status\n")
+    sys.stdout.flush()
+
+
+def _follow_status(base: str, timeout_s: float, sup: Supervisor, stop: list[int]) -> bool:
+    deadline, last = time.monotonic() + timeout_s, ""
+    while not stop and time.monotonic() < deadline:
+        _check_children(sup)
+        status = _get(base + "/api/v1/status")
+        if status:
+            line = f"{status.get('state')}: {status.get('message', '')}"
+            if line != last:
+                say(line)
+                last = line
+            if status.get("state") == "ready":
+                return True
+        time.sleep(0.5)
+    if not stop:
+        say(f"not ready after {timeout_s:.0f} s; see the logs in {sup.log_dir}")
+    return bool(stop)
+
+
+def _get(url: str) -> dict[str, Any] | None:
+    req = urllib.request.Request(url, headers={"X-Remote-User": "fleetscope-demo"})
+    try:
+        with urllib.request.urlopen(req, timeout=2) as resp:
+            body = json.loads(resp.read())
+            return body if isinstance(body, dict) else {}
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _ready_line(sup: Supervisor, name: str) -> bool:
+    child = next(c for c in sup.children if c.name == name)
+    return "ready" in child.tail(50).lower()
+
+
+def _wait(cond: Any, timeout_s: float, sup: Supervisor, stop: list[int], what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        _check_children(sup)
+        if stop:
+            raise KeyboardInterrupt
+        if time.monotonic() > deadline:
+            raise ConfigError(f"timed out waiting for {what}; logs in {sup.log_dir}")
+        time.sleep(0.2)
+
+
+def _check_children(sup: Supervisor) -> None:
+    for child in sup.dead():
+        raise ConfigError(
+            f"{child.name} exited with status {child.process.returncode}; last lines of "
+            f"{child.log_path}:\n{child.tail()}"
+        )
+
+
+def _check_port_free(port: int) -> None:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise ConfigError(f"port {port} is in use; choose another with --port") from e
+
+
+def _install_signal_handlers() -> list[int]:
+    """SIGINT and SIGTERM append to the returned list; loops check it and unwind cleanly."""
+    stop: list[int] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        stop.append(signum)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return stop
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
