@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import redis
-from werkzeug.serving import make_server
+from werkzeug.serving import BaseWSGIServer, make_server
 
 from collector.clusters import ClusterSource
 from collector.jobs import ClusterOutcome, Collector, collect_once
@@ -113,6 +113,15 @@ def _users_file(fleet: Any, path: Path) -> Path:
     return path
 
 
+def serve(settings: Settings) -> BaseWSGIServer:
+    """The query app on a real HTTP server on a free loopback port (stop with `.shutdown()`)."""
+    app = create_app(settings)
+    app.extensions["fleetscope"].fleet.cache_s = 0  # tests change sync status
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @pytest.fixture(scope="module")
 def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("ui")
@@ -132,10 +141,7 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
             ui_demo_users_file=str(_users_file(fleet, tmp / "users.json")),
             leaf_timeout_s=3.0,
         )
-        app = create_app(settings)
-        app.extensions["fleetscope"].fleet.cache_s = 0  # tests change sync status
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = serve(settings)
         st = Stack(f"http://127.0.0.1:{server.port}", sim, r, settings, unhealthy, lister_ns)
         assert all(o.ok for o in st.collect())
         yield st

@@ -308,3 +308,48 @@ def test_accessible_and_never_more_than_a_page(stack: Stack, page: Any) -> None:
     assert page.evaluate(UNLABELLED_JS) == []
     page.keyboard.press("Escape")
     expect(first).to_be_focused()
+
+
+def test_oidc_mode_sends_the_pasted_bearer_token(stack: Stack, page: Any, tmp_path: Any) -> None:
+    """Without an authenticating proxy the page asks for an ID token and then sends it."""
+    import dataclasses
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from playwright.sync_api import expect
+
+    from tests.ui.conftest import serve
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1"}]}))
+    issuer = "https://issuer.example"
+    settings = dataclasses.replace(
+        stack.settings,
+        auth_mode="oidc",
+        ui_demo_mode=False,
+        oidc_issuer_url=issuer,
+        oidc_client_id="fleetscope",
+        oidc_jwks_file=str(tmp_path / "jwks.json"),
+    )
+    server = serve(settings)
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        page.goto(f"{base}/?limit=5")
+        expect(page.locator("#signin")).to_be_visible()
+        expect(page.locator("#demo-user")).to_have_count(0)
+        expect(page.locator(ROWS)).to_have_count(0)
+        now = int(time.time())
+        claims = {"iss": issuer, "aud": "fleetscope", "sub": "admin-0", "iat": now,
+                  "exp": now + 300, "groups": ["fleet-admins"]}  # fmt: skip
+        token = jwt.encode(claims, key, algorithm="ES256", headers={"kid": "k1"})
+        page.fill("#signin-token", token)
+        page.click("#signin-form button")
+        expect(page.locator("#signin")).to_be_hidden()
+        expect_names(page, api_names(stack, ADMIN, limit=5))
+        page.reload()  # the token stays with the tab
+        expect_names(page, api_names(stack, ADMIN, limit=5))
+    finally:
+        server.shutdown()
