@@ -9,6 +9,8 @@ const DIMENSIONS = { status: "f-status", kind: "f-kind", cluster: "f-cluster" };
 const FILTERS = ["cluster", "namespace", "kind", "status", "name"];
 const MAX_PREV = 100; // pages remembered for "Previous" (history state); beyond, "First"
 
+const NO_COUNTS = { total: null, status: {}, kind: {}, cluster: {} };
+
 let sequence = 0;
 let facetCache = { key: null, counts: null };
 
@@ -74,7 +76,9 @@ async function load() {
   params.set("limit", String(state.limit));
   if (state.cont) params.set("continue", state.cont);
   try {
-    const [page, counts] = await Promise.all([api("/objects", params), facets(state)]);
+    // Counts are a convenience: without them the page still lists its rows.
+    const counting = facets(state).catch(() => NO_COUNTS);
+    const [page, counts] = await Promise.all([api("/objects", params), counting]);
     if (mine !== sequence) return;
     showBanner(page.freshness);
     renderChoices(state, counts);

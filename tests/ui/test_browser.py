@@ -95,6 +95,12 @@ def test_filter_page_and_bookmark(stack: Stack, page: Any, browser: Any) -> None
     )
     shot(page, "filtered-unhealthy")
 
+    # Bad input comes back from the API as a message on the page.
+    page.fill("#f-namespace", "Not_A_Namespace")
+    page.press("#f-namespace", "Enter")
+    expect(page.locator("#error")).to_contain_text("is not a namespace name")
+    expect(page.locator(ROWS)).to_have_count(0)
+
     # Page forward and back with the API's continue tokens.
     page.click("#clear")
     expect(page).not_to_have_url(re.compile(r"status="))
