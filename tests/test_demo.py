@@ -1,0 +1,153 @@
+"""`fleetscope demo` as a user runs it: a subprocess that reaches `ready`, whose printed requests
+show RBAC filtering for different users, and that leaves no process behind after Ctrl-C."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.redis_server import free_port
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid`, including those that started their own session."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+class DemoRun:
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.out_path = tmp / "demo.out"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
+        with open(self.out_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "fleetscope",
+                    "demo",
+                    "--port",
+                    str(self.port),
+                    "--workdir",
+                    str(tmp / "work"),
+                    "--ready-timeout",
+                    "240",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.output())
+            if found:
+                return found
+            assert self.proc.poll() is None, f"demo exited early:\n{self.output()}"
+            time.sleep(0.2)
+        raise AssertionError(f"{pattern!r} not printed in {timeout_s} s:\n{self.output()}")
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[DemoRun]:
+    run = DemoRun(tmp_path)
+    yield run
+    if run.proc.poll() is None:
+        for pid in _descendants(run.proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        run.proc.kill()
+        run.proc.wait()
+
+
+def _printed_requests(output: str) -> dict[str, tuple[dict[str, list[str]], str]]:
+    """The `# description` + `curl ...` pairs of the banner, by user name."""
+    requests: dict[str, tuple[dict[str, list[str]], str]] = {}
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith("curl ") or "X-Remote-User" not in line:
+            continue
+        words = shlex.split(line)
+        headers: dict[str, list[str]] = {}
+        for flag, value in itertools.pairwise(words):
+            if flag == "-H":
+                name, _, v = value.partition(": ")
+                headers.setdefault(name, []).append(v)
+        requests[headers["X-Remote-User"][0]] = (headers, words[-1])
+    return requests
+
+
+def _get(url: str, headers: dict[str, list[str]]) -> dict[str, Any]:
+    req = urllib.request.Request(url)
+    for name, values in headers.items():
+        req.add_header(name, ", ".join(values))
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        body: dict[str, Any] = json.loads(resp.read())
+        return body
+
+
+def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
+    demo.wait_for(r"\] ready\.", timeout_s=240)
+    requests = _printed_requests(demo.output())
+    assert {"admin-0", "dev-team-00", "nobody"} <= set(requests)
+    users = json.loads((demo.out_path.parent / "work" / "kubesim-users.json").read_text())
+    access = {u["name"]: u["access"] for u in users["users"]}
+
+    def ask(user: str) -> dict[str, Any]:
+        headers, url = requests[user]
+        return _get(url, headers)
+
+    admin = ask("admin-0")
+    assert len(admin["items"]) == 5 and admin["continue"]
+    team = ask("dev-team-00")
+    assert team["items"], "a team member sees their namespaces"
+    for row in team["items"]:
+        assert row["namespace"] in access["dev-team-00"][row["cluster"]]
+    nobody = ask("nobody")
+    assert nobody["items"] == [] and nobody["continue"] is None
+    assert {r["namespace"] for r in admin["items"]} != {r["namespace"] for r in team["items"]}
+
+    children = _descendants(demo.proc.pid)
+    assert len(children) >= 5  # redis, kubesim, worker, beat, query (+ their forks)
+    demo.proc.send_signal(signal.SIGINT)
+    assert demo.proc.wait(60) == 0
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in children if _alive(p)] == []
+    assert "stopped" in demo.output()
