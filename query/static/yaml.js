@@ -1,12 +1,16 @@
 // A small YAML emitter for showing objects (read-only): block mappings and sequences, scalars
 // quoted when YAML would otherwise read them as something else.
 
-const PLAIN = /^[A-Za-z_/.][A-Za-z0-9_./@:+-]*( [A-Za-z0-9_./@:+-]+)*$/;
+const PLAIN = /^[A-Za-z_/][A-Za-z0-9_./@:+-]*( [A-Za-z0-9_./@:+-]+)*$/;
 const RESERVED = /^(true|false|yes|no|on|off|null|y|n|~)$/i;
 
 function scalar(v) {
   if (v === null || v === undefined) return "null";
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  if (typeof v === "boolean") return String(v);
+  if (typeof v === "number") {
+    const t = String(v); // YAML 1.1 readers want a dot in exponent floats: 1.0e+21
+    return /e/.test(t) && !t.includes(".") ? t.replace("e", ".0e") : t;
+  }
   const s = String(v);
   if (s === "" || RESERVED.test(s) || !PLAIN.test(s) || /:$|: | #/.test(s)) {
     return JSON.stringify(s);
@@ -16,6 +20,11 @@ function scalar(v) {
 
 function key(k) {
   return PLAIN.test(k) && !RESERVED.test(k) && !k.includes(": ") ? k : JSON.stringify(k);
+}
+
+// Multi-line text reads best as a literal block, when the block gives back the same string.
+function blockable(s) {
+  return s.includes("\n") && !/^[ \t]|[\r\t]|\n\n$|[ ]\n|[ ]$/.test(s) && !/\n[ ]/.test(s);
 }
 
 function isEmpty(v) {
@@ -42,9 +51,10 @@ function lines(v, indent, out) {
       lines(val, Array.isArray(val) ? indent : indent + 1, out);
     } else if (isEmpty(val)) {
       out.push(`${pad}${key(k)}: ${Array.isArray(val) ? "[]" : "{}"}`);
-    } else if (typeof val === "string" && val.includes("\n")) {
-      out.push(`${pad}${key(k)}: |-`);
-      for (const line of val.split("\n")) out.push(`${pad}  ${line}`);
+    } else if (typeof val === "string" && blockable(val)) {
+      const text = val.endsWith("\n") ? val.slice(0, -1) : val;
+      out.push(`${pad}${key(k)}: ${val.endsWith("\n") ? "|" : "|-"}`);
+      for (const line of text.split("\n")) out.push(line ? `${pad}  ${line}` : "");
     } else {
       out.push(`${pad}${key(k)}: ${scalar(val)}`);
     }

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 from common import keys
 from tests.ui.conftest import EXTERNAL_URL, LISTER, Stack, shot
@@ -142,6 +143,22 @@ def test_detail_refusal_and_links(stack: Stack, page: Any) -> None:
     expect(body).to_contain_text("kustomize build failed: missing resource")
     assert "managedFields" not in body.text_content()
     shot(page, "detail")
+    # The YAML shown reads back as the very object the API returned.
+    live = requests.get(
+        f"{stack.base}/api/v1/objects/{cluster}/{namespace}/Kustomization/{name}",
+        headers=ADMIN,
+        timeout=10,
+    ).json()["object"]
+    assert yaml.safe_load(body.text_content()) == live
+    tricky = {
+        "a": "", "b": "true", "c": "1.5", "d": "two\nlines", "d2": "ends\n", "d3": " x\ny",
+        "e": [], "f": {}, "g": [{"x": 1, "y": [1, "2"]}, [1, 2], None], "h": None, "i": "#x",
+        "j": "- x", "k": "a: b", "key: colon": 1, "l": " lead", "m": ".5", "n": "y", "o": "~",
+        "p": "main@sha1:abc", "q": "trail ", "r": "tab\there", "s": 1e21, "t": False,
+        "u": "ünïcode ✓", "v": "a\n\nb\n\n", "0": "zero", "w": "@at", "x": "%pct",
+    }  # fmt: skip
+    dumped = page.evaluate("async (v) => (await import('/ui/yaml.js')).toYaml(v)", tricky)
+    assert yaml.safe_load(dumped) == tricky, dumped
     page.get_by_label("JSON").check()
     expect(body).to_contain_text('"kind": "Kustomization"')
     page.keyboard.press("Escape")
