@@ -129,6 +129,7 @@ function renderChoices(state, counts) {
 
 function choice(dim, value, count, checked) {
   const label = el("label", null, "choice");
+  label.title = value;
   const box = document.createElement("input");
   box.type = "checkbox";
   box.name = dim;
