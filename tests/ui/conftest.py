@@ -1,7 +1,7 @@
 """Fixtures for web view tests: a running stack (kubesim, one collection into the session's
 real Redis, the query app on a real HTTP server in demo mode) and headless Chromium.
 
-The stack is module-scoped (one per test module) and made before any browser starts. Browser
+The stack is module-scoped (one per test module), built only when a browser is there. Browser
 tests skip, saying how to enable them, when Debian's chromium is not installed.
 """
 
@@ -46,7 +46,7 @@ LISTER = "lister"  # may list Kustomizations in one namespace, but not get them
 
 
 def chromium_path() -> str | None:
-    found = os.environ.get("FLEETSCOPE_CHROMIUM") or shutil.which("chromium")
+    found = os.environ.get("CHROMIUM_BIN") or shutil.which("chromium")
     return found if found and Path(found).exists() else None
 
 
@@ -158,7 +158,7 @@ def browser() -> Iterator[Any]:
     if exe is None:
         pytest.skip(
             "browser tests need Chromium: `apt-get install chromium` (Debian), or set "
-            "FLEETSCOPE_CHROMIUM=/path/to/chromium; nothing is downloaded"
+            "CHROMIUM_BIN=/path/to/chromium; nothing is downloaded"
         )
     from playwright.sync_api import sync_playwright
 
@@ -169,7 +169,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(stack: Stack, browser: Any) -> Iterator[Any]:
+def page(browser: Any, stack: Stack) -> Iterator[Any]:
     context = browser.new_context(base_url=stack.base, viewport={"width": 1400, "height": 900})
     pg = context.new_page()
     errors: list[str] = []
