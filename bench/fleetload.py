@@ -1,0 +1,95 @@
+"""Fill Redis with a generated fleet's rows and grants, straight from kubesim's generator.
+
+No HTTP: each cluster's objects go through the collector's own row and store code
+(common.rows.build_row/encode, common.store.replace_rows) and its RBAC objects through
+common.grants.compile_grants/store_grants, so Redis holds exactly what a collection would write.
+Clusters are spread over worker processes. Also usable alone: `./dev bench fleetload --preset M`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import redis
+
+from common import keys, rows, store
+from common.grants import compile_grants, store_grants
+from common.kinds import builtin_registry
+from common.rbac import RbacObjects
+from kubesim.catalog import Catalog
+from kubesim.fleet import preset_fleet
+
+RBAC_KINDS = {
+    "Role": "roles",
+    "ClusterRole": "cluster_roles",
+    "RoleBinding": "role_bindings",
+    "ClusterRoleBinding": "cluster_role_bindings",
+}
+
+
+def load_cluster(r: redis.Redis, fleet: Any, index: int, catalog: Catalog) -> int:
+    """Store one cluster's rows and grants as a successful sync would; returns its row count."""
+    registry = builtin_registry()
+    cluster = fleet.cluster_names[index]
+    members: list[str] = []
+    rbac: dict[str, list[dict[str, Any]]] = {f: [] for f in RBAC_KINDS.values()}
+    for res, _ns, _name, raw in fleet.objects(index, catalog):
+        kind = registry.by_resource(res.group, res.plural)
+        if kind is not None:
+            obj = json.loads(raw)
+            members.append(rows.encode(rows.build_row(cluster, kind, res.api_version, obj)))
+        elif res.group == "rbac.authorization.k8s.io":
+            rbac[RBAC_KINDS[res.kind]].append(json.loads(raw))
+    now = round(time.time(), 3)
+    r.hset(keys.CLUSTERS, cluster, json.dumps({"source": "bench"}))
+    sync = {"state": "ok", "last_success": now, "last_error": "", "duration_s": 0, "requests": 0}
+    store.replace_rows(r, cluster, members, sync)
+    store_grants(r, cluster, compile_grants(RbacObjects(**rbac), registry), synced_at=now)
+    return len(members)
+
+
+def _worker(url: str, preset: str, seed: int, indexes: list[int]) -> int:
+    r = redis.Redis.from_url(url)
+    fleet, catalog = preset_fleet(preset, seed), Catalog.default()
+    total = sum(load_cluster(r, fleet, i, catalog) for i in indexes)
+    r.close()
+    return total
+
+
+def load_fleet(url: str, preset: str, seed: int = 1, processes: int = 0) -> dict[str, Any]:
+    """Load every cluster of a preset fleet into Redis at `url`; rows and wall time."""
+    n = len(preset_fleet(preset, seed).cluster_names)
+    procs = processes or min(os.cpu_count() or 1, n)
+    started = time.monotonic()
+    with ProcessPoolExecutor(procs) as pool:
+        parts = [list(range(i, n, procs)) for i in range(procs)]
+        total = sum(pool.map(_worker, [url] * procs, [preset] * procs, [seed] * procs, parts))
+    redis.Redis.from_url(url).incr(keys.VERSION)
+    return {"clusters": n, "rows": total, "load_s": round(time.monotonic() - started, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--preset", default="S")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--redis-url", default="", help="default: a private redis-server")
+    ap.add_argument("--processes", type=int, default=0)
+    args = ap.parse_args()
+    from common.redis_server import start_redis_server
+
+    server = None if args.redis_url else start_redis_server()
+    url = args.redis_url or server.url  # type: ignore[union-attr]
+    try:
+        print(json.dumps({"preset": args.preset, **load_fleet(url, args.preset, args.seed)}))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Benchmark: Redis memory per row at fleets M and L (rows, status indexes, counts, grants).
+
+    ./dev bench memory [--presets M,L]
+
+Loads each fleet into a fresh private redis-server (bench.fleetload: the collector's store
+code) and reports `used_memory` above the empty server per row, with where it goes: MEMORY
+USAGE of one cluster's keys by type, the average encoded member length. Target: <= 350 B/row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+import redis
+
+from bench import report
+from bench.fleetload import load_fleet
+from common import keys
+from common.redis_server import start_redis_server
+
+TARGET_BYTES = 350
+
+
+def breakdown(r: redis.Redis, cluster: str) -> dict[str, int]:
+    """Bytes held by each key of one cluster (MEMORY USAGE, all samples)."""
+    parts = {
+        "rows": keys.rows(cluster),
+        "counts": keys.counts(cluster),
+        "rbac": keys.rbac(cluster),
+        "sync": keys.sync(cluster),
+    }
+    out = {name: int(r.memory_usage(key, samples=0) or 0) for name, key in parts.items()}
+    out["status_indexes"] = sum(
+        int(r.memory_usage(keys.by_status(cluster, s), samples=0) or 0)
+        for s in keys.INDEXED_STATUSES
+    )
+    return out
+
+
+def measure(preset: str) -> dict[str, Any]:
+    server = start_redis_server()
+    try:
+        r = redis.Redis.from_url(server.url)
+        empty = int(r.info("memory")["used_memory"])
+        loaded = load_fleet(server.url, preset)
+        info = r.info("memory")
+        used = int(info["used_memory"]) - empty
+        cluster = sorted(x.decode() for x in r.hkeys(keys.CLUSTERS))[0]
+        members = r.zrange(keys.rows(cluster), 0, -1)
+        parts = breakdown(r, cluster)
+        n = len(members)
+        return {
+            "preset": preset,
+            **loaded,
+            "used_memory_mb": round(used / 2**20, 1),
+            "bytes_per_row": round(used / loaded["rows"]),
+            "rss_mb": round(int(info["used_memory_rss"]) / 2**20, 1),
+            "member_len_avg": round(statistics.mean(len(m) for m in members), 1),
+            "per_row_in_one_cluster": {k: round(v / n) for k, v in parts.items()},
+        }
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--presets", default="M,L")
+    ap.add_argument("--no-doc", action="store_true", help="print only; do not append the table")
+    args = ap.parse_args()
+    results = [measure(p) for p in args.presets.split(",")]
+    rows = []
+    for m in results:
+        p = m["per_row_in_one_cluster"]
+        rows.append(
+            (
+                m["preset"],
+                m["rows"],
+                m["used_memory_mb"],
+                f"**{m['bytes_per_row']}**",
+                m["member_len_avg"],
+                p["rows"],
+                p["status_indexes"],
+                p["counts"] + p["sync"],
+                p["rbac"],
+                "yes" if m["bytes_per_row"] <= TARGET_BYTES else "NO",
+            )
+        )
+    report.record(
+        "memory: Redis bytes per row",
+        {"benchmark": "memory", "results": results},
+        (
+            "fleet",
+            "rows",
+            "used_memory MB",
+            "bytes/row",
+            "member bytes",
+            "rows zset B/row",
+            "status idx B/row",
+            "counts+sync B/row",
+            "grants B/row",
+            f"<= {TARGET_BYTES}",
+        ),
+        rows,
+        write_doc=not args.no_doc,
+    )
+
+
+if __name__ == "__main__":
+    main()

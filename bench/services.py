@@ -1,0 +1,68 @@
+"""Processes the HTTP benchmarks stand up: the query service and the one-GET reference app,
+each under gunicorn with `query.gunicorn_conf` (the production defaults unless overridden)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+from common.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+DAY_S = 86400
+
+
+def bench_env(redis_url: str, port: int) -> dict[str, str]:
+    """Header auth from loopback; freshness limits of a day, so a fleet loaded once stays served
+    for the whole run (the benchmark does not re-collect)."""
+    return {
+        **os.environ,
+        "FLEETSCOPE_REDIS_URL": redis_url,
+        "FLEETSCOPE_AUTH_MODE": "header",
+        "FLEETSCOPE_TRUSTED_PROXY_CIDRS": "127.0.0.1/32",
+        "FLEETSCOPE_BIND": f"127.0.0.1:{port}",
+        "FLEETSCOPE_RBAC_MAX_AGE_S": str(DAY_S),
+        "FLEETSCOPE_STALE_AFTER_S": str(DAY_S),
+        "FLEETSCOPE_LOG_LEVEL": "WARNING",
+    }
+
+
+@contextmanager
+def gunicorn(app: str, redis_url: str, probe: str) -> Iterator[str]:
+    """Serve `app` (module:attr) under gunicorn with the query service's config; yields its URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "--config", "python:query.gunicorn_conf"]
+    cmd += ["--no-control-socket", app]  # two servers side by side; no shared control socket
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=bench_env(redis_url, port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait(proc, base + probe)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {proc.returncode}")
+        try:
+            if requests.get(url, timeout=2).status_code < 500:
+                return
+        except (requests.ConnectionError, requests.Timeout):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout_s}s")
