@@ -8,6 +8,8 @@ too slow at fleet scale). Credentials never reach logs, errors, reprs or Redis.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import logging
 import threading
@@ -103,14 +105,25 @@ def _cut(text: str) -> str:
 class LeafClient:
     """Raw JSON access to one leaf cluster; `requests` counts the HTTP requests sent."""
 
-    def __init__(self, config: ClusterConfig, timeout_s: float = 10.0, page_size: int = 500):
+    def __init__(
+        self,
+        config: ClusterConfig,
+        timeout_s: float = 10.0,
+        page_size: int = 500,
+        pool_size: int | None = None,
+    ):
         self.config = config
         self.name = config.name
         self.timeout_s = timeout_s
         self.page_size = page_size
         self.requests = 0
         self._configuration = config.configuration()
-        self._pool = RESTClientObject(self._configuration).pool_manager
+        pool_config = self._configuration
+        if pool_size is not None:
+            # A watcher keeps one streaming connection per watched resource: size the pool to it.
+            pool_config = copy.copy(pool_config)
+            pool_config.connection_pool_maxsize = pool_size
+        self._pool = RESTClientObject(pool_config).pool_manager
         self._host = self._configuration.host.rstrip("/")
 
     def close(self) -> None:
@@ -168,6 +181,10 @@ class LeafClient:
         A whole list is buffered before it is yielded, so a restart after 410 Gone (expired
         continue token) never hands out a mix of two lists.
         """
+        return iter(self.list_snapshot(api_version, plural)[0])
+
+    def list_snapshot(self, api_version: str, plural: str) -> tuple[list[dict[str, Any]], str]:
+        """Every object of a resource and the list's resourceVersion (to watch from)."""
         base = _collection_path(api_version, plural)
         for _attempt in range(MAX_RELISTS):
             items: list[dict[str, Any]] = []
@@ -179,14 +196,54 @@ class LeafClient:
                         query["continue"] = token
                     page = self._get_json(f"{base}?{urlencode(query)}")
                     items.extend(page.get("items") or [])
-                    token = (page.get("metadata") or {}).get("continue") or ""
+                    meta = page.get("metadata") or {}
+                    token = meta.get("continue") or ""
                     if not token:
-                        return iter(items)
+                        return items, str(meta.get("resourceVersion") or "")
             except _Gone:
                 log.info(
                     "list of %s expired (410); relisting", plural, extra={"cluster": self.name}
                 )
         raise ClusterUnreachable(f"cluster {self.name}: list of {plural} kept expiring (410)")
+
+    def watch(
+        self, api_version: str, plural: str, resource_version: str, timeout_s: float, idle_s: float
+    ) -> WatchStream:
+        """A watch of a resource in all namespaces from `resource_version`, with bookmarks.
+
+        The server ends it after `timeout_s`; no byte for `idle_s` counts as a broken stream.
+        """
+        query = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(int(timeout_s)),
+        }
+        path = f"{_collection_path(api_version, plural)}?{urlencode(query)}"
+        self.requests += 1
+        try:
+            resp = self._pool.request(
+                "GET",
+                self._host + path,
+                headers=self._headers(),
+                timeout=urllib3.Timeout(connect=self.timeout_s, read=idle_s),
+                retries=False,
+                preload_content=False,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise ClusterUnreachable(f"cluster {self.name}: watch: {type(e).__name__}") from None
+        if resp.status >= 400:
+            body = resp.read()
+            resp.release_conn()
+            _raise_for(self.name, resp.status, body, path, False)
+        return WatchStream(self.name, resp)
+
+    def _headers(self) -> urllib3.HTTPHeaderDict:
+        headers = urllib3.HTTPHeaderDict({"Accept": "application/json"})
+        token = self._configuration.get_api_key_with_prefix("BearerToken")
+        if token:
+            headers["Authorization"] = token
+        return headers
 
     def get_object(
         self,
@@ -215,10 +272,7 @@ class LeafClient:
     def _get_json(
         self, path: str, extra: urllib3.HTTPHeaderDict | None = None, detail: bool = False
     ) -> dict[str, Any]:
-        headers = urllib3.HTTPHeaderDict({"Accept": "application/json"})
-        token = self._configuration.get_api_key_with_prefix("BearerToken")
-        if token:
-            headers["Authorization"] = token
+        headers = self._headers()
         for k, v in (extra or {}).items():
             headers.add(k, v)
         self.requests += 1
@@ -251,6 +305,63 @@ class LeafClient:
 
 class _Gone(Exception):
     """410 Gone: the continue token expired."""
+
+
+class WatchExpired(ClusterUnreachable):
+    """The watch's resourceVersion is older than the server keeps (410): list again."""
+
+
+class WatchStream:
+    """The events of one open watch: iterate for `(type, object)`; `close()` from any thread
+    ends a blocked read. Raises WatchExpired on a 410 ERROR event, ClusterUnreachable when the
+    stream breaks or stays silent too long."""
+
+    def __init__(self, cluster: str, resp: urllib3.BaseHTTPResponse) -> None:
+        self.cluster = cluster
+        self._resp = resp
+        self.closed = False
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        buf = b""
+        try:
+            for chunk in self._resp.stream(2**16, decode_content=True):
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for raw in lines:
+                    if raw.strip():
+                        yield self._event(raw)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as e:
+            if not self.closed:
+                raise ClusterUnreachable(
+                    f"cluster {self.cluster}: watch broke ({type(e).__name__})"
+                ) from None
+        finally:
+            self.closed = True
+            self._resp.close()  # the server ends watches with `Connection: close` anyway
+            self._resp.release_conn()
+
+    def _event(self, raw: bytes) -> tuple[str, dict[str, Any]]:
+        try:
+            event = json.loads(raw)
+            kind, obj = str(event["type"]), event["object"]
+        except (ValueError, KeyError, TypeError):
+            raise ClusterError(f"cluster {self.cluster}: watch sent a malformed event") from None
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            text = _cut(str(obj.get("message") or "")) if isinstance(obj, dict) else ""
+            if code == 410:
+                raise WatchExpired(f"cluster {self.cluster}: watch expired (410): {text}")
+            raise ClusterUnreachable(f"cluster {self.cluster}: watch error {code}: {text}")
+        return kind, obj
+
+    def close(self) -> None:
+        """End the stream from another thread: shuts the socket down to wake a blocked read
+        (the iterating thread then closes the connection)."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(OSError, AttributeError):
+            self._resp.shutdown()
 
 
 def _collection_path(api_version: str, plural: str, namespace: str = "") -> str:

@@ -70,6 +70,18 @@ class Settings:
     lock_ttl_s: float = 60.0
     """Expiry of a cluster's sync lock; renewed while the sync works, so a dead worker frees it."""
 
+    watch_lease_ttl_s: float = 15.0
+    """Expiry of a watcher replica's lease on a cluster; a dead replica's clusters move within it."""
+
+    watch_timeout_s: float = 300.0
+    """Server-side timeout of one watch request; the watcher then resumes from its last version."""
+
+    watch_idle_timeout_s: float = 90.0
+    """A watch silent this long (no event, no bookmark) counts as broken: it is relisted."""
+
+    watch_rbac_debounce_s: float = 0.2
+    """Wait after an RBAC watch event before recompiling grants (later events join the batch)."""
+
     auth_mode: AuthMode = "oidc"
     """How the query service identifies callers: `oidc`, `header` or `anonymous` (demos only)."""
 

@@ -1,0 +1,252 @@
+"""One leaf cluster, watched: per served kind (and the 4 RBAC resources) list, then watch from the
+list's resourceVersion with bookmarks; relist on 410 or a broken stream, re-watch when the server
+ends a watch cleanly. Row changes go through one writer thread per cluster, in batches, to
+common.store_events; RBAC changes recompile the grants (collector.watch_rbac).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
+from common import rows, store_events
+from common.errors import FleetscopeError, LockBusy
+from common.kinds import Kind, KindRegistry
+from common.leaf import LeafClient, WatchExpired, WatchStream
+from common.settings import Settings
+from common.store import Fence
+
+log = logging.getLogger(__name__)
+BATCH_MAX = 1000  # changes per MULTI/EXEC
+QUEUE_MAX = 20_000  # encoded rows waiting for the writer (back-pressure on the watch threads)
+BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class _Replace:
+    """A (re)list of one kind: its rows become exactly `members`."""
+
+    kind_key: str
+    members: list[str]
+
+
+class ClusterWatch:
+    """Watches one cluster while `fence` (the replica's lease) is ours; `stop()` ends it."""
+
+    def __init__(
+        self,
+        r: redis.Redis,
+        client: LeafClient,
+        kinds: KindRegistry,
+        settings: Settings,
+        fence: Fence,
+    ) -> None:
+        self.r, self.client, self.kinds, self.settings = r, client, kinds, settings
+        self.cluster = client.name
+        self.fence = fence
+        self.lost = False  # the lease moved: the replica drops this cluster
+        self.stats: Counter[str] = Counter()
+        self.stop_event = threading.Event()
+        self.rbac = RbacState(r, self.cluster, kinds, settings.watch_rbac_debounce_s, self.owned)
+        self._queue: queue.Queue[store_events.Change | _Replace] = queue.Queue(QUEUE_MAX)
+        self._streams: set[WatchStream] = set()
+        self._live: dict[str, float] = {}  # resource -> monotonic time of its last event
+        self._rv: dict[str, str] = {}  # resource -> resourceVersion to watch from
+        self._expected: set[str] = set()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._spawn(self._start_all, "start")
+
+    def _spawn(self, target: Any, name: str, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True, name=f"{self.cluster}:{name}")
+        self._threads.append(t)
+        t.start()
+
+    def _start_all(self) -> None:
+        served = self._discover()
+        if served is None:
+            return
+        self._expected = {k for k in served} | set(RESOURCES)
+        self._spawn(self._writer, "writer")
+        self._spawn(self.rbac.run, "rbac", self.stop_event)
+        for kind in self.kinds:
+            if kind.key in served:
+                self._spawn(self._watch_loop, kind.key, kind.key, served[kind.key], kind)
+        for plural in RESOURCES:
+            self._spawn(self._watch_loop, plural, plural, RBAC_API, None)
+
+    def _discover(self) -> dict[str, str] | None:
+        for attempt in range(1_000_000):
+            try:
+                return self.client.discover(self.kinds)
+            except FleetscopeError as e:
+                log.warning("discovery failed: %s", e, extra={"cluster": self.cluster})
+                if self.stop_event.wait(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]):
+                    return None
+        return None
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self.stop_event.set()
+        with self._lock:
+            streams = list(self._streams)
+        for s in streams:
+            s.close()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def owned(self) -> bool:
+        return not (self.lost or self.stop_event.is_set())
+
+    def healthy(self, now: float | None = None) -> bool:
+        """Every resource listed and watching, none silent past the idle timeout."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            live = dict(self._live)
+        idle = self.settings.watch_idle_timeout_s
+        return bool(self._expected) and all(
+            now - live.get(res, float("-inf")) < idle for res in self._expected
+        )
+
+    def rbac_healthy(self, now: float | None = None) -> bool:
+        return self.healthy(now) and self.rbac.compiles > 0
+
+    # -- one resource: list, then watch; relist on 410 or a broken stream -------------------
+
+    def _watch_loop(self, res: str, api_version: str, kind: Kind | None) -> None:
+        plural = kind.plural if kind is not None else res
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                if not self._rv.get(res):
+                    self._list(res, api_version, plural, kind)
+                self._watch(res, api_version, plural, kind, self._rv[res])
+                failures = 0  # ended by the server's timeout: watch again from the last rv
+            except WatchExpired:
+                self.stats["expired"] += 1
+                self._rv[res] = ""
+            except FleetscopeError as e:
+                self._mark_down(res)
+                if self.stop_event.is_set():
+                    return
+                self.stats["broken"] += 1
+                log.info(
+                    "watch of %s broke (%s); relisting", res, e, extra={"cluster": self.cluster}
+                )
+                self._rv[res] = ""
+                failures += 1
+                self.stop_event.wait(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
+
+    def _list(self, res: str, api_version: str, plural: str, kind: Kind | None) -> None:
+        items, rv = self.client.list_snapshot(api_version, plural)
+        self.stats["lists"] += 1
+        if kind is None:
+            self.rbac.replace(plural, items)
+        else:
+            members = [
+                rows.encode(rows.build_row(self.cluster, kind, api_version, o)) for o in items
+            ]
+            self._put(_Replace(kind.key, members))
+        self._rv[res] = rv
+
+    def _watch(self, res: str, api_version: str, plural: str, kind: Kind | None, rv: str) -> None:
+        s = self.settings
+        stream = self.client.watch(
+            api_version, plural, rv, s.watch_timeout_s, s.watch_idle_timeout_s
+        )
+        with self._lock:
+            self._streams.add(stream)
+            self._live[res] = time.monotonic()
+        try:
+            for event_type, obj in stream:
+                if self.stop_event.is_set():
+                    return
+                with self._lock:
+                    self._live[res] = time.monotonic()
+                new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if new_rv:
+                    self._rv[res] = str(new_rv)
+                if event_type == "BOOKMARK":
+                    continue
+                self.stats["events"] += 1
+                if kind is None:
+                    self.rbac.event(plural, event_type, obj)
+                else:
+                    self._put(_change(self.cluster, kind, api_version, event_type, obj))
+        finally:
+            with self._lock:
+                self._streams.discard(stream)
+
+    def _mark_down(self, res: str) -> None:
+        with self._lock:
+            self._live.pop(res, None)
+
+    def _put(self, item: store_events.Change | _Replace) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self._queue.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    # -- the writer: batches of changes, one MULTI/EXEC each ------------------------------------
+
+    def _writer(self) -> None:
+        pending: list[store_events.Change] = []
+        while not self.stop_event.is_set():
+            try:
+                item = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            items = [item]
+            while len(items) < BATCH_MAX:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            for it in items:
+                if isinstance(it, _Replace):
+                    self._write(pending)
+                    pending = []
+                    self._write(
+                        store_events.kind_changes(self.r, self.cluster, it.kind_key, it.members)
+                    )
+                else:
+                    pending.append(it)
+            self._write(pending)
+            pending = []
+
+    def _write(self, changes: list[store_events.Change]) -> None:
+        while changes and not self.stop_event.is_set():
+            try:
+                stats = store_events.apply_changes(self.r, self.cluster, changes, self.fence)
+                self.stats["written"] += stats.added + stats.removed + stats.updated
+                self.stats["batches"] += 1
+                return
+            except LockBusy:
+                log.warning("watch lease lost; stopping", extra={"cluster": self.cluster})
+                self.lost = True
+                self.stop_event.set()
+            except (FleetscopeError, redis.RedisError) as e:
+                log.warning("could not write events: %s", e, extra={"cluster": self.cluster})
+                self.stop_event.wait(1.0)
+
+
+def _change(
+    cluster: str, kind: Kind, api_version: str, event_type: str, obj: dict[str, Any]
+) -> store_events.Change:
+    if event_type == "DELETED":
+        meta = obj.get("metadata") or {}
+        identity = rows.sort_key(str(meta.get("namespace") or ""), kind.key, str(meta.get("name")))
+        return store_events.Change(identity, None)
+    return store_events.Change.of(rows.encode(rows.build_row(cluster, kind, api_version, obj)))

@@ -1,0 +1,109 @@
+"""One watched cluster's RBAC objects, kept in memory, and the debounced recompile of its grants.
+
+RBAC objects are few next to rows (a RoleBinding per namespace), so the watcher keeps them and
+recompiles the whole cluster's grants (common.grants, the full RBAC sync's code path) at most
+once per debounce window after a change. Grants are first stored once all four resources were
+listed: compiling a partial set would revoke access for a moment.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from common.grants import compile_grants, store_grants
+from common.kinds import KindRegistry
+from common.rbac import RbacObjects
+
+log = logging.getLogger(__name__)
+RBAC_API = "rbac.authorization.k8s.io/v1"
+RESOURCES = ("roles", "clusterroles", "rolebindings", "clusterrolebindings")
+Key = tuple[str, str]  # (namespace, name)
+
+
+class RbacState:
+    """The cluster's Roles, ClusterRoles and bindings, updated by list and watch events."""
+
+    def __init__(
+        self,
+        r: redis.Redis,
+        cluster: str,
+        kinds: KindRegistry,
+        debounce_s: float,
+        may_write: Callable[[], bool],
+    ) -> None:
+        self.r, self.cluster, self.kinds = r, cluster, kinds
+        self.debounce_s = debounce_s
+        self.may_write = may_write
+        self.objects: dict[str, dict[Key, dict[str, Any]]] = {p: {} for p in RESOURCES}
+        self.listed: set[str] = set()
+        self.compiles = 0
+        self._lock = threading.Lock()
+        self._dirty = threading.Event()
+
+    def replace(self, plural: str, items: list[dict[str, Any]]) -> None:
+        """A (re)list of one resource."""
+        with self._lock:
+            self.objects[plural] = {_key(o): _slim(o) for o in items}
+            self.listed.add(plural)
+        self._dirty.set()
+
+    def event(self, plural: str, kind: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            if kind == "DELETED":
+                self.objects[plural].pop(_key(obj), None)
+            else:
+                self.objects[plural][_key(obj)] = _slim(obj)
+        self._dirty.set()
+
+    @property
+    def complete(self) -> bool:
+        return self.listed.issuperset(RESOURCES)
+
+    def run(self, stop: threading.Event) -> None:
+        """Recompile and store the grants after changes, at most once per debounce window."""
+        while not stop.is_set():
+            if not self._dirty.wait(0.5):
+                continue
+            if stop.wait(self.debounce_s):
+                return
+            self._dirty.clear()
+            if self.complete and self.may_write():
+                try:
+                    self.compile_and_store()
+                except redis.RedisError:
+                    log.warning("could not store grants; retrying", extra={"cluster": self.cluster})
+                    self._dirty.set()
+                    stop.wait(1.0)
+
+    def compile_and_store(self) -> bool:
+        with self._lock:
+            snapshot = RbacObjects(
+                roles=list(self.objects["roles"].values()),
+                cluster_roles=list(self.objects["clusterroles"].values()),
+                role_bindings=list(self.objects["rolebindings"].values()),
+                cluster_role_bindings=list(self.objects["clusterrolebindings"].values()),
+            )
+        compiled = compile_grants(snapshot, self.kinds)
+        self.compiles += 1
+        changed = store_grants(self.r, self.cluster, compiled, synced_at=round(time.time(), 3))
+        if changed:
+            log.info("grants recompiled and changed", extra={"cluster": self.cluster})
+        return changed
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the RBAC engine reads; managedFields and annotations can be most of an object."""
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "labels") if k in meta}
+    return {**{k: v for k, v in obj.items() if k != "metadata"}, "metadata": kept}

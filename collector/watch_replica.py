@@ -1,0 +1,137 @@
+"""A watcher replica: shares the registered clusters with other replicas through Redis leases.
+
+Each cluster's lease (`keys.lease`) is SET NX PX with the replica's token, renewed every tick
+and released by compare-and-delete (collector.lock's scripts). A replica that dies stops
+renewing, so another takes its clusters over within the lease TTL plus one tick. Every tick
+also follows the registry (`fs:clusters`) and kubeconfig changes, and, while a cluster's watches
+are healthy, refreshes its sync status so it is not reported stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+
+from collector.clusters import ClusterSource
+from collector.lock import _RELEASE, _RENEW
+from collector.watch_cluster import ClusterWatch
+from collector.watch_rbac import RESOURCES
+from common import keys, registry, store_events, syncstatus
+from common.errors import FleetscopeError, LockBusy
+from common.kinds import KindRegistry
+from common.leaf import LeafClient
+from common.settings import Settings
+from common.store import Fence
+
+log = logging.getLogger(__name__)
+TICKS_PER_TTL = 4
+
+
+class WatchReplica:
+    """`run(stop)` until `stop` is set; `tick()` is one round of leases (tests call it)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        r: redis.Redis,
+        kinds: KindRegistry,
+        source: ClusterSource,
+        name: str = "",
+        reconcile: bool = False,
+    ) -> None:
+        self.settings, self.r, self.kinds, self.source = settings, r, kinds, source
+        self.token = f"{name or 'watcher'}:{secrets.token_hex(8)}"
+        self.ttl_ms = max(1000, int(settings.watch_lease_ttl_s * 1000))
+        self.watches: dict[str, ClusterWatch] = {}
+        self.make_client: Callable[[str], LeafClient] = self._client
+        self.reconcile = reconcile
+        self._reconciled_at = float("-inf")
+
+    @property
+    def tick_s(self) -> float:
+        return self.settings.watch_lease_ttl_s / TICKS_PER_TTL
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    self.tick()
+                except (FleetscopeError, redis.RedisError) as e:
+                    log.warning("watcher tick failed: %s", e)
+                stop.wait(self.tick_s)
+        finally:
+            self.close()
+
+    def tick(self) -> None:
+        if (
+            self.reconcile
+            and time.monotonic() - self._reconciled_at > self.settings.registry_interval_s
+        ):
+            registry.reconcile(self.r, self.source.configs(refresh=True))
+            self._reconciled_at = time.monotonic()
+        registered = set(syncstatus.registered_clusters(self.r))
+        configs = self.source.configs()
+        for name, watch in list(self.watches.items()):
+            if name not in registered or configs.get(name) is not watch.client.config:
+                self.drop(name, release=True)
+            elif watch.lost or not self.r.eval(
+                _RENEW, 1, keys.lease(name), self.token, self.ttl_ms
+            ):
+                log.warning("lost the watch lease", extra={"cluster": name})
+                self.drop(name, release=False)
+            else:
+                self._heartbeat(name, watch)
+        for name in sorted(registered - set(self.watches)):
+            if name in configs and self.r.set(
+                keys.lease(name), self.token, nx=True, px=self.ttl_ms
+            ):
+                self._take(name)
+
+    def _take(self, name: str) -> None:
+        try:
+            client = self.make_client(name)
+        except FleetscopeError as e:
+            log.warning("cannot watch: %s", e, extra={"cluster": name})
+            self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
+            return
+        watch = ClusterWatch(self.r, client, self.kinds, self.settings, self.fence(name))
+        self.watches[name] = watch
+        watch.start()
+        log.info("watching", extra={"cluster": name})
+
+    def _client(self, name: str) -> LeafClient:
+        config = self.source.configs()[name]
+        pool = len(self.kinds) + len(RESOURCES) + 2  # one streaming connection per resource
+        s = self.settings
+        return LeafClient(config, s.leaf_timeout_s, s.leaf_page_size, pool_size=pool)
+
+    def fence(self, name: str) -> Fence:
+        return Fence(keys.lease(name), self.token)
+
+    def _heartbeat(self, name: str, watch: ClusterWatch) -> None:
+        objects, rbac = watch.healthy(), watch.rbac_healthy()
+        try:
+            store_events.heartbeat(self.r, name, self.fence(name), objects, rbac)
+        except LockBusy:
+            watch.lost = True
+
+    def drop(self, name: str, release: bool) -> None:
+        watch = self.watches.pop(name)
+        watch.stop()
+        watch.client.close()
+        if release:
+            self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
+        log.info("stopped watching", extra={"cluster": name})
+
+    def close(self) -> None:
+        """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
+        for name in list(self.watches):
+            try:
+                self.drop(name, release=True)
+            except redis.RedisError:
+                log.warning("could not release a lease; it expires", extra={"cluster": name})
