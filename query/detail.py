@@ -2,7 +2,8 @@
 
 Only registered clusters and kinds and valid Kubernetes names reach the leaf, and only as a GET
 of that one object, read with the collector's credentials plus `Impersonate-User/Group` of the
-caller, so the leaf's RBAC decides. Its 403/404 pass through; a timeout is a 504.
+caller, so the leaf's RBAC decides. Its 403/404 pass through; a timeout is a 504. Clusters
+where the caller may list nothing are 404, as if unregistered.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def detail(cluster: str, namespace: str, kind: str, name: str) -> dict[str, Any]
     k = st.registry.get(kind)
     if k is None:
         raise NotFound(f"unknown kind {kind[:80]!r}; see /api/v1/openapi.json for the kinds")
-    if not st.r.hexists(keys.CLUSTERS, cluster):
+    # A cluster where the caller can list nothing answers exactly like an unregistered one:
+    # the proxy must not reveal which clusters exist to someone who cannot see them.
+    if not st.r.hexists(keys.CLUSTERS, cluster) or cluster not in st.scope(user).access:
         raise NotFound(f"no cluster named {cluster!r} is registered")
     api_version = _api_version(cluster, namespace, kind, name, k.api_version())
     client = st.leaves.client(cluster, st.r.get(keys.VERSION))

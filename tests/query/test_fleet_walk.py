@@ -107,7 +107,20 @@ def test_detail_proxy_reads_the_leaf_as_the_caller(sim: KubeSim, app) -> None:
     [req] = sim.request_log(c)
     assert name in req.path  # exactly one leaf request, for that object
 
+    # A caller who can list nothing on the cluster learns nothing about it (not even that it
+    # exists): the same 404 as an unregistered cluster, and no request reaches the leaf.
+    sim.clear_request_log(c)
     resp = client.get(path, headers={"X-Remote-User": "nobody"})
+    unknown = client.get(f"/api/v1/objects/nope/{ns}/{kind}/{name}", headers=admin)
+    assert resp.status_code == 404 and resp.get_json()["error"] == "not_found"
+    assert resp.get_json()["message"] == unknown.get_json()["message"].replace("nope", c)
+    assert sim.request_log(c) == []
+
+    # A caller in scope on the cluster but without `get` on that object: the leaf decides (403).
+    solo = next(u for u in fleet_users(FLEET) if u.name == "solo")
+    [(solo_cluster, [solo_ns])] = solo.access.items()
+    other = next(o for o in all_objects(sim) if o[0] == solo_cluster and o[1] != solo_ns)
+    resp = client.get("/api/v1/objects/" + "/".join(other), headers={"X-Remote-User": "solo"})
     assert resp.status_code == 403 and resp.get_json()["error"] == "forbidden"
     resp = client.get(f"/api/v1/objects/{c}/{ns}/{kind}/does-not-exist", headers=admin)
     assert resp.status_code == 404 and resp.get_json()["error"] == "not_found"
