@@ -119,6 +119,9 @@ class WatchStream:
                     e = await asyncio.wait_for(self.queue.get(), TICK_S)
                 except TimeoutError:
                     e = None
+                # Checked again after the wait: an event that arrives after the fault is set
+                # must not slip through.
+                stalled = stalled or self.cluster.fault.stall_watch
                 if stalled:
                     continue
                 if e is not None:
