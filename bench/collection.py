@@ -1,0 +1,176 @@
+"""Benchmark: full collection of a kubesim fleet into Redis with the real collector, then a
+no-change re-sync.
+
+    ./dev bench collection [--preset L] [--processes 2] [--parallel 4]
+
+Starts `fleetscope kubesim --preset P --warm` (timing starts after its ready line) and a private
+redis-server, then runs `fleetscope collect --once` as `--processes` processes (the clusters
+split between them, like Celery prefork workers; `--parallel` threads each). Reports wall time,
+objects/s, HTTP requests per cluster (each sync's own count, objects + RBAC), Redis commands per
+object (INFO commandstats), and the CPU seconds of the collector and of kubesim. Target: fleet L
+in <= 120 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench import report
+from common import keys, syncstatus
+from common.redis_server import start_redis_server
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_S = 120.0
+
+
+def start_kubesim(preset: str, seed: int, kube_dir: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "fleetscope", "kubesim", "--preset", preset, "--seed", str(seed)]
+    cmd += ["--warm", "--kubeconfig-dir", kube_dir]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("kubesim ready"):
+            return proc
+    raise RuntimeError(f"kubesim exited ({proc.wait()}) before its ready line")
+
+
+def cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a live process (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def collect(env: dict[str, str], clusters: list[str], processes: int, parallel: int) -> float:
+    """Run the collector processes to completion; returns their wall time."""
+    parts = [clusters[i::processes] for i in range(processes)]
+    started = time.monotonic()
+    procs = []
+    for part in parts:
+        cmd = [sys.executable, "-m", "fleetscope", "collect", "--once", "--parallel", str(parallel)]
+        for c in part:
+            cmd += ["--cluster", c]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL))
+    codes = [p.wait() for p in procs]
+    wall = time.monotonic() - started
+    if any(codes):
+        raise RuntimeError(f"collect exited with {codes}")
+    return wall
+
+
+def one_pass(
+    r: redis.Redis, env: dict[str, str], clusters: list[str], args: Any, sim_pid: int
+) -> dict[str, Any]:
+    r.config_resetstat()
+    sim_cpu, own = cpu_s(sim_pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = collect(env, clusters, args.processes, args.parallel)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    stats = {k: int(v["calls"]) for k, v in r.info("commandstats").items()}
+    syncs = syncstatus.read_all(r, clusters)
+    objects = sum(int(r.zcard(keys.rows(c))) for c in clusters)
+    requests = sum(s.requests for s in syncs.values())
+    redis_cmds = sum(v for k, v in stats.items() if k != "cmdstat_config|resetstat")
+    return {
+        "wall_s": round(wall, 1),
+        "objects": objects,
+        "objects_per_s": round(objects / wall),
+        "object_requests_per_cluster": round(requests / len(clusters), 1),
+        "redis_cmds_per_object": round(redis_cmds / max(1, objects), 3),
+        "collector_cpu_s": round(after.ru_utime + after.ru_stime - own.ru_utime - own.ru_stime, 1),
+        "kubesim_cpu_s": round(cpu_s(sim_pid) - sim_cpu, 1),
+        "load_avg": report.load_average(),
+    }
+
+
+def run(preset: str, seed: int, args: Any) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        kube_dir = os.path.join(tmp, "clusters")
+        t = time.monotonic()
+        sim = start_kubesim(preset, seed, kube_dir)
+        warm_s = time.monotonic() - t
+        server = start_redis_server()
+        try:
+            env = {
+                **os.environ,
+                "FLEETSCOPE_REDIS_URL": server.url,
+                "FLEETSCOPE_CLUSTERS_DIR": kube_dir,
+                "FLEETSCOPE_LOG_LEVEL": "WARNING",
+            }
+            clusters = sorted(p.stem for p in Path(kube_dir).glob("*.yaml"))
+            r = redis.Redis.from_url(server.url)
+            full = one_pass(r, env, clusters, args, sim.pid)
+            resync = one_pass(r, env, clusters, args, sim.pid)
+        finally:
+            server.stop()
+            sim.terminate()
+            sim.wait(30)
+    return {
+        "preset": preset,
+        "clusters": len(clusters),
+        "kubesim_warm_s": round(warm_s, 1),
+        "full": full,
+        "resync": resync,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--preset", default="L")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--processes", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--parallel", type=int, default=4, help="threads per collector process")
+    ap.add_argument("--no-doc", action="store_true")
+    args = ap.parse_args()
+    res = run(args.preset, args.seed, args)
+    rows = []
+    for name in ("full", "resync"):
+        p = res[name]
+        ok = "yes" if p["wall_s"] <= TARGET_S else "NO"
+        rows.append(
+            (
+                f"{args.preset} {name}",
+                p["objects"],
+                f"**{p['wall_s']}**",
+                p["objects_per_s"],
+                p["object_requests_per_cluster"],
+                p["redis_cmds_per_object"],
+                p["collector_cpu_s"],
+                p["kubesim_cpu_s"],
+                p["load_avg"].split()[0],
+                ok if name == "full" else "",
+            )
+        )
+    report.record(
+        f"collection: fleet {args.preset} from kubesim",
+        {"benchmark": "collection", **res, "processes": args.processes, "threads": args.parallel},
+        (
+            "pass",
+            "objects",
+            "wall s",
+            "objects/s",
+            "object-sync HTTP req/cluster",
+            "Redis cmds/object",
+            "collector CPU s",
+            "kubesim CPU s",
+            "load 1m",
+            f"<= {TARGET_S:g} s",
+        ),
+        rows,
+        notes=f"{args.processes} collector processes x {args.parallel} threads "
+        f"(`fleetscope collect --once`), kubesim warmed in {res['kubesim_warm_s']} s "
+        "before timing; kubesim, Redis and the collector share the machine.",
+        write_doc=not args.no_doc,
+    )
+
+
+if __name__ == "__main__":
+    main()
