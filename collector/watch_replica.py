@@ -21,7 +21,7 @@ from collector.clusters import ClusterSource
 from collector.lock import _RELEASE, _RENEW
 from collector.watch_cluster import ClusterWatch
 from collector.watch_rbac import RESOURCES
-from common import keys, registry, store_events, syncstatus
+from common import keys, registry, store, store_events, syncstatus
 from common.errors import FleetscopeError, LockBusy
 from common.kinds import KindRegistry
 from common.leaf import LeafClient
@@ -57,10 +57,14 @@ class WatchReplica:
         return self.settings.watch_lease_ttl_s / TICKS_PER_TTL
 
     def run(self, stop: threading.Event) -> None:
+        first = True
         try:
             while not stop.is_set():
                 try:
                     self.tick()
+                    if first:
+                        log.info("first round done: watching %d clusters", len(self.watches))
+                        first = False
                 except (FleetscopeError, redis.RedisError) as e:
                     log.warning("watcher tick failed: %s", e)
                 stop.wait(self.tick_s)
@@ -77,7 +81,12 @@ class WatchReplica:
         registered = set(syncstatus.registered_clusters(self.r))
         configs = self.source.configs()
         for name, watch in list(self.watches.items()):
-            if name not in registered or configs.get(name) is not watch.client.config:
+            if name not in registered:
+                self.drop(name, release=False)
+                if not self.r.hexists(keys.CLUSTERS, name):
+                    store.delete_cluster(self.r, name)  # what the last writes put back
+                self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
+            elif configs.get(name) is not watch.client.config:
                 self.drop(name, release=True)
             elif watch.lost or not self.r.eval(
                 _RENEW, 1, keys.lease(name), self.token, self.ttl_ms

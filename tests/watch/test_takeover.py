@@ -1,0 +1,104 @@
+"""Ownership: two `fleetscope watch` processes share the clusters through leases, each cluster
+held by exactly one of them; after one is killed (SIGKILL: no clean release) the other takes
+its clusters over within the lease expiry and keeps applying events; a clean stop hands over at
+once; a cluster leaving the registry is dropped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from common import keys, rows
+from common.settings import Settings
+from kubesim.server import KubeSim
+from tests.watch.conftest import Running, poll
+from tests.watch.test_events import row_of
+
+
+def owners(r: redis.Redis, clusters: list[str]) -> dict[str, str]:
+    out = {}
+    for c in clusters:
+        v = r.get(keys.lease(c))
+        out[c] = v.decode().split(":")[0] if v else ""
+    return out
+
+
+@pytest.fixture
+def spawn(
+    wsettings: Settings, tmp_path: Path
+) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        env = dict(
+            os.environ,
+            FLEETSCOPE_REDIS_URL=wsettings.redis_url,
+            FLEETSCOPE_CLUSTERS_DIR=wsettings.clusters_dir,
+            FLEETSCOPE_WATCH_LEASE_TTL_S=str(wsettings.watch_lease_ttl_s),
+        )
+        log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 (closed at teardown)
+        logs.append(log)
+        cmd = [sys.executable, "-m", "fleetscope", "watch", "--name", name]
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(10)
+    for log in logs:
+        log.close()
+
+
+def test_killed_replica_is_taken_over(
+    sim: KubeSim,
+    rb: redis.Redis,
+    spawn: Callable[[str], subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    a = spawn("a")
+    poll(lambda: set(owners(rb, sim.clusters).values()) == {"a"}, 20, "a owns every cluster")
+    b = spawn("b")
+    poll(lambda: b"first round" in (tmp_path / "b.log").read_bytes(), 20, "b's first round")
+    assert set(owners(rb, sim.clusters).values()) == {"a"}  # leases are exclusive
+    a.send_signal(signal.SIGKILL)
+    a.wait(10)
+    # Within the lease TTL (2 s) plus one tick; polled with a generous ceiling.
+    poll(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, 20, "b took over")
+    c = sim.clusters[0]
+    sim.set_ready(c, "Kustomization", "app-0003", "apps", False, reason="BuildFailed", message="z")
+    poll(
+        lambda: (
+            rows.status_of(row_of(rb, c, "app-0003", "Kustomization", "apps") or "h") == "unhealthy"
+        ),
+        20,
+    )
+    b.send_signal(signal.SIGTERM)
+    assert b.wait(15) == 0
+    assert owners(rb, sim.clusters) == dict.fromkeys(sim.clusters, "")  # released on exit
+
+
+def test_clean_stop_hands_over_and_registry_changes_are_followed(
+    sim: KubeSim, rb: redis.Redis, wsettings: Settings, start_replica: Callable[..., Running]
+) -> None:
+    a = start_replica("a")
+    poll(lambda: set(owners(rb, sim.clusters).values()) == {"a"}, what="a owns everything")
+    b = start_replica("b")
+    a.stop()  # releases its leases: b needs no TTL wait (next tick)
+    poll(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, what="b took over")
+    gone = sim.clusters[1]
+    rb.hdel(keys.CLUSTERS, gone)  # the registry reconcile removed it
+    poll(lambda: owners(rb, [gone]) == {gone: ""}, what="lease released")
+    assert gone not in b.replica.watches
+    assert not rb.exists(*keys.cluster_keys(gone))  # no write of the watcher outlived it
+    assert owners(rb, [sim.clusters[0]]) == {sim.clusters[0]: "b"}
