@@ -1,0 +1,87 @@
+"""common.store_events against a real Redis: add, update (status index moves), delete, no-op
+batches write nothing, counts fields vanish at zero, the generation moves only on a change, and a
+lost lease (fence) writes nothing."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from common import keys, rows
+from common.errors import LockBusy
+from common.store import Fence
+from common.store_events import Change, apply_changes, kind_changes
+
+C = "c1"
+
+
+def member(ns: str, kind: str, name: str, status: str = "healthy") -> str:
+    return rows.encode(
+        rows.Row(
+            cluster=C,
+            namespace=ns,
+            kind=kind,
+            apiVersion="v1",
+            name=name,
+            status=status,
+            reason="",
+            message="",
+            lastTransitionTime=None,
+            revision="",
+            uiUrl=None,
+        )
+    )
+
+
+@pytest.fixture
+def rb(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+def test_add_update_delete(rb: redis.Redis) -> None:
+    a, b = member("ns", "Kustomization", "a"), member("ns", "Gateway", "b", "unhealthy")
+    stats = apply_changes(rb, C, [Change.of(a), Change.of(b)])
+    assert (stats.added, stats.total) == (2, 2)
+    assert rb.zrange(keys.by_status(C, "unhealthy"), 0, -1) == [b.encode()]
+    b2 = member("ns", "Gateway", "b", "healthy")
+    stats = apply_changes(rb, C, [Change.of(b2)])
+    assert stats.updated == 1 and rb.zcard(keys.by_status(C, "unhealthy")) == 0
+    assert set(rb.zrange(keys.rows(C), 0, -1)) == {a.encode(), b2.encode()}
+    assert rb.hgetall(keys.counts(C)) == {
+        b"Kustomization\x00healthy": b"1",
+        b"Gateway\x00healthy": b"1",
+    }
+    apply_changes(rb, C, [Change(rows.identity(a), None)])
+    assert rb.hgetall(keys.counts(C)) == {b"Gateway\x00healthy": b"1"}  # no zero fields
+    assert rb.hget(keys.sync(C), "objects") == b"1"
+    assert rb.hget(keys.sync(C), "kinds") == b'{"Gateway":1}'
+
+
+def test_noop_writes_nothing_and_generation_moves_on_change(rb: redis.Redis) -> None:
+    a = member("ns", "Kustomization", "a")
+    apply_changes(rb, C, [Change.of(a)])
+    gen = rb.get(keys.generation(C))
+    stats = apply_changes(rb, C, [Change.of(a), Change(rows.sort_key("x", "Gateway", "y"), None)])
+    assert not stats.changed and rb.get(keys.generation(C)) == gen
+    apply_changes(rb, C, [Change.of(member("ns", "Kustomization", "a", "progressing"))])
+    assert int(rb.get(keys.generation(C)) or 0) == int(gen or 0) + 1
+
+
+def test_kind_changes_replace_only_that_kind(rb: redis.Redis) -> None:
+    keep = member("ns", "Gateway", "g")
+    old = [member("ns", "Kustomization", n) for n in ("a", "b")]
+    apply_changes(rb, C, [Change.of(m) for m in [keep, *old]])
+    new = [old[0], member("ns2", "Kustomization", "c")]
+    changes = kind_changes(rb, C, "Kustomization", new)
+    assert len(changes) == 2  # b deleted, c added; a unchanged
+    apply_changes(rb, C, changes)
+    assert {m.decode() for m in rb.zrange(keys.rows(C), 0, -1)} == {keep, *new}
+
+
+def test_lost_lease_writes_nothing(rb: redis.Redis) -> None:
+    rb.set(keys.lease(C), "other:1")
+    with pytest.raises(LockBusy):
+        apply_changes(
+            rb, C, [Change.of(member("ns", "Gateway", "b"))], Fence(keys.lease(C), "me:1")
+        )
+    assert rb.zcard(keys.rows(C)) == 0 and not rb.exists(keys.generation(C))
