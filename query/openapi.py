@@ -6,9 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.keys import CLUSTER_NAME_RE
 from common.kinds import KindRegistry
 from common.status import STATUSES
-from query.params import DEFAULT_LIMIT, MAX_LIMIT
+from query.params import (
+    DEFAULT_LIMIT,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    MAX_LIMIT,
+    MAX_VALUE_LEN,
+    NAME_SUBSTRING,
+)
 
 S = dict[str, Any]
 
@@ -23,6 +31,10 @@ def _obj(props: S, required: list[str] | None = None) -> S:
 
 _STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NSTR = {"type": "string", "nullable": True}
+# The same patterns query.params enforces, so the document is exactly as strict as the service.
+_CLUSTER = {"type": "string", "pattern": CLUSTER_NAME_RE.pattern}
+_NAMESPACE = {"type": "string", "pattern": DNS_LABEL.pattern}
+_OBJECT_NAME = {"type": "string", "pattern": DNS_SUBDOMAIN.pattern, "maxLength": MAX_VALUE_LEN}
 _CLUSTER_REF = _obj({"cluster": _STR})
 
 SCHEMAS: S = {
@@ -143,11 +155,15 @@ def _list_param(name: str, desc: str, items: S) -> S:
 
 def _filters(registry: KindRegistry) -> list[S]:
     return [
-        _list_param("cluster", "only these clusters", _STR),
-        _list_param("namespace", "only these namespaces", _STR),
+        _list_param("cluster", "only these clusters", _CLUSTER),
+        _list_param("namespace", "only these namespaces", _NAMESPACE),
         _list_param("kind", "only these kinds", {"type": "string", "enum": registry.keys()}),
         _list_param("status", "only these statuses", {"type": "string", "enum": list(STATUSES)}),
-        _param("name", "object name contains this (case-insensitive)", {**_STR, "maxLength": 253}),
+        _param(
+            "name",
+            "object name contains this (case-insensitive)",
+            {"type": "string", "pattern": NAME_SUBSTRING.pattern},
+        ),
     ]
 
 
@@ -182,12 +198,12 @@ def document(registry: KindRegistry) -> S:
         _param("continue", "the `continue` of the previous page, with the same filters", _STR),
     ]
     path_params = [
-        _param("cluster", "cluster name", _STR, "path", required=True),
-        _param("namespace", "namespace (DNS-1123 label)", _STR, "path", required=True),
+        _param("cluster", "cluster name", _CLUSTER, "path", required=True),
+        _param("namespace", "namespace (DNS-1123 label)", _NAMESPACE, "path", required=True),
         _param(
             "kind", "kind key", {"type": "string", "enum": registry.keys()}, "path", required=True
         ),
-        _param("name", "object name (DNS-1123 subdomain)", _STR, "path", required=True),
+        _param("name", "object name (DNS-1123 subdomain)", _OBJECT_NAME, "path", required=True),
     ]
     common_codes = (400, 401, 503)
     return {
