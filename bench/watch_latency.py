@@ -1,0 +1,187 @@
+"""Benchmark: watch latency at a fleet preset, printed as JSON.
+
+    ./dev bench watch_latency [--preset M] [--changes 100] [--revokes 30]
+
+kubesim (in this process) serves the fleet; one `fleetscope watch --reconcile` process builds
+the index from lists and watches; the query service runs under gunicorn. Measured: an object
+change in kubesim -> visible in `GET /api/v1/objects` (p50/p99), a deleted RoleBinding -> its
+team no longer sees the namespace through the list API (p50/p99), and the watcher's CPU seconds
+and peak RSS (from /proc) for the initial build and for the steady state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+import requests
+
+from bench.services import ROOT, bench_env, gunicorn
+from common import syncstatus
+from common.redis_server import start_redis_server
+from kubesim.fleet import preset_fleet
+from kubesim.server import KubeSim
+
+POLL_S = 0.02
+
+
+def proc_stats(pid: int) -> dict[str, float]:
+    """CPU seconds (user+system) and current/peak RSS of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / tick
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    rss = int(status["VmRSS"].split()[0]) / 1024
+    hwm = int(status["VmHWM"].split()[0]) / 1024
+    return {"cpu_s": round(cpu, 2), "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1)}
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(len(s) * p))], 3)
+
+
+def wait_ready(r: redis.Redis, clusters: list[str], timeout_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        syncs = syncstatus.read_all(r, clusters).values()
+        if all(s.state == "ok" and s.last_success and s.rbac_synced_at for s in syncs):
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise RuntimeError("the watcher did not build the index in time")
+
+
+def list_rows(base: str, user: str, groups: list[str], **params: str) -> list[dict[str, Any]]:
+    headers = {"X-Remote-User": user, "X-Remote-Group": ",".join(groups)}
+    resp = requests.get(f"{base}/api/v1/objects", params=params, headers=headers, timeout=10)
+    resp.raise_for_status()
+    return list(resp.json()["items"])
+
+
+def until(cond: Any, timeout_s: float = 60.0) -> float:
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout_s:
+            raise RuntimeError("change not visible within the timeout")
+        time.sleep(POLL_S)
+    return time.monotonic() - t0
+
+
+def object_changes(sim: KubeSim, base: str, n: int, rnd: random.Random) -> list[float]:
+    out = []
+    apps = len(sim.list(sim.clusters[0], "Namespace")) - 4  # default, kube-, flux-, istio-system
+    for i in range(n):
+        c = rnd.choice(sim.clusters)
+        ns = f"app-{rnd.randrange(apps):04d}"
+        msg = f"bench change {i}"
+        t0 = time.monotonic()
+        sim.set_ready(c, "Kustomization", ns, "apps", False, reason="BuildFailed", message=msg)
+        params = {"cluster": c, "namespace": ns, "kind": "Kustomization"}
+        until(
+            lambda msg=msg, params=params: any(
+                x["message"] == msg for x in list_rows(base, "bench", ["fleet-admins"], **params)
+            )
+        )
+        out.append(time.monotonic() - t0)
+    return out
+
+
+def revocations(sim: KubeSim, base: str, n: int, rnd: random.Random) -> list[float]:
+    out = []
+    for _ in range(n):
+        c = rnd.choice(sim.clusters)
+        bindings = [b for b in sim.list(c, "RoleBinding") if b["metadata"]["name"] == "team-view"]
+        b = rnd.choice(bindings)
+        ns = b["metadata"]["namespace"]
+        group = next(s["name"] for s in b["subjects"] if s["kind"] == "Group")
+        params = {"cluster": c, "namespace": ns}
+        assert list_rows(base, "dev", [group], **params), "the team should see its namespace"
+        t0 = time.monotonic()
+        sim.delete(c, "RoleBinding", ns, "team-view")
+        until(lambda g=group, p=params: not list_rows(base, "dev", [g], **p))
+        out.append(time.monotonic() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="M")
+    ap.add_argument("--changes", type=int, default=100)
+    ap.add_argument("--revokes", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--idle-s", type=float, default=30.0, help="idle window for watcher CPU")
+    args = ap.parse_args()
+    rnd = random.Random(args.seed)
+    server = start_redis_server()
+    r = redis.Redis.from_url(server.url)
+    with tempfile.TemporaryDirectory() as tmp:
+        kc = Path(tmp) / "clusters"
+        sim = KubeSim.start(preset_fleet(args.preset, args.seed), kubeconfig_dir=kc)
+        sim.warm()
+        env = {**bench_env(server.url, 0), "FLEETSCOPE_CLUSTERS_DIR": str(kc)}
+        cmd = [sys.executable, "-m", "fleetscope", "watch", "--reconcile", "--name", "bench"]
+        watcher = subprocess.Popen(cmd, cwd=ROOT, env=env)
+        try:
+            build_s = wait_ready(r, sim.clusters, 900)
+            after_build = proc_stats(watcher.pid)
+            objects = sum(s.objects for s in syncstatus.read_all(r, sim.clusters).values())
+            idle0 = proc_stats(watcher.pid)["cpu_s"]
+            time.sleep(args.idle_s)  # an idle window: bookmarks and lease ticks only
+            idle_cpu_pct = 100 * (proc_stats(watcher.pid)["cpu_s"] - idle0) / args.idle_s
+            with gunicorn("query.wsgi:app", server.url, "/healthz") as base:
+                t0, cpu0 = time.monotonic(), proc_stats(watcher.pid)["cpu_s"]
+                changes = object_changes(sim, base, args.changes, rnd)
+                revokes = revocations(sim, base, args.revokes, rnd)
+                steady_s = time.monotonic() - t0
+                steady = proc_stats(watcher.pid)
+        finally:
+            watcher.terminate()
+            watcher.wait(30)
+            sim.stop()
+            server.stop()
+    print(
+        json.dumps(
+            {
+                "benchmark": "watch_latency",
+                "preset": args.preset,
+                "clusters": len(sim.clusters),
+                "rows": objects,
+                "initial_build_s": round(build_s, 1),
+                "watcher_after_build": after_build,
+                "watcher_idle_cpu_percent": round(idle_cpu_pct, 1),
+                "change_visible_s": {
+                    "n": len(changes),
+                    "p50": pct(changes, 0.5),
+                    "p99": pct(changes, 0.99),
+                    "max": round(max(changes), 3),
+                },
+                "revoke_effective_s": {
+                    "n": len(revokes),
+                    "p50": pct(revokes, 0.5),
+                    "p99": pct(revokes, 0.99),
+                    "max": round(max(revokes), 3),
+                },
+                "watcher_steady": {
+                    **steady,
+                    "cpu_s_during": round(steady["cpu_s"] - cpu0, 2),
+                    "seconds": round(steady_s, 1),
+                },
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
