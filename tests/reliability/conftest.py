@@ -17,9 +17,9 @@ from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
 from tests.query.conftest import make_app
+from tests.reliability.stack import ADMIN
 
 REG = builtin_registry()
-ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}
 
 
 @pytest.fixture
@@ -30,18 +30,19 @@ def sim(tmp_path: Path) -> Iterator[KubeSim]:
         kubeconfig_dir=tmp_path / "clusters",
         bookmark_interval_s=0.2,
     )
+    s.warm()  # generated up front, so first requests are not slowed by generation
     yield s
     s.stop()
 
 
 def reliability_settings(redis_url: str, clusters_dir: Path | str, **changes: Any) -> Settings:
-    """Short leaf timeouts and small pages (so lists take several pages and continue tokens)."""
+    """Short leaf timeouts (a latency fault of 3 s is "too slow") and small pages (so lists take several pages and continue tokens)."""
     base = Settings(
         redis_url=redis_url,
         clusters_dir=str(clusters_dir),
         auth_mode="header",
         trusted_proxy_cidrs=("127.0.0.1/32",),
-        leaf_timeout_s=0.5,
+        leaf_timeout_s=1.5,
         leaf_page_size=3,
     )
     return base.replace(**changes) if changes else base

@@ -19,7 +19,7 @@ SICK = "cluster-001"
 FAULTS: dict[str, tuple[dict[str, Any], str]] = {
     # fault -> (kubesim fault, what the recorded error says)
     "down": ({"down": True}, "connection failed"),
-    "slow": ({"latency_s": 2.0}, "timed out"),
+    "slow": ({"latency_s": 3.0}, "timed out"),
     "500": ({"error_rate": 1.0, "status": 500}, "HTTP 500"),
     "429": ({"error_rate": 1.0, "status": 429, "retry_after_s": 17}, "HTTP 429"),
     "410": ({"expire_continue": True}, "kept expiring (410)"),

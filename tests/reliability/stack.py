@@ -1,0 +1,88 @@
+"""Real processes for the reliability tests and the soak: Celery worker and beat, the query API
+under gunicorn, each in its own process group with its log in a file (fleetscope.supervisor)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common.redis_server import free_port
+from fleetscope.supervisor import Child, Supervisor, python_module
+from query.cli import command as gunicorn_command
+
+ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}
+
+
+def wait_for(cond: Callable[[], object], timeout_s: float = 60.0, what: str = "") -> Any:
+    """Poll `cond` until it is truthy (returns its value) or fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def stack_env(redis_url: str, clusters_dir: Path, workdir: Path, **settings: object) -> dict:
+    """Environment for every child: FLEETSCOPE_* from `settings` (names without the prefix)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    (workdir / "metrics").mkdir(parents=True, exist_ok=True)
+    env.update(
+        FLEETSCOPE_REDIS_URL=redis_url,
+        FLEETSCOPE_CLUSTERS_DIR=str(clusters_dir),
+        FLEETSCOPE_AUTH_MODE="header",
+        FLEETSCOPE_TRUSTED_PROXY_CIDRS="127.0.0.1/32",
+        FLEETSCOPE_WORKER_METRICS_PORT="0",
+        FLEETSCOPE_METRICS_DIR=str(workdir / "metrics"),
+        FLEETSCOPE_LEAF_TIMEOUT_S="2",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update({f"FLEETSCOPE_{k.upper()}": str(v) for k, v in settings.items()})
+    return env
+
+
+def start_worker(sup: Supervisor, name: str = "worker", pool: str = "solo") -> Child:
+    argv = ["-A", "collector", "worker", "--loglevel", "INFO", "--pool", pool]
+    argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+    if pool == "prefork":
+        argv += ["--concurrency", "2"]
+    return sup.start(name, python_module("celery", *argv))
+
+
+def start_beat(sup: Supervisor, workdir: Path) -> Child:
+    schedule = str(workdir / "beat-schedule")
+    argv = ["-A", "collector", "beat", "--loglevel", "INFO", "--schedule", schedule]
+    return sup.start("beat", python_module("celery", *argv, "--max-interval", "1"))
+
+
+def start_query(sup: Supervisor) -> tuple[Child, str]:
+    port = free_port()
+    child = sup.start("query", gunicorn_command(f"127.0.0.1:{port}"))
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_json(base + "/healthz")[0] == 200, 30, "gunicorn to serve")
+    return child, base
+
+
+def http_json(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """GET `url`: (status, JSON body); (0, None) when nothing answers."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        body = e.read()
+        try:
+            return e.code, json.loads(body)
+        except ValueError:
+            return e.code, None
+    except (urllib.error.URLError, OSError):
+        return 0, None
