@@ -110,6 +110,8 @@ def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
     ):
         token = deep_token(base)
         for p in profiles(token):
+            if args.profiles and not any(p.name.startswith(x) for x in args.profiles):
+                continue
             res = measure(r, f"{base}/api/v1/objects?{p.query}", p.headers(), args)
             results.append({"profile": p.name, "p99_target_ms": p.p99_target_ms, **res})
             print(results[-1], flush=True)
@@ -128,6 +130,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=2)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--redis-url", default="", help="a Redis already holding the fleet")
+    ap.add_argument(
+        "--profile", dest="profiles", action="append", help="only profiles named so (prefix)"
+    )
     ap.add_argument("--no-doc", action="store_true", help="print only; do not append the table")
     args = ap.parse_args()
     server = None if args.redis_url else start_redis_server()

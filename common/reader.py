@@ -9,7 +9,7 @@ The client must not decode responses (members are compared as bytes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -118,21 +118,32 @@ class Reader:
             return [keys.rows(cluster)], "".join(STATUS_CODES[s] for s in statuses).encode()
         return [keys.by_status(cluster, s) for s in sorted(set(statuses))], b""
 
+    def _candidates(
+        self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
+    ) -> list[str]:
+        """The caller's clusters a scan may visit, in order (from the cursor's cluster on)."""
+        wanted = set(filters.clusters)
+        start = cursor.cluster if cursor is not None else ""
+        return [c for c in sorted(access) if (not wanted or c in wanted) and c >= start]
+
+    def _walk(
+        self, cluster: str, access: AccessLike, filters: Filters, cursor: Cursor | None
+    ) -> _Walk | None:
+        """One cluster's scan plan (None when the caller can see nothing there)."""
+        w = _Walk(cluster, plan(access, filters, self.all_kinds))
+        if cursor is not None and cluster == cursor.cluster:
+            w.start = after(cursor.identity)
+            w.ranges = clip_all(w.ranges, w.start)
+        return w if w.ranges else None
+
     def _walks(
         self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
     ) -> list[_Walk]:
-        wanted = set(filters.clusters)
-        out = []
-        for c in sorted(access):
-            if (wanted and c not in wanted) or (cursor is not None and c < cursor.cluster):
-                continue
-            w = _Walk(c, plan(access[c], filters, self.all_kinds))
-            if cursor is not None and c == cursor.cluster:
-                w.start = after(cursor.identity)
-                w.ranges = clip_all(w.ranges, w.start)
-            if w.ranges:
-                out.append(w)
-        return out
+        walks = (
+            self._walk(c, access[c], filters, cursor)
+            for c in self._candidates(access, filters, cursor)
+        )
+        return [w for w in walks if w is not None]
 
     def _args(self, limit: int, codes: bytes, name: str, ranges: list[Range]) -> list[bytes]:
         args = [str(limit).encode(), str(self.budget).encode(), codes, name.encode()]
@@ -151,11 +162,17 @@ class Reader:
     ) -> Page:
         """Up to `limit` visible rows after `cursor`; full unless it is the last page."""
         need = limit + 1  # one more than asked: tells whether a next page exists
-        walks = self._walks(access, filters, cursor)
+        # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
+        # one or two of hundreds of clusters, and planning them all cost more than the scan.
+        pending = iter(self._candidates(access, filters, cursor))
+        walks: list[_Walk] = []
         got: list[tuple[str, bytes]] = []
         result = Page([], None)
         i, batch = 0, 1
-        while i < len(walks) and len(got) < need:
+        while len(got) < need:
+            self._plan_more(walks, i + batch, pending, access, filters, cursor)
+            if i >= len(walks):
+                break
             group = walks[i : i + batch]
             calls, spans = self._page_calls(group, filters, need - len(got))
             replies = self._run(calls)
@@ -179,6 +196,24 @@ class Reader:
             c, m = got[limit - 1]
             result.cursor = Cursor(c, _identity(m))
         return result
+
+    def _plan_more(
+        self,
+        walks: list[_Walk],
+        upto: int,
+        pending: Iterator[str],
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        cursor: Cursor | None,
+    ) -> None:
+        """Plan clusters from `pending` until `walks` holds `upto` (or none are left)."""
+        while len(walks) < upto:
+            c = next(pending, None)
+            if c is None:
+                return
+            w = self._walk(c, access[c], filters, cursor)
+            if w is not None:
+                walks.append(w)
 
     def _page_calls(
         self, group: list[_Walk], filters: Filters, want: int

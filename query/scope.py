@@ -42,6 +42,8 @@ class FleetView:
         if time.monotonic() - self._at < self.cache_s:
             return self._syncs
         with self._lock:
+            if time.monotonic() - self._at < self.cache_s:
+                return self._syncs  # another thread refreshed while this one waited
             clusters = syncstatus.registered_clusters(self.r)
             self._syncs = syncstatus.read_all(self.r, clusters) if clusters else {}
             self._at = time.monotonic()
