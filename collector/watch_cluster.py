@@ -48,10 +48,12 @@ class ClusterWatch:
         kinds: KindRegistry,
         settings: Settings,
         fence: Fence,
+        list_slots: threading.BoundedSemaphore | None = None,
     ) -> None:
         self.r, self.client, self.kinds, self.settings = r, client, kinds, settings
         self.cluster = client.name
         self.fence = fence
+        self.list_slots = list_slots or threading.BoundedSemaphore(4)
         self.lost = False  # the lease moved: the replica drops this cluster
         self.stats: Counter[str] = Counter()
         self.stop_event = threading.Event()
@@ -130,6 +132,8 @@ class ClusterWatch:
             try:
                 if not self._rv.get(res):
                     self._list(res, api_version, plural, kind)
+                    if self.stop_event.is_set():
+                        return
                 self._watch(res, api_version, plural, kind, self._rv[res])
                 failures = 0  # ended by the server's timeout: watch again from the last rv
             except WatchExpired:
@@ -148,7 +152,10 @@ class ClusterWatch:
                 self.stop_event.wait(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
 
     def _list(self, res: str, api_version: str, plural: str, kind: Kind | None) -> None:
-        items, rv = self.client.list_snapshot(api_version, plural)
+        with self.list_slots:
+            if self.stop_event.is_set():
+                return
+            items, rv = self.client.list_snapshot(api_version, plural)
         self.stats["lists"] += 1
         if kind is None:
             self.rbac.replace(plural, items)

@@ -30,6 +30,7 @@ from common.store import Fence
 
 log = logging.getLogger(__name__)
 TICKS_PER_TTL = 4
+LIST_CONCURRENCY = 4
 
 
 class WatchReplica:
@@ -50,6 +51,8 @@ class WatchReplica:
         self.watches: dict[str, ClusterWatch] = {}
         self.make_client: Callable[[str], LeafClient] = self._client
         self.reconcile = reconcile
+        # Lists are the heavy part (a cluster start or relist): a few at a time per replica.
+        self.list_slots = threading.BoundedSemaphore(LIST_CONCURRENCY)
         self._reconciled_at = float("-inf")
 
     @property
@@ -72,6 +75,7 @@ class WatchReplica:
             self.close()
 
     def tick(self) -> None:
+        lost = self._renew_all()  # first, and in one round trip: the leases matter most
         if (
             self.reconcile
             and time.monotonic() - self._reconciled_at > self.settings.registry_interval_s
@@ -88,9 +92,7 @@ class WatchReplica:
                 self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
             elif configs.get(name) is not watch.client.config:
                 self.drop(name, release=True)
-            elif watch.lost or not self.r.eval(
-                _RENEW, 1, keys.lease(name), self.token, self.ttl_ms
-            ):
+            elif watch.lost or name in lost:
                 log.warning("lost the watch lease", extra={"cluster": name})
                 self.drop(name, release=False)
             else:
@@ -101,6 +103,19 @@ class WatchReplica:
             ):
                 self._take(name)
 
+    def _renew_all(self) -> set[str]:
+        """Renew every owned lease (one pipelined round trip); the names whose lease is gone."""
+        names = list(self.watches)
+        pipe = self.r.pipeline(transaction=False)
+        for name in names:
+            pipe.eval(_RENEW, 1, keys.lease(name), self.token, self.ttl_ms)
+        failed = [name for name, ok in zip(names, pipe.execute(), strict=True) if not ok]
+        # Expired but not taken (this process was paused past the TTL): nobody else wrote, so
+        # taking it again keeps the watch instead of relisting the whole cluster.
+        return {
+            n for n in failed if not self.r.set(keys.lease(n), self.token, nx=True, px=self.ttl_ms)
+        }
+
     def _take(self, name: str) -> None:
         try:
             client = self.make_client(name)
@@ -108,7 +123,9 @@ class WatchReplica:
             log.warning("cannot watch: %s", e, extra={"cluster": name})
             self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
             return
-        watch = ClusterWatch(self.r, client, self.kinds, self.settings, self.fence(name))
+        watch = ClusterWatch(
+            self.r, client, self.kinds, self.settings, self.fence(name), self.list_slots
+        )
         self.watches[name] = watch
         watch.start()
         log.info("watching", extra={"cluster": name})
@@ -139,6 +156,8 @@ class WatchReplica:
 
     def close(self) -> None:
         """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
+        for watch in self.watches.values():
+            watch.stop_event.set()  # all at once; the joins below then take one wait at most
         for name in list(self.watches):
             try:
                 self.drop(name, release=True)
