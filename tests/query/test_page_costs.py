@@ -1,0 +1,115 @@
+"""Count guards behind the query benchmark's numbers (docs/benchmarks.md): a list request costs a
+fixed handful of Redis commands and plans only the clusters its page reaches, however many
+clusters the caller can see; the fleet view is refreshed once per period, not once per thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from common import keys, reader
+from common.grants import compile_grants, store_grants
+from common.reader import Filters, Reader
+from common.settings import Settings
+from query.scope import FleetView
+from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
+from tests.query.fleet import KINDS, FakeAccess, make_row, write_rows
+
+CLUSTERS = [f"c{i:02d}" for i in range(40)]
+ALL = frozenset(KINDS)
+
+
+@pytest.fixture
+def wide(redis_url: str) -> Iterator[redis.Redis]:
+    """40 clusters of 30 rows each, grants and sync status as the collector leaves them."""
+    r = redis.Redis.from_url(redis_url)
+    rows = [
+        make_row(c, f"team-{n:02d}", KINDS[i % len(KINDS)], f"app-{i}")
+        for c in CLUSTERS
+        for n in range(3)
+        for i in range(10)
+    ]
+    write_rows(r, rows)
+    for c in CLUSTERS:
+        r.hset(keys.CLUSTERS, c, json.dumps({"source": "dir"}))
+        store_grants(r, c, compile_grants(rbac_objects("c00"), REG), time.time())
+        mark_synced(r, c, objects=30)
+    yield r
+    r.close()
+
+
+def count_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = reader.plan
+
+    def counting(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(reader, "plan", counting)
+    return calls
+
+
+def test_first_page_plans_only_the_clusters_it_reads(
+    wide: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = count_plans(monkeypatch)
+    access = {c: FakeAccess(ALL) for c in CLUSTERS}
+    page = Reader(wide, KINDS).page(access, Filters(), 50)
+    assert len(page.rows) == 50
+    # 30 rows a cluster: the page (51 with the look-ahead) needs two clusters; round trips take
+    # 1 then 2 clusters (batches double), so 3 of the 40 are planned and read.
+    assert len(plans) == 3
+    plans.clear()
+    Reader(wide, KINDS).page(access, Filters(), 50, page.cursor)
+    assert len(plans) == 3
+
+
+def test_list_request_costs_a_fixed_number_of_redis_commands(
+    wide: redis.Redis, redis_url: str
+) -> None:
+    settings = Settings(
+        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
+    )
+    app = make_app(settings)
+    app.extensions["fleetscope"].fleet.cache_s = 3600  # the fleet view's refresh is per period
+    client = app.test_client()
+    h = headers(USERS["admin"])
+    for _ in range(2):  # warm: scripts loaded, grants cached, fleet view read, token key read
+        assert client.get("/api/v1/objects?limit=50", headers=h).status_code == 200
+    wide.config_resetstat()
+    n = 10
+    for _ in range(n):
+        body = client.get("/api/v1/objects?limit=50", headers=h).get_json()
+        assert len(body["items"]) == 50
+    stats = {k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()}
+    stats.pop("config|resetstat", None)
+    # Per request: GET fs:version (grants epoch), one pipelined EVALSHA per cluster round
+    # (1 then 2 clusters: batches double), and the ZRANGEBYLEX calls inside the script.
+    assert stats.pop("get") == n
+    assert stats.pop("evalsha") == 3 * n
+    assert stats.pop("zrangebylex") <= 2 * 3 * n
+    assert stats == {}, f"unexpected commands per list request: {stats}"
+
+
+def test_fleet_view_refreshes_once_when_threads_race(wide: redis.Redis) -> None:
+    view = FleetView(wide, cache_s=3600)
+    wide.config_resetstat()
+    start = threading.Barrier(8)
+
+    def read() -> None:
+        start.wait()
+        assert len(view.syncs()) == len(CLUSTERS)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = wide.info("commandstats")
+    assert stats["cmdstat_hkeys"]["calls"] == 1
