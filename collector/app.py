@@ -28,6 +28,10 @@ def create_celery(settings: Settings) -> Celery:
         result_backend=None,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # Broker and index are the same Redis: a sync running when it goes away cannot store
+        # anything, and acking it afterwards crashes the worker (kombu's redis transport), so
+        # cancel it; the next round syncs again.
+        worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_prefetch_multiplier=1,
         worker_hijack_root_logger=False,
         task_soft_time_limit=settings.sync_soft_time_limit_s,
