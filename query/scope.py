@@ -37,6 +37,7 @@ class FleetView:
         self._at = float("-inf")
         self._syncs: dict[str, ClusterSync] = {}
         self._lock = threading.Lock()
+        self._snapshot: FleetSnapshot | None = None
 
     def syncs(self) -> dict[str, ClusterSync]:
         if time.monotonic() - self._at < self.cache_s:
@@ -49,6 +50,44 @@ class FleetView:
             self._at = time.monotonic()
             return self._syncs
 
+    def snapshot(self, settings: Settings) -> FleetSnapshot:
+        """The current sync status with its derived lists (rebuilt only when it changed)."""
+        syncs = self.syncs()
+        limits = (settings.stale_after_s, settings.rbac_max_age_s)
+        snap = self._snapshot
+        if snap is None or snap.syncs is not syncs or snap.limits != limits or self.cache_s <= 0:
+            snap = self._snapshot = FleetSnapshot.build(syncs, *limits)
+        return snap
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    """One refresh of the fleet view with what every request derives from it, computed once per
+    refresh instead of per request (O(clusters) each): freshness is judged at the refresh, so
+    it lags by at most the view's `cache_s`."""
+
+    syncs: dict[str, ClusterSync]
+    limits: tuple[float, float]  # (stale_after_s, rbac_max_age_s) it was judged with
+    clusters: list[str]
+    state: FleetState
+    pending: list[str]
+    stale: list[str]
+    rbac_stale: list[str]
+
+    @classmethod
+    def build(cls, syncs: dict[str, ClusterSync], stale_s: float, rbac_s: float) -> FleetSnapshot:
+        now = time.time()
+        clusters = sorted(syncs)
+        return cls(
+            syncs,
+            (stale_s, rbac_s),
+            clusters,
+            syncstatus.fleet_state(list(syncs.values()), stale_s, rbac_s, now),
+            [c for c in clusters if not syncs[c].collected],
+            [c for c in clusters if syncs[c].stale(stale_s, now)],
+            [c for c in clusters if not syncs[c].rbac_fresh(rbac_s, now)],
+        )
+
 
 @dataclass
 class Scope:
@@ -60,17 +99,21 @@ class Scope:
     """In-scope clusters whose RBAC data is fresh: the ones whose rows are served."""
     fleet: FleetState
     now: float
+    snapshot: FleetSnapshot
 
     def freshness(self, settings: Settings) -> dict[str, Any]:
-        stale, pending, hidden = [], [], []
-        for c in self.access:
-            s = self.syncs[c]
-            if not s.collected:
-                pending.append({"cluster": c, "state": s.state})
-            elif s.stale(settings.stale_after_s, self.now):
-                stale.append({"cluster": c, "lastSuccess": iso(s.last_success)})
-            if c not in self.visible:
-                hidden.append({"cluster": c, "rbacSyncedAt": iso(s.rbac_synced_at)})
+        snap, syncs, mine = self.snapshot, self.syncs, self.access
+        pending = [{"cluster": c, "state": syncs[c].state} for c in snap.pending if c in mine]
+        stale = [
+            {"cluster": c, "lastSuccess": iso(syncs[c].last_success)}
+            for c in snap.stale
+            if c in mine
+        ]
+        hidden = [
+            {"cluster": c, "rbacSyncedAt": iso(syncs[c].rbac_synced_at)}
+            for c in snap.rbac_stale
+            if c in mine
+        ]
         return {
             "degraded": self.fleet.state != "ready",
             "state": self.fleet.state,
@@ -86,14 +129,11 @@ class Scope:
 def resolve_scope(
     user: UserInfo, fleet: FleetView, resolver: AccessResolver, settings: Settings
 ) -> Scope:
-    syncs = fleet.syncs()
-    now = time.time()
+    snap = fleet.snapshot(settings)
     loaded = resolver.subjects_loaded
-    resolved = resolver.resolve(user, sorted(syncs))
+    resolved = resolver.resolve(user, snap.clusters)
     metrics.RBAC_CACHE.labels("miss" if resolver.subjects_loaded > loaded else "hit").inc()
-    access = {c: a for c, a in sorted(resolved.items()) if not a.is_empty}
-    visible = {c: a for c, a in access.items() if syncs[c].rbac_fresh(settings.rbac_max_age_s, now)}
-    state = syncstatus.fleet_state(
-        list(syncs.values()), settings.stale_after_s, settings.rbac_max_age_s, now
-    )
-    return Scope(user, syncs, access, visible, state, now)
+    access = {c: resolved[c] for c in snap.clusters if not resolved[c].is_empty}
+    hidden = set(snap.rbac_stale)
+    visible = {c: a for c, a in access.items() if c not in hidden} if hidden else dict(access)
+    return Scope(user, snap.syncs, access, visible, snap.state, time.time(), snap)
