@@ -12,7 +12,9 @@ from __future__ import annotations
 # The row-matching part shared by both scripts: sets `ok` for member `m`.
 _MATCH = r"""
       local ok = true
-      if codes ~= "" or kinds ~= "" or sub ~= "" then
+      if sub ~= "" and string.find(m, sub, 1, true) == nil then
+        ok = false  -- most members lack the substring anywhere: one plain search rejects them
+      elseif codes ~= "" or kinds ~= "" or sub ~= "" then
         local p1 = string.find(m, "\0", 1, true)
         local p2 = string.find(m, "\0", p1 + 1, true)
         local p3 = string.find(m, "\0", p2 + 1, true)
