@@ -26,6 +26,7 @@ from bench import loadgen, report
 from bench.fleetload import load_fleet
 from bench.ref_app import KEY as REF_KEY
 from bench.services import gunicorn
+from common import keys
 from common.redis_server import start_redis_server
 
 P99_MS, NAME_P99_MS, RATIO = 25.0, 100.0, 0.5
@@ -122,6 +123,12 @@ def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
     return results
 
 
+def preloaded(url: str) -> dict[str, Any]:
+    r = redis.Redis.from_url(url)
+    clusters = [c.decode() for c in r.hkeys(keys.CLUSTERS)]
+    return {"clusters": len(clusters), "rows": sum(int(r.zcard(keys.rows(c))) for c in clusters)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--preset", default="L")
@@ -138,7 +145,7 @@ def main() -> None:
     server = None if args.redis_url else start_redis_server()
     url = args.redis_url or server.url  # type: ignore[union-attr]
     try:
-        loaded = {} if args.redis_url else load_fleet(url, args.preset, args.seed)
+        loaded = preloaded(url) if args.redis_url else load_fleet(url, args.preset, args.seed)
         print(loaded, flush=True)
         started = time.monotonic()
         results = run(args, url)
