@@ -9,6 +9,7 @@ from typing import Any
 
 import redis
 from celery import Celery
+from celery.utils.time import get_exponential_backoff_interval
 
 from collector.clusters import ClusterSource
 from collector.jobs import Collector
@@ -22,6 +23,7 @@ FAN_OUT_OBJECTS = "collector.schedule_object_syncs"
 FAN_OUT_RBAC = "collector.schedule_rbac_syncs"
 SYNC_OBJECTS = "collector.sync_objects"
 SYNC_RBAC = "collector.sync_rbac"
+RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 5, 60
 _runtime: dict[int, Collector] = {}
 
 
@@ -42,20 +44,20 @@ def register(app: Celery, settings: Settings) -> None:
     retry: dict[str, Any] = {
         "autoretry_for": (TemporaryError,),
         "dont_autoretry_for": (LockBusy,),
-        "retry_backoff": 5,
-        "retry_backoff_max": 60,
+        "retry_backoff": RETRY_BACKOFF_S,
+        "retry_backoff_max": RETRY_BACKOFF_MAX_S,
         "retry_jitter": True,
         "max_retries": 3,
         "ignore_result": True,
     }
 
-    @app.task(name=SYNC_OBJECTS, **retry)  # type: ignore[untyped-decorator]
-    def sync_objects(cluster: str) -> None:
-        _locked(lambda: runtime(settings).sync_objects(cluster), cluster)
+    @app.task(name=SYNC_OBJECTS, bind=True, **retry)  # type: ignore[untyped-decorator]
+    def sync_objects(task: Any, cluster: str) -> None:
+        _locked(task, lambda: runtime(settings).sync_objects(cluster), cluster)
 
-    @app.task(name=SYNC_RBAC, **retry)  # type: ignore[untyped-decorator]
-    def sync_rbac(cluster: str) -> None:
-        _locked(lambda: runtime(settings).sync_rbac(cluster), cluster)
+    @app.task(name=SYNC_RBAC, bind=True, **retry)  # type: ignore[untyped-decorator]
+    def sync_rbac(task: Any, cluster: str) -> None:
+        _locked(task, lambda: runtime(settings).sync_rbac(cluster), cluster)
 
     @app.task(name=FAN_OUT_OBJECTS, ignore_result=True)  # type: ignore[untyped-decorator]
     def schedule_object_syncs() -> int:
@@ -73,13 +75,19 @@ def register(app: Celery, settings: Settings) -> None:
             sync_objects.delay(name)
 
 
-def _locked(job: Any, cluster: str) -> None:
+def _locked(task: Any, job: Any, cluster: str) -> None:
     try:
         job()
     except LockBusy:
         log.info("skipped: another worker is syncing this cluster", extra={"cluster": cluster})
     except PermanentError as e:  # recorded in the sync status; retrying will not help
         log.warning("sync failed: %s", e, extra={"cluster": cluster})
+    except TemporaryError as e:
+        # Retry with backoff, but never sooner than the error asks (a leaf's 429 Retry-After).
+        backoff = get_exponential_backoff_interval(
+            RETRY_BACKOFF_S, task.request.retries, RETRY_BACKOFF_MAX_S, full_jitter=True
+        )
+        raise task.retry(exc=e, countdown=max(backoff, e.delay_s)) from e
 
 
 def _fan_out(task: Any, settings: Settings, interval_s: float) -> int:

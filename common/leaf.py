@@ -37,6 +37,7 @@ from common.kinds import Kind, KindRegistry
 log = logging.getLogger(__name__)
 ERROR_TEXT_MAX = 200
 MAX_RELISTS = 3
+RETRY_AFTER_MAX_S = 300.0
 
 
 @dataclass(frozen=True, repr=False)
@@ -293,7 +294,8 @@ class LeafClient:
         except urllib3.exceptions.HTTPError as e:
             raise ClusterUnreachable(f"cluster {self.name}: {type(e).__name__}") from None
         if resp.status >= 400:
-            _raise_for(self.name, resp.status, resp.data, path, detail)
+            retry_after = _retry_after_s(resp.headers.get("Retry-After"))
+            _raise_for(self.name, resp.status, resp.data, path, detail, retry_after)
         try:
             data = json.loads(resp.data)
         except ValueError:
@@ -370,7 +372,17 @@ def _collection_path(api_version: str, plural: str, namespace: str = "") -> str:
     return f"{root}{ns}/{plural}"
 
 
-def _raise_for(cluster: str, status: int, body: bytes, path: str, detail: bool) -> None:
+def _retry_after_s(raw: str | None) -> float:
+    """Seconds from a Retry-After header (delta-seconds form), capped at 5 minutes; 0 = none."""
+    try:
+        return min(max(float(raw or 0), 0.0), RETRY_AFTER_MAX_S)
+    except ValueError:
+        return 0.0  # the HTTP-date form: kube-apiserver does not send it
+
+
+def _raise_for(
+    cluster: str, status: int, body: bytes, path: str, detail: bool, retry_after_s: float = 0.0
+) -> None:
     """Translate an HTTP error answer; the leaf's message is kept short (it never holds tokens)."""
     try:
         message = str(json.loads(body).get("message") or "")
@@ -387,5 +399,6 @@ def _raise_for(cluster: str, status: int, body: bytes, path: str, detail: bool) 
     if status == 429 or status >= 500:
         if detail:
             raise UpstreamError(text)
-        raise ClusterUnreachable(text, delay_s=10.0 if status == 429 else 5.0)
+        delay_s = max(retry_after_s, 10.0 if status == 429 else 5.0)
+        raise ClusterUnreachable(text, delay_s=delay_s)
     raise ClusterError(text)

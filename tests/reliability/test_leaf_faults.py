@@ -12,6 +12,7 @@ import redis
 
 from collector.jobs import Collector, collect_once
 from common import syncstatus
+from common.errors import ClusterUnreachable
 from kubesim.server import KubeSim
 from tests.reliability.conftest import get_json, rows_of
 
@@ -87,3 +88,10 @@ def test_stalled_watches_do_not_stall_a_sync(
     assert all(o.ok for o in outcomes)
     assert len(rows_of(r, SICK)) > 0
     assert not any(rec.query.get("watch") for rec in sim.request_log(SICK))
+
+
+def test_429_retry_after_sets_the_retry_delay(sim: KubeSim, collector: Collector) -> None:
+    sim.set_fault(SICK, error_rate=1.0, status=429, retry_after_s=17)
+    with pytest.raises(ClusterUnreachable) as err:
+        collector.sync_objects(SICK)
+    assert err.value.delay_s == 17, "the leaf's Retry-After is honoured (tasks retry no sooner)"
