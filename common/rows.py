@@ -14,6 +14,7 @@ a message repeating the revision stores a one-byte placeholder for it (saves ~50
 from __future__ import annotations
 
 import calendar
+import functools
 import time
 from typing import Any, TypedDict
 
@@ -149,5 +150,6 @@ def _epoch(iso: str | None) -> str:
         return ""
 
 
+@functools.lru_cache(maxsize=65536)  # decoded for every row of every page; times repeat a lot
 def _iso(epoch: str) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch))) if epoch else None
