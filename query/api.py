@@ -18,8 +18,10 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 
 def _scoped_access(scope: Scope, filters: Filters) -> dict[str, Any]:
+    if not filters.clusters:
+        return scope.visible  # shared, read-only
     wanted = set(filters.clusters)
-    return {c: a for c, a in scope.visible.items() if not wanted or c in wanted}
+    return {c: a for c, a in scope.visible.items() if c in wanted}
 
 
 @bp.get("/objects")

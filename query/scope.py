@@ -38,6 +38,8 @@ class FleetView:
         self._syncs: dict[str, ClusterSync] = {}
         self._lock = threading.Lock()
         self._snapshot: FleetSnapshot | None = None
+        # Per caller: (snapshot, resolver answer, in-scope clusters, visible clusters).
+        self.scopes: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
 
     def syncs(self) -> dict[str, ClusterSync]:
         if time.monotonic() - self._at < self.cache_s:
@@ -94,7 +96,8 @@ class Scope:
     user: UserInfo
     syncs: dict[str, ClusterSync]
     access: dict[str, Access]
-    """In-scope clusters (any grant), fresh or not, sorted by name."""
+    """In-scope clusters (any grant), fresh or not, sorted by name. This and `visible` are
+    shared between requests of the same caller: read them, never change them."""
     visible: dict[str, Access]
     """In-scope clusters whose RBAC data is fresh: the ones whose rows are served."""
     fleet: FleetState
@@ -126,6 +129,9 @@ class Scope:
         }
 
 
+_SCOPES_MAX = 4096
+
+
 def resolve_scope(
     user: UserInfo, fleet: FleetView, resolver: AccessResolver, settings: Settings
 ) -> Scope:
@@ -133,7 +139,23 @@ def resolve_scope(
     loaded = resolver.subjects_loaded
     resolved = resolver.resolve(user, snap.clusters)
     metrics.RBAC_CACHE.labels("miss" if resolver.subjects_loaded > loaded else "hit").inc()
+    access, visible = _split(fleet, user, snap, resolved)
+    return Scope(user, snap.syncs, access, visible, snap.state, time.time(), snap)
+
+
+def _split(
+    fleet: FleetView, user: UserInfo, snap: FleetSnapshot, resolved: dict[str, Access]
+) -> tuple[dict[str, Access], dict[str, Access]]:
+    """In-scope and visible clusters; reused while the snapshot and the resolver's answer are
+    the same (the dict comparison is one C loop over identical objects, the rebuild is not)."""
+    key = (user.name, user.groups)
+    cached = fleet.scopes.get(key)
+    if cached is not None and cached[0] is snap and cached[1] == resolved:
+        return cached[2], cached[3]
     access = {c: resolved[c] for c in snap.clusters if not resolved[c].is_empty}
     hidden = set(snap.rbac_stale)
     visible = {c: a for c, a in access.items() if c not in hidden} if hidden else dict(access)
-    return Scope(user, snap.syncs, access, visible, snap.state, time.time(), snap)
+    if len(fleet.scopes) >= _SCOPES_MAX:
+        fleet.scopes.clear()
+    fleet.scopes[key] = (snap, resolved, access, visible)
+    return access, visible
