@@ -4,6 +4,7 @@ clusters the caller can see; the fleet view is refreshed once per period, not on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -113,3 +114,25 @@ def test_fleet_view_refreshes_once_when_threads_race(wide: redis.Redis) -> None:
         t.join()
     stats = wide.info("commandstats")
     assert stats["cmdstat_hkeys"]["calls"] == 1
+
+
+def test_reused_scope_follows_a_revocation(wide: redis.Redis, redis_url: str) -> None:
+    """With the fleet view cached, a caller's scope is reused between requests, but a grants
+    change on one cluster still takes effect on the next request."""
+    settings = Settings(
+        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
+    )
+    app = make_app(settings)
+    app.extensions["fleetscope"].fleet.cache_s = 3600
+    client = app.test_client()
+    h = headers(USERS["team"])
+
+    def clusters() -> set[str]:
+        body = client.get("/api/v1/objects?limit=500", headers=h).get_json()
+        return {row["cluster"] for row in body["items"]}
+
+    assert "c00" in clusters() and "c00" in clusters()  # second call: the reused scope
+    objects = dataclasses.replace(rbac_objects("c00"), role_bindings=[])  # team-a's bindings gone
+    store_grants(wide, "c00", compile_grants(objects, REG), time.time())
+    assert "c00" not in clusters()
+    assert "c01" in clusters()
