@@ -19,7 +19,7 @@ from common.settings import Settings
 from query.auth import Authenticator, make_authenticator
 from query.leaves import LeafPool
 from query.scope import FleetView, Scope, resolve_scope
-from query.tokens import TokenSigner, shared_key
+from query.tokens import TokenSigner
 
 REDIS_TIMEOUT_S = 5.0
 
@@ -62,7 +62,7 @@ class QueryState:
         if self._signer is None:
             with self._lock:
                 if self._signer is None:
-                    self._signer = TokenSigner(shared_key(self.r, self.settings.continue_token_key))
+                    self._signer = TokenSigner.shared(self.r, self.settings.continue_token_key)
         return self._signer
 
     def scope(self, user: UserInfo) -> Scope:

@@ -1,8 +1,11 @@
 """Continue tokens: opaque, HMAC-signed (cluster, last sort key, filters hash) positions.
 
 The key is `FLEETSCOPE_CONTINUE_TOKEN_KEY`, or a random key stored once in Redis (SET NX) so
-every worker and replica signs alike. A token that was tampered with, is not ours, or was made
-for other filters is refused with 400 (`continue`).
+every worker and replica signs alike. Redis is ephemeral: each process re-asserts the key it
+uses every few seconds (SET NX), so a flushed Redis gets the fleet's key back, and a token that
+fails under the cached key is checked again against Redis's current key (a replica that started
+while Redis was empty may have made a new one). A token that was tampered with, is not ours,
+or was made for other filters is refused with 400 (`continue`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
+import time
 
 import redis
 
@@ -21,6 +26,9 @@ from common.reader import Cursor, Filters
 
 VERSION = 1
 MAX_TOKEN_LEN = 2048
+REASSERT_S = 10.0  # how often a process puts its key back into Redis (SET NX: no-op if there)
+RECHECK_S = 1.0  # at most this often, a failing token makes us re-read Redis's key
+KEEP_KEYS = 3  # keys accepted for verification: the current one and two earlier ones
 
 
 def filters_hash(f: Filters) -> str:
@@ -52,11 +60,49 @@ def shared_key(r: redis.Redis, configured: str) -> bytes:
 
 
 class TokenSigner:
-    def __init__(self, key: bytes) -> None:
-        self.key = key
+    """Signs with the current key; verifies with the current and recently replaced keys."""
 
-    def _mac(self, payload: bytes) -> str:
-        return _b64(hmac.new(self.key, payload, hashlib.sha256).digest()[:18])
+    def __init__(self, key: bytes, r: redis.Redis | None = None) -> None:
+        self.keys = [key]
+        self._r = r  # None: a configured key, never refreshed from Redis
+        self._asserted_at = self._rechecked_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, r: redis.Redis, configured: str) -> TokenSigner:
+        if configured:
+            return cls(configured.encode())
+        return cls(shared_key(r, ""), r)
+
+    @property
+    def key(self) -> bytes:
+        if self._r is not None and time.monotonic() - self._asserted_at > REASSERT_S:
+            self._refresh()
+        return self.keys[0]
+
+    def _refresh(self) -> None:
+        """Put our key back if Redis lost it; adopt Redis's key if another process made one."""
+        assert self._r is not None
+        with self._lock:
+            self._asserted_at = self._rechecked_at = time.monotonic()
+            try:
+                self._r.set(keys.TOKEN_KEY, self.keys[0], nx=True)
+                current = self._r.get(keys.TOKEN_KEY)
+            except redis.RedisError:
+                return  # keep signing with what we have; Redis errors surface elsewhere
+            if isinstance(current, bytes) and current != self.keys[0]:
+                self.keys = [current, *[k for k in self.keys if k != current]][:KEEP_KEYS]
+
+    def _mac(self, payload: bytes, key: bytes | None = None) -> str:
+        return _b64(hmac.new(key or self.key, payload, hashlib.sha256).digest()[:18])
+
+    def _verified(self, payload: bytes, mac: str) -> bool:
+        if any(hmac.compare_digest(mac, self._mac(payload, k)) for k in self.keys):
+            return True
+        if self._r is None or time.monotonic() - self._rechecked_at < RECHECK_S:
+            return False
+        self._refresh()
+        return any(hmac.compare_digest(mac, self._mac(payload, k)) for k in self.keys)
 
     def encode(self, cursor: Cursor, filters: Filters) -> str:
         body = {
@@ -81,7 +127,7 @@ class TokenSigner:
             payload = _unb64(body_b64)
         except (ValueError, TypeError):
             raise bad from None
-        if not hmac.compare_digest(mac, self._mac(payload)):
+        if not self._verified(payload, mac):
             raise bad
         try:
             body = json.loads(payload)
