@@ -2,7 +2,7 @@
 a kubesim fleet collected into the test Redis): no 5xx, and every answer (status, content type,
 body, headers) conforms to the document. Bounded: a few dozen examples per operation.
 
-Skipped when schemathesis is not installed (it is not a default dev dependency yet).
+Skipped when schemathesis is not installed (it is in the dev extra).
 """
 
 from __future__ import annotations
