@@ -57,6 +57,8 @@ def sync_objects(
     started, first_request = time.monotonic(), client.requests
     store.mark_attempt(r, cluster)
     try:
+        # Rows written by the watcher while we list are newer than our snapshot: see replace_rows.
+        since = store.generation(r, cluster)
         members = _collect(client, registry)
         result.requests = client.requests - first_request
         result.duration_s = time.monotonic() - started
@@ -67,7 +69,7 @@ def sync_objects(
             "duration_s": round(result.duration_s, 3),
             "requests": result.requests,
         }
-        stats = store.replace_rows(r, cluster, members, sync_fields, fence)
+        stats = store.replace_rows(r, cluster, members, sync_fields, fence, since)
     except BaseException as e:  # also soft time limits and interrupts: record, then re-raise
         result.requests = client.requests - first_request
         result.duration_s = time.monotonic() - started
@@ -75,6 +77,10 @@ def sync_objects(
         record_failure(r, result)
         raise
     result.objects, result.added, result.removed = stats.total, stats.added, stats.removed
+    if stats.superseded:
+        log.info(
+            "rows changed by watch events during the list: kept them", extra={"cluster": cluster}
+        )
     result.kinds = stats.kinds
     metrics.record_sync(result)
     log.info(

@@ -32,6 +32,8 @@ class WriteStats:
     removed: int
     total: int
     kinds: dict[str, int] = field(default_factory=dict)
+    superseded: bool = False
+    """True when newer writes (watch events) landed while the snapshot was listed: not applied."""
 
     @property
     def changed(self) -> bool:
@@ -52,9 +54,14 @@ def replace_rows(
     members: Iterable[str],
     sync_fields: dict[str, Any] | None = None,
     fence: Fence | None = None,
+    since_generation: int | None = None,
 ) -> WriteStats:
     """Make `members` (encoded rows) the cluster's snapshot; also HSET `sync_fields` (sync status,
-    `objects` and `kinds` filled in) in the same transaction."""
+    `objects` and `kinds` filled in) in the same transaction.
+
+    `since_generation` is the cluster's generation read before the snapshot was listed: if
+    other writers (the watcher) changed rows meanwhile, the snapshot may be older than their
+    events, so rows are left alone (`superseded`) and only `sync_fields` are written."""
     new = set(members)
     new_counts = _counts(new)
     kinds: Counter[str] = Counter()
@@ -66,7 +73,9 @@ def replace_rows(
     try:
         for _ in range(WATCH_RETRIES):
             try:
-                return _apply(r, cluster, new, new_counts, status, fence, dict(kinds))
+                return _apply(
+                    r, cluster, new, new_counts, status, fence, dict(kinds), since_generation
+                )
             except redis.WatchError:
                 continue  # the fence or a concurrent writer moved: diff again
     except redis.ConnectionError as e:
@@ -82,6 +91,7 @@ def _apply(
     status: dict[str, str],
     fence: Fence | None,
     kinds: dict[str, int],
+    since_generation: int | None = None,
 ) -> WriteStats:
     pipe: Any  # redis-py's pipeline typing is loose
     with r.pipeline(transaction=True) as pipe:
@@ -89,6 +99,11 @@ def _apply(
         pipe.watch(*watched)
         if fence is not None and _s(pipe.get(fence.key)) != fence.token:
             raise LockBusy(f"cluster {cluster}: sync lock lost before writing; nothing written")
+        if since_generation is not None and generation(pipe, cluster) != since_generation:
+            pipe.multi()
+            pipe.hset(keys.sync(cluster), mapping=_without_totals(status))
+            pipe.execute()
+            return WriteStats(0, 0, len(new), kinds, superseded=True)
         current = {_s(m) for m in pipe.zrange(keys.rows(cluster), 0, -1)}
         old_counts = {_s(k): int(v) for k, v in pipe.hgetall(keys.counts(cluster)).items()}
         added, removed = new - current, current - new
@@ -100,6 +115,15 @@ def _apply(
         pipe.hset(keys.sync(cluster), mapping=status)
         pipe.execute()
     return WriteStats(len(added), len(removed), len(new), kinds)
+
+
+def generation(r: Any, cluster: str) -> int:
+    """The cluster's write generation (bumped by every write that changes rows)."""
+    return int(r.get(keys.generation(cluster)) or 0)
+
+
+def _without_totals(status: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in status.items() if k not in ("objects", "kinds")}
 
 
 def _write_diff(pipe: Any, cluster: str, added: set[str], removed: set[str]) -> None:

@@ -138,3 +138,21 @@ def test_status_marks(r: redis.Redis) -> None:
     store.mark_error(r, "c1", "cluster c1: HTTP 503\n  boom", 1.5, 3)
     s = syncstatus.read_all(r, ["c1"])["c1"]
     assert (s.state, s.last_error, s.requests) == ("error", "cluster c1: HTTP 503 boom", 3)
+
+
+def test_a_snapshot_listed_before_watch_events_does_not_undo_them(r: redis.Redis) -> None:
+    from common.store_events import Change, apply_changes
+
+    store.replace_rows(r, "c1", snapshot(5))
+    since = store.generation(r, "c1")  # the full sync starts listing here...
+    stale_snapshot = snapshot(5)
+    newer = member("ns-002", "app", ready="False")
+    apply_changes(r, "c1", [Change.of(newer)])  # ...while the watcher applies a newer event
+    stats = store.replace_rows(r, "c1", stale_snapshot, {"state": "ok"}, since_generation=since)
+    assert stats.superseded and not stats.changed
+    assert newer in r.zrange(keys.rows("c1"), 0, -1)
+    assert r.zcard(keys.by_status("c1", "unhealthy")) == 1
+    assert syncstatus.read_all(r, ["c1"])["c1"].state == "ok"
+    # With nothing written since it started listing, the full sync repairs as before.
+    stats = store.replace_rows(r, "c1", stale_snapshot, since_generation=store.generation(r, "c1"))
+    assert not stats.superseded and stats.added == 1 and stats.removed == 1
