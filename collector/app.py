@@ -32,6 +32,9 @@ def create_celery(settings: Settings) -> Celery:
         # anything, and acking it afterwards crashes the worker (kombu's redis transport), so
         # cancel it; the next round syncs again.
         worker_cancel_long_running_tasks_on_connection_loss=True,
+        # Memory stays bounded whatever a leaf or a library does: a child past the limit is
+        # replaced between tasks (the soak saw one child grow while a cluster flapped).
+        worker_max_memory_per_child=settings.worker_max_memory_mib * 1024,
         worker_prefetch_multiplier=1,
         worker_hijack_root_logger=False,
         task_soft_time_limit=settings.sync_soft_time_limit_s,

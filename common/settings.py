@@ -139,6 +139,9 @@ class Settings:
     worker_metrics_port: int = 9808
     """Port on which a Celery worker exposes /metrics (0 = off)."""
 
+    worker_max_memory_mib: int = 512
+    """A Celery worker child above this resident memory is replaced after its current task."""
+
     log_format: LogFormat = "text"
     """Log line format: `json` (production) or `text`."""
 
@@ -194,8 +197,18 @@ class Settings:
                 raise ConfigError(
                     f"{env_name('trusted_proxy_cidrs')}: {cidr!r} is not a CIDR like 10.0.0.0/8"
                 ) from e
-        if self.leaf_page_size < 1 or self.query_workers < 1 or self.query_threads < 1:
-            raise ConfigError("page size, query workers and query threads must be at least 1")
+        if (
+            min(
+                self.leaf_page_size,
+                self.query_workers,
+                self.query_threads,
+                self.worker_max_memory_mib,
+            )
+            < 1
+        ):
+            raise ConfigError(
+                "page size, query workers/threads and worker memory must be at least 1"
+            )
         if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError(
                 f"{env_name('redis_url')} must start with redis://, rediss:// or unix://"
