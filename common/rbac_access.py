@@ -117,18 +117,34 @@ class AccessResolver:
         self.r = r
         self.known = frozenset(registry.keys())
         self.cache: _Lru[Access] = _Lru(cache_size)
-        # Whole answers per (user's subjects, clusters), valid while `_hashes` is the same object.
+        # Whole answers per (user's subjects, clusters), valid while its hashes are `_state`'s.
         self.answers: _Lru[tuple[dict[str, str], dict[str, Access]]] = _Lru(4096)
-        self._version: Any = object()  # never equal to a value read from Redis
-        self._hashes: dict[str, str] = {}  # replaced, never mutated: readers need no lock
+        # (fs:version as read, each cluster's grants hash at that version): one tuple replaced
+        # as a whole, never mutated, so a reader never pairs one version with another's hashes.
+        self._state: tuple[Any, dict[str, str]] = (object(), {})  # object(): never read from Redis
         self.round_trips = 0  # Redis round trips made (for tests and metrics)
         self.subjects_loaded = 0  # subject fields read from Redis (cache misses)
 
+    @staticmethod
+    def _subjects(user: UserInfo) -> tuple[str, tuple[str, ...]]:
+        user = user.with_authenticated()
+        return keys.subject("u", user.name), tuple(
+            sorted({keys.subject("g", g) for g in user.groups})
+        )
+
+    def cached(self, user: UserInfo, clusters: list[str]) -> tuple[dict[str, Access], Any] | None:
+        """The answer `resolve` gave last time and the `fs:version` value it is valid for, with
+        no Redis call; None when there is none. Unchecked: the caller must read `fs:version`
+        (in the same round trip as its data) and use the answer only if it still equals it."""
+        version, hashes = self._state
+        answer = self.answers.get((*self._subjects(user), tuple(clusters)))
+        if answer is None or answer[0] is not hashes:
+            return None
+        return answer[1], version
+
     def resolve(self, user: UserInfo, clusters: list[str]) -> dict[str, Access]:
         """Access per cluster (NO_ACCESS where the cluster has no grants stored)."""
-        user = user.with_authenticated()
-        own = keys.subject("u", user.name)
-        groups = tuple(sorted({keys.subject("g", g) for g in user.groups}))
+        own, groups = self._subjects(user)
         hashes = self._current_hashes(clusters)
         answer_key = (own, groups, tuple(clusters))
         answer = self.answers.get(answer_key)
@@ -150,13 +166,14 @@ class AccessResolver:
         for c in todo:
             out[c] = NO_ACCESS  # still changing under us: fail closed for this request
         if not todo:
-            self.answers.put(answer_key, (hashes, dict(out)))
-        return out
+            self.answers.put(answer_key, (hashes, out))
+        return dict(out)
 
     def _current_hashes(self, clusters: list[str]) -> dict[str, str]:
         version = self.r.get(keys.VERSION)
         self.round_trips += 1
-        hashes = self._hashes if version == self._version else {}
+        known, hashes = self._state
+        hashes = hashes if version == known else {}
         need = [c for c in clusters if c not in hashes]
         if not need:
             return hashes
@@ -166,7 +183,7 @@ class AccessResolver:
         fetched = {c: _s(h) or "" for c, h in zip(need, pipe.execute(), strict=True)}
         self.round_trips += 1
         hashes = {**hashes, **fetched}
-        self._hashes, self._version = hashes, version
+        self._state = (version, hashes)
         return hashes
 
     def _combined(self, c: str, h: str, own: str, groups: tuple[str, ...]) -> Access | None:

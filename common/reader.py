@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
@@ -39,6 +40,8 @@ class Page:
     scanned: int = 0
     """Members Redis examined for this page (the cost the tests assert on)."""
     round_trips: int = 0
+    checked: Any = None
+    """The value of the page's `check_key`, read in its first round trip (before its scans)."""
 
 
 @dataclass
@@ -96,10 +99,13 @@ class Reader:
             self._sha[name] = str(self.r.script_load(getattr(reader_lua, name)))
         return self._sha[name]
 
-    def _run(self, calls: list[tuple[str, str, list[bytes]]]) -> list[list[bytes]]:
-        """EVALSHA each (script, key, args) in one pipelined round trip; reload on NOSCRIPT."""
+    def _run(self, calls: list[tuple[str, str, list[bytes]]], get: str = "") -> list[Any]:
+        """EVALSHA each (script, key, args) in one pipelined round trip, after a GET of `get`
+        when given (its value comes first); reload on NOSCRIPT."""
         for attempt in (0, 1):
             pipe = self.r.pipeline(transaction=False)
+            if get:
+                pipe.get(get)
             for script, key, args in calls:
                 pipe.evalsha(self._script(script), 1, key, *args)
             try:
@@ -159,8 +165,11 @@ class Reader:
         filters: Filters,
         limit: int,
         cursor: Cursor | None = None,
+        check_key: str = "",
     ) -> Page:
-        """Up to `limit` visible rows after `cursor`; full unless it is the last page."""
+        """Up to `limit` visible rows after `cursor`; full unless it is the last page. With
+        `check_key`, its value is read before the scans, in the same round trip (`Page.checked`).
+        """
         need = limit + 1  # one more than asked: tells whether a next page exists
         # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
         # one or two of hundreds of clusters, and planning them all cost more than the scan.
@@ -175,7 +184,9 @@ class Reader:
                 break
             group = walks[i : i + batch]
             calls, spans = self._page_calls(group, filters, need - len(got))
-            replies = self._run(calls)
+            replies = self._run(calls, "" if result.round_trips else check_key)
+            if check_key and not result.round_trips:
+                result.checked, replies = replies[0], replies[1:]
             result.round_trips += 1
             pos = 0
             for w, (nkeys, window_end) in zip(group, spans, strict=True):
@@ -191,6 +202,8 @@ class Reader:
                 w.start, w.ranges = bound, clip_all(w.ranges, bound)
                 break
             batch = min(batch * 2, self.max_batch)
+        if check_key and not result.round_trips:
+            result.checked = self.r.get(check_key)  # nothing to scan: read it alone
         result.rows = [decode(c, m) for c, m in got[:limit]]
         if len(got) > limit:
             c, m = got[limit - 1]

@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from common import keys
 from common.reader import Filters
 from query import metrics, params
 from query.scope import Scope
@@ -32,8 +33,15 @@ def list_objects() -> dict[str, Any]:
     limit = params.limit(request.args)
     token = request.args.get("continue", "")
     cursor = st.signer.decode(token, filters) if token else None
-    scope = st.scope(user)
-    page = st.reader.page(_scoped_access(scope, filters), filters, limit, cursor)
+    # Grants from the resolver's cache, confirmed by a GET of their version sent in the page's
+    # first round trip; when the version moved, the page is read again with checked grants.
+    scope = st.scope(user, optimistic=True)
+    check = "" if scope.checked else keys.VERSION
+    page = st.reader.page(_scoped_access(scope, filters), filters, limit, cursor, check)
+    if check and page.checked != scope.version:
+        metrics.ROWS_SCANNED.inc(page.scanned)
+        scope = st.scope(user)
+        page = st.reader.page(_scoped_access(scope, filters), filters, limit, cursor)
     metrics.ROWS_SCANNED.inc(page.scanned)
     return {
         "items": page.rows,

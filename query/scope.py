@@ -103,6 +103,11 @@ class Scope:
     fleet: FleetState
     now: float
     snapshot: FleetSnapshot
+    checked: bool = True
+    """False when the grants were taken from the resolver's cache without reading `fs:version`:
+    the caller must read it with its data and redo the request with a checked scope unless it
+    still equals `version` (see `resolve_scope`)."""
+    version: Any = None
 
     def freshness(self, settings: Settings) -> dict[str, Any]:
         snap, syncs, mine = self.snapshot, self.syncs, self.access
@@ -133,9 +138,22 @@ _SCOPES_MAX = 4096
 
 
 def resolve_scope(
-    user: UserInfo, fleet: FleetView, resolver: AccessResolver, settings: Settings
+    user: UserInfo,
+    fleet: FleetView,
+    resolver: AccessResolver,
+    settings: Settings,
+    optimistic: bool = False,
 ) -> Scope:
+    """The caller's scope. Optimistic: from the resolver's last answer with no Redis call when
+    it has one (`Scope.checked` is then False); checked otherwise."""
     snap = fleet.snapshot(settings)
+    hit = resolver.cached(user, snap.clusters) if optimistic else None
+    if hit is not None:
+        metrics.RBAC_CACHE.labels("hit").inc()
+        access, visible = _split(fleet, user, snap, hit[0])
+        return Scope(
+            user, snap.syncs, access, visible, snap.state, time.time(), snap, False, hit[1]
+        )
     loaded = resolver.subjects_loaded
     resolved = resolver.resolve(user, snap.clusters)
     metrics.RBAC_CACHE.labels("miss" if resolver.subjects_loaded > loaded else "hit").inc()
@@ -150,7 +168,11 @@ def _split(
     the same (the dict comparison is one C loop over identical objects, the rebuild is not)."""
     key = (user.name, user.groups)
     cached = fleet.scopes.get(key)
-    if cached is not None and cached[0] is snap and cached[1] == resolved:
+    if (
+        cached is not None
+        and cached[0] is snap
+        and (cached[1] is resolved or cached[1] == resolved)
+    ):
         return cached[2], cached[3]
     access = {c: resolved[c] for c in snap.clusters if not resolved[c].is_empty}
     hidden = set(snap.rbac_stale)

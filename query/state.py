@@ -65,8 +65,8 @@ class QueryState:
                     self._signer = TokenSigner.shared(self.r, self.settings.continue_token_key)
         return self._signer
 
-    def scope(self, user: UserInfo) -> Scope:
-        return resolve_scope(user, self.fleet, self.resolver, self.settings)
+    def scope(self, user: UserInfo, optimistic: bool = False) -> Scope:
+        return resolve_scope(user, self.fleet, self.resolver, self.settings, optimistic)
 
 
 def state() -> QueryState:

@@ -71,8 +71,26 @@ def test_first_page_plans_only_the_clusters_it_reads(
     assert len(plans) == 3
 
 
+def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Redis round trips made through redis-py: one per command, one per pipeline execute."""
+    trips: list[str] = []
+    real_cmd, real_pipe = redis.Redis.execute_command, redis.client.Pipeline.execute
+
+    def command(self, *args, **kw):
+        trips.append(str(args[0]))
+        return real_cmd(self, *args, **kw)
+
+    def pipeline(self, *args, **kw):
+        trips.append("pipeline")
+        return real_pipe(self, *args, **kw)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", command)
+    monkeypatch.setattr(redis.client.Pipeline, "execute", pipeline)
+    return trips
+
+
 def test_list_request_costs_a_fixed_number_of_redis_commands(
-    wide: redis.Redis, redis_url: str
+    wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = Settings(
         redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
@@ -84,13 +102,17 @@ def test_list_request_costs_a_fixed_number_of_redis_commands(
     for _ in range(2):  # warm: scripts loaded, grants cached, fleet view read, token key read
         assert client.get("/api/v1/objects?limit=50", headers=h).status_code == 200
     wide.config_resetstat()
+    trips = count_round_trips(monkeypatch)
     n = 10
     for _ in range(n):
         body = client.get("/api/v1/objects?limit=50", headers=h).get_json()
         assert len(body["items"]) == 50
+    # Two round trips per request: the grants-version GET rides in the first page scan's
+    # pipeline (cached grants, confirmed there), the second reads the next two clusters.
+    assert trips == ["pipeline"] * (2 * n)
     stats = {k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()}
     stats.pop("config|resetstat", None)
-    # Per request: GET fs:version (grants epoch), one pipelined EVALSHA per cluster round
+    # Per request: GET fs:version (grants epoch), one EVALSHA per cluster in pipelined rounds
     # (1 then 2 clusters: batches double), and the ZRANGEBYLEX calls inside the script.
     assert stats.pop("get") == n
     assert stats.pop("evalsha") == 3 * n
