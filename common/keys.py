@@ -8,6 +8,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:rows          | zset | -    | collector, watcher         | query (pages), collector |
 | fs:{c:<cluster>}:st:<status>   | zset | -    | collector, watcher         | query (status filter)    |
 | fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
+| fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -18,9 +19,10 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:token-key                   | str  | -    | query (SET NX once)        | query                    |
 
 `rows` and `st:<status>` members are encoded rows (common.rows); every status except `healthy`
-has an `st:` index. `counts` fields are `<kind> NUL <status>`. `rbac` fields are subjects
-(`subject()`), values the compiled grants of common.grants (format: common.rbac_encoding), plus
-`#hash` = their content hash. Celery's broker keys are Celery's own.
+has an `st:` index. `counts` fields are `<kind> NUL <status>`. `names` fields are object names,
+values the `<namespace> NUL <kind> NUL` of every row of that name (common.name_index). `rbac`
+fields are subjects (`subject()`), values the compiled grants of common.grants (format:
+common.rbac_encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ def counts(cluster: str) -> str:
     return f"{_tag(cluster)}:counts"
 
 
+def names(cluster: str) -> str:
+    return f"{_tag(cluster)}:names"
+
+
 def generation(cluster: str) -> str:
     return f"{_tag(cluster)}:gen"
 
@@ -97,9 +103,8 @@ def lease(cluster: str) -> str:
 
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry)."""
-    return [rows(cluster), counts(cluster), generation(cluster), sync(cluster), rbac(cluster)] + [
-        by_status(cluster, s) for s in INDEXED_STATUSES
-    ]
+    fixed = [rows(cluster), counts(cluster), names(cluster), generation(cluster), sync(cluster)]
+    return fixed + [rbac(cluster)] + [by_status(cluster, s) for s in INDEXED_STATUSES]
 
 
 def subject(kind: str, name: str) -> str:

@@ -1,9 +1,9 @@
 """The per-cluster row store: replace a cluster's rows with a new snapshot, atomically.
 
 `replace_rows` diffs the new members against the stored ones (one ZRANGE) and applies only the
-difference (rows, status indexes, counts, generation, sync status) in one MULTI/EXEC guarded by
-WATCH on the cluster's generation key (and its lock, when given): readers see the old snapshot or
-the new one, never a mix, and a re-sync with nothing changed writes no rows at all.
+difference (rows, status indexes, name index, counts, generation, sync status) in one MULTI/EXEC
+guarded by WATCH on the cluster's generation key (and its lock, when given): readers see the old
+snapshot or the new one, never a mix, and a re-sync with nothing changed writes no rows at all.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from common import keys, rows, syncstatus
+from common import keys, name_index, rows, syncstatus
 from common.errors import LockBusy, RedisUnavailable
 
 CHUNK = 1000  # members per ZADD/ZREM inside the transaction
@@ -64,6 +64,7 @@ def replace_rows(
     events, so rows are left alone (`superseded`) and only `sync_fields` are written."""
     new = set(members)
     new_counts = _counts(new)
+    new_names = name_index.build(new)
     kinds: Counter[str] = Counter()
     for field_name, n in new_counts.items():
         kinds[field_name.split("\x00", 1)[0]] += n
@@ -74,7 +75,14 @@ def replace_rows(
         for _ in range(WATCH_RETRIES):
             try:
                 return _apply(
-                    r, cluster, new, new_counts, status, fence, dict(kinds), since_generation
+                    r,
+                    cluster,
+                    new,
+                    (new_counts, new_names),
+                    status,
+                    fence,
+                    dict(kinds),
+                    since_generation,
                 )
             except redis.WatchError:
                 continue  # the fence or a concurrent writer moved: diff again
@@ -87,12 +95,13 @@ def _apply(
     r: redis.Redis,
     cluster: str,
     new: set[str],
-    new_counts: dict[str, int],
+    derived: tuple[dict[str, int], dict[str, str]],
     status: dict[str, str],
     fence: Fence | None,
     kinds: dict[str, int],
     since_generation: int | None = None,
 ) -> WriteStats:
+    new_counts, new_names = derived  # the snapshot's counts hash and name index
     pipe: Any  # redis-py's pipeline typing is loose
     with r.pipeline(transaction=True) as pipe:
         watched = [keys.generation(cluster)] + ([fence.key] if fence else [])
@@ -106,11 +115,13 @@ def _apply(
             return WriteStats(0, 0, len(new), kinds, superseded=True)
         current = {_s(m) for m in pipe.zrange(keys.rows(cluster), 0, -1)}
         old_counts = {_s(k): int(v) for k, v in pipe.hgetall(keys.counts(cluster)).items()}
+        old_names = {_s(k): _s(v) for k, v in pipe.hgetall(keys.names(cluster)).items()}
         added, removed = new - current, current - new
         pipe.multi()
-        if added or removed or old_counts != new_counts:
+        if added or removed or old_counts != new_counts or old_names != new_names:
             _write_diff(pipe, cluster, added, removed)
             _write_counts(pipe, cluster, old_counts, new_counts)
+            _write_names(pipe, cluster, old_names, new_names)
             pipe.incr(keys.generation(cluster))
         pipe.hset(keys.sync(cluster), mapping=status)
         pipe.execute()
@@ -158,6 +169,15 @@ def _write_counts(pipe: Any, cluster: str, old: dict[str, int], new: dict[str, i
         pipe.hset(keys.counts(cluster), mapping=changed)
     if gone:
         pipe.hdel(keys.counts(cluster), *gone)
+
+
+def _write_names(pipe: Any, cluster: str, old: dict[str, str], new: dict[str, str]) -> None:
+    changed, gone = name_index.diff(old, new)
+    for i in range(0, len(gone), CHUNK):
+        pipe.hdel(keys.names(cluster), *gone[i : i + CHUNK])
+    items = list(changed.items())
+    for i in range(0, len(items), CHUNK):
+        pipe.hset(keys.names(cluster), mapping=dict(items[i : i + CHUNK]))
 
 
 def _counts(members: Iterable[str]) -> dict[str, int]:

@@ -1,5 +1,6 @@
 """Incremental writes of the watcher: apply a batch of row changes (watch events) to a cluster's
-rows, status indexes, counts and sync status in one MULTI/EXEC, WATCH-fenced like the full sync.
+rows, status indexes, name index, counts and sync status in one MULTI/EXEC, WATCH-fenced like
+the full sync.
 
 A row's old member is found by ZRANGEBYLEX on its sort-key prefix (namespace, kind, name), so the
 watcher keeps no copy of what it stored. Every effective batch INCRs the cluster's generation:
@@ -16,7 +17,7 @@ from typing import Any
 
 import redis
 
-from common import keys, rows, syncstatus
+from common import keys, name_index, rows, syncstatus
 from common.errors import LockBusy, RedisUnavailable
 from common.store import Fence
 
@@ -87,6 +88,9 @@ def _apply(
         for identity in latest:
             prefix = identity.encode()
             reads.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + _TOP)
+        names = sorted({identity.split(rows.SEP, 3)[2] for identity in latest})
+        if names:
+            reads.hmget(keys.names(cluster), names)
         reads.hgetall(keys.counts(cluster))
         if fence is not None:
             reads.get(fence.key)
@@ -94,11 +98,14 @@ def _apply(
         if fence is not None and _s(found.pop()) != fence.token:
             raise LockBusy(f"cluster {cluster}: watch lease lost; events not written")
         counts = Counter({_s(k): int(v) for k, v in found.pop().items()})
+        values = found.pop() if names else []
+        stored = {n: _s(v) for n, v in zip(names, values, strict=True) if v is not None}
         old_counts = dict(counts)
         removed, added, stats = _diff(latest, found, counts)
         pipe.multi()
         if removed or added:
             _write_members(pipe, cluster, removed, added)
+            _write_names(pipe, cluster, name_index.update(stored, removed, added))
             _write_counts(pipe, cluster, old_counts, counts)
             pipe.incr(keys.generation(cluster))
         status = dict(extra)
@@ -151,6 +158,14 @@ def _write_members(pipe: Any, cluster: str, removed: list[str], added: list[str]
                 pipe.zrem(index, *ms)
             else:
                 pipe.zadd(index, dict.fromkeys(ms, 0))
+
+
+def _write_names(pipe: Any, cluster: str, change: tuple[dict[str, str], list[str]]) -> None:
+    changed, gone = change
+    if changed:
+        pipe.hset(keys.names(cluster), mapping=changed)
+    if gone:
+        pipe.hdel(keys.names(cluster), *gone)
 
 
 def _write_counts(pipe: Any, cluster: str, old: dict[str, int], new: Counter[str]) -> None:

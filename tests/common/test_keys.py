@@ -12,6 +12,7 @@ def test_exact_key_strings() -> None:
     assert keys.rows("east-1") == "fs:{c:east-1}:rows"
     assert keys.by_status("east-1", "unhealthy") == "fs:{c:east-1}:st:unhealthy"
     assert keys.counts("east-1") == "fs:{c:east-1}:counts"
+    assert keys.names("east-1") == "fs:{c:east-1}:names"
     assert keys.generation("east-1") == "fs:{c:east-1}:gen"
     assert keys.sync("east-1") == "fs:{c:east-1}:sync"
     assert keys.rbac("east-1") == "fs:{c:east-1}:rbac"
