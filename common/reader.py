@@ -18,10 +18,14 @@ import redis
 from common import keys, reader_lua
 from common.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
 from common.reader_plan import visible_kinds_uniform as _uniform
-from common.rows import CODE_STATUS, STATUS_CODES, Row, decode
+from common.rows import CODE_STATUS, STATUS_CODES, Row, decode_page
 from common.status import STATUSES
 
 __all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
+
+
+_Call = tuple[str, str | tuple[str, ...], list[bytes]]  # script, key(s), ARGV
+NAME_DENSE = 256  # more rows matching a name filter in a cluster: scan instead of the index
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class Reader:
             self._sha[name] = str(self.r.script_load(getattr(reader_lua, name)))
         return self._sha[name]
 
-    def _run(self, calls: list[tuple[str, str, list[bytes]]], get: str = "") -> list[Any]:
+    def _run(self, calls: Sequence[_Call], get: str = "") -> list[Any]:
         """EVALSHA each (script, key, args) in one pipelined round trip, after a GET of `get`
         when given (its value comes first); reload on NOSCRIPT."""
         for attempt in (0, 1):
@@ -107,7 +111,8 @@ class Reader:
             if get:
                 pipe.get(get)
             for script, key, args in calls:
-                pipe.evalsha(self._script(script), 1, key, *args)
+                ks = (key,) if isinstance(key, str) else key  # NAMED reads 2 keys
+                pipe.evalsha(self._script(script), len(ks), *ks, *args)
             try:
                 return pipe.execute()
             except redis.exceptions.NoScriptError:
@@ -204,7 +209,7 @@ class Reader:
             batch = min(batch * 2, self.max_batch)
         if check_key and not result.round_trips:
             result.checked = self.r.get(check_key)  # nothing to scan: read it alone
-        result.rows = [decode(c, m) for c, m in got[:limit]]
+        result.rows = decode_page(got[:limit])
         if len(got) > limit:
             c, m = got[limit - 1]
             result.cursor = Cursor(c, _identity(m))
@@ -230,15 +235,19 @@ class Reader:
 
     def _page_calls(
         self, group: list[_Walk], filters: Filters, want: int
-    ) -> tuple[list[tuple[str, str, list[bytes]]], list[tuple[int, bytes | None]]]:
-        calls: list[tuple[str, str, list[bytes]]] = []
+    ) -> tuple[list[_Call], list[tuple[int, bytes | None]]]:
+        calls: list[_Call] = []
         spans: list[tuple[int, bytes | None]] = []
         for w in group:
             window = w.ranges[: self.window]
             window_end = window[-1].hi if len(w.ranges) > self.window else None
             sources, codes = self._sources(w.cluster, filters.statuses)
             args = self._args(want, codes, filters.name, window)
-            calls.extend(("SCAN", key, args) for key in sources)
+            if filters.name:  # the name index first (common.name_index)
+                named = [str(NAME_DENSE).encode(), *args]
+                calls.extend(("NAMED", (key, keys.names(w.cluster)), named) for key in sources)
+            else:
+                calls.extend(("SCAN", key, args) for key in sources)
             spans.append((len(sources), window_end))
         return calls, spans
 

@@ -109,3 +109,93 @@ for f, c in pairs(counts) do out[#out + 1] = f; out[#out + 1] = c end
 return out
 """
 )
+
+# The name-index path of SCAN: KEYS[2] is the cluster's `names` hash and ARGV[1] `dense`
+# (ARGV[2..] as SCAN's). Names matching the substring (case-insensitive: a glob run by HSCAN in
+# C) give the identities of the matching rows; those inside the ranges are sorted (bytewise:
+# Lua's `<` follows the server's locale) and read one by one. More than `dense` candidates, or
+# no index at all, and it scans like SCAN (a dense match fills a page quickly anyway).
+# `scanned` counts the rows read.
+_NAMED_INDEX = r"""
+local dense = tonumber(table.remove(ARGV, 1))
+local function lt(a, b)
+  local n = #a
+  if #b < n then n = #b end
+  local i = 1
+  while i <= n and string.byte(a, i) == string.byte(b, i) do i = i + 1 end
+  if i > n then return #a < #b end
+  return string.byte(a, i) < string.byte(b, i)
+end
+local function candidates(sub)
+  if redis.call("EXISTS", KEYS[2]) == 0 then return nil end
+  local glob = {"*"}
+  for c in string.gmatch(sub, ".") do
+    if string.find(c, "%a") then
+      glob[#glob + 1] = "[" .. string.lower(c) .. string.upper(c) .. "]"
+    else
+      glob[#glob + 1] = "\\" .. c
+    end
+  end
+  glob[#glob + 1] = "*"
+  glob = table.concat(glob)
+  local out, cursor = {}, "0"
+  repeat
+    local rep = redis.call("HSCAN", KEYS[2], cursor, "MATCH", glob, "COUNT", 1000)
+    cursor = rep[1]
+    local kv = rep[2]
+    for j = 1, #kv, 2 do
+      local name, v, pos = kv[j], kv[j + 1], 1
+      while pos <= #v do
+        local a = string.find(v, "\0", pos, true)
+        local b = string.find(v, "\0", a + 1, true)
+        out[#out + 1] = string.sub(v, pos, b) .. name .. "\0"
+        if #out > dense then return nil end
+        pos = b + 1
+      end
+    end
+  until cursor == "0"
+  table.sort(out, lt)
+  return out
+end
+local cands = nil
+if ARGV[4] ~= "" then cands = candidates(ARGV[4]) end
+if cands ~= nil then
+  local limit, codes = tonumber(ARGV[1]), ARGV[3]
+  local out = {"done", 0, ""}
+  local found, read, ri, c = 0, 0, 5, 1
+  while c <= #cands and ri <= #ARGV do
+    local id, lo, hi, kinds = cands[c], ARGV[ri], ARGV[ri + 1], ARGV[ri + 2]
+    if hi ~= "+" and not lt(id, string.sub(hi, 2)) then
+      ri = ri + 3  -- past this range: try the next one
+    else
+      local ok = lo == "-" or not lt(id, string.sub(lo, 2))
+      if ok and kinds ~= "" then
+        local p1 = string.find(id, "\0", 1, true)
+        local p2 = string.find(id, "\0", p1 + 1, true)
+        ok = string.find(kinds, string.sub(id, p1, p2), 1, true) ~= nil
+      end
+      if ok then
+        local got = redis.call("ZRANGEBYLEX", KEYS[1], "[" .. id, "[" .. id .. "\255", "LIMIT", 0, 1)
+        read = read + 1
+        local m = got[1]
+        if m ~= nil then
+          out[3] = m
+          if codes ~= "" then
+            ok = string.find(codes, string.sub(m, #id + 1, #id + 1), 1, true) ~= nil
+          end
+          if ok then
+            found = found + 1
+            out[found + 3] = m
+            if found >= limit then out[1] = "full"; out[2] = read; return out end
+          end
+        end
+      end
+      c = c + 1
+    end
+  end
+  out[2] = read
+  return out
+end
+"""
+
+NAMED = _NAMED_INDEX + SCAN

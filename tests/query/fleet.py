@@ -1,7 +1,7 @@
 """Test fleets written straight into Redis (rows, status indexes, counts, sync, grants-free).
 
-Rows go in through `common.rows.encode` + ZADD so the query tests do not depend on the
-collector; `visible` is the oracle: which rows a caller sees, computed without the reader.
+Rows go in through `common.rows.encode` + ZADD (the name index rebuilt from them) so the query
+tests do not depend on the collector; `visible` is the oracle: which rows a caller sees, computed without the reader.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from common import keys
+from common import keys, name_index
 from common.rows import Row, encode, sort_key
 
 KINDS = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")
@@ -70,6 +70,7 @@ def random_fleet(seed: int, clusters: int = 4, namespaces: int = 12, per_ns: int
 
 
 def write_rows(r: redis.Redis, rows: Iterable[Row]) -> None:
+    rows = list(rows)
     pipe = r.pipeline(transaction=False)
     for row in rows:
         c, m = row["cluster"], encode(row)
@@ -78,6 +79,7 @@ def write_rows(r: redis.Redis, rows: Iterable[Row]) -> None:
             pipe.zadd(keys.by_status(c, row["status"]), {m: 0})
         pipe.hincrby(keys.counts(c), keys.counts_field(row["kind"], row["status"]), 1)
     pipe.execute()
+    reindex_names(r, {row["cluster"] for row in rows})
 
 
 def delete_row(r: redis.Redis, row: Row) -> None:
@@ -86,6 +88,16 @@ def delete_row(r: redis.Redis, row: Row) -> None:
     if row["status"] != "healthy":
         r.zrem(keys.by_status(c, row["status"]), m)
     r.hincrby(keys.counts(c), keys.counts_field(row["kind"], row["status"]), -1)
+    reindex_names(r, {c})
+
+
+def reindex_names(r: redis.Redis, clusters: Iterable[str]) -> None:
+    """Rebuild the name index of `clusters` from their rows (as the collector keeps it)."""
+    for c in clusters:
+        index = name_index.build(m.decode() for m in r.zrange(keys.rows(c), 0, -1))
+        r.delete(keys.names(c))
+        if index:
+            r.hset(keys.names(c), mapping=index)
 
 
 def order(row: Row) -> tuple[str, bytes]:

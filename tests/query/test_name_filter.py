@@ -1,0 +1,93 @@
+"""The `name` substring filter through the name index (common.reader_lua.NAMED) on a real Redis:
+pages equal the oracle through the index, through its dense fallback and without an index;
+a page reads only the rows whose names match (counts, not timings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from common import keys, reader
+from common.reader import Filters, Reader
+from tests.query.fleet import KINDS, make_row, order, random_fleet, visible, write_rows
+from tests.query.test_reader import ACCESSES, walk
+
+NAME_FILTERS = [
+    {"name": "app-1"},
+    {"name": "-3"},
+    {"name": "p-7"},
+    {"name": "nothing"},
+    {"name": "app", "statuses": ("unhealthy", "suspended")},
+    {"name": "1", "statuses": ("healthy", "progressing"), "kinds": ("HelmRelease", "Gateway")},
+    {"name": "app-2", "namespaces": ("team-01", "team-02", "ns3")},
+]
+
+
+@pytest.fixture
+def rb(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def check_oracle(rb: redis.Redis, fleet: list, reader_: Reader) -> None:
+    for who, access in ACCESSES.items():
+        for f in NAME_FILTERS:
+            expected = visible(fleet, access, **f)
+            for limit in (1, 7, 500):
+                got, _ = walk(reader_, access, Filters(**f), limit)
+                assert [order(r) for r in got] == [order(r) for r in expected], (who, f, limit)
+            assert got == expected
+
+
+def test_index_pages_equal_the_oracle(rb: redis.Redis) -> None:
+    fleet = random_fleet(seed=21)
+    write_rows(rb, fleet)
+    check_oracle(rb, fleet, Reader(rb, KINDS, budget=40, window=2, max_batch=2))
+
+
+def test_dense_fallback_pages_equal_the_oracle(
+    rb: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "NAME_DENSE", 3)  # most clusters scan, a few use the index
+    fleet = random_fleet(seed=22)
+    write_rows(rb, fleet)
+    check_oracle(rb, fleet, Reader(rb, KINDS, budget=40, window=2, max_batch=2))
+
+
+def test_without_an_index_the_rows_are_scanned(rb: redis.Redis) -> None:
+    fleet = random_fleet(seed=23)
+    write_rows(rb, fleet)
+    for c in {r["cluster"] for r in fleet}:
+        rb.delete(keys.names(c))
+    check_oracle(rb, fleet, Reader(rb, KINDS))
+
+
+def test_a_name_filtered_page_reads_only_matching_rows(rb: redis.Redis) -> None:
+    fleet = [
+        make_row("c00", f"ns-{n:02d}", kind, f"web-{i}")
+        for n in range(40)
+        for kind in KINDS
+        for i in range(10)
+    ]  # 2,000 rows, none named like "vm"
+    vm = [make_row("c00", f"ns-{n:02d}", "Gateway", "vmagent") for n in (3, 17, 31)]
+    write_rows(rb, fleet + vm)
+    admin = {"c00": ACCESSES["admin"]["c00"]}
+    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 50)
+    assert [r["namespace"] for r in page.rows] == ["ns-03", "ns-17", "ns-31"]
+    assert page.scanned == 3 and page.cursor is None
+    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 2)
+    assert page.scanned == 3 and page.cursor is not None  # limit + 1: is there a next page
+    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 2, page.cursor)
+    assert [r["namespace"] for r in page.rows] == ["ns-31"] and page.scanned == 1
+    solo = {"c00": type(admin["c00"])(namespaces={"ns-17": frozenset(KINDS)})}
+    page = Reader(rb, KINDS).page(solo, Filters(name="vm"), 50)
+    assert [r["namespace"] for r in page.rows] == ["ns-17"] and page.scanned <= 1
+
+
+def test_a_name_matching_nothing_reads_no_rows(rb: redis.Redis) -> None:
+    write_rows(rb, random_fleet(seed=24))
+    page = Reader(rb, KINDS).page(ACCESSES["admin"], Filters(name="zzz"), 50)
+    assert page.rows == [] and page.scanned == 0
