@@ -18,7 +18,7 @@ import redis
 from common import keys, reader_lua
 from common.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
 from common.reader_plan import visible_kinds_uniform as _uniform
-from common.rows import CODE_STATUS, STATUS_CODES, Row, decode
+from common.rows import CODE_STATUS, STATUS_CODES, Row, decode_page
 from common.status import STATUSES
 
 __all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
@@ -209,7 +209,7 @@ class Reader:
             batch = min(batch * 2, self.max_batch)
         if check_key and not result.round_trips:
             result.checked = self.r.get(check_key)  # nothing to scan: read it alone
-        result.rows = [decode(c, m) for c, m in got[:limit]]
+        result.rows = decode_page(got[:limit])
         if len(got) > limit:
             c, m = got[limit - 1]
             result.cursor = Cursor(c, _identity(m))

@@ -118,6 +118,32 @@ def decode(cluster: str, member: str | bytes) -> Row:
     )
 
 
+def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
+    """`decode` of each (cluster, member) of a page, inlined: it runs for every row served, and
+    the per-call overhead was a third of its cost."""
+    out: list[Row] = []
+    append, codes, mark, iso = out.append, CODE_STATUS, REV_MARK, _iso
+    for cluster, member in rows:
+        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url = member.decode().split(
+            SEP
+        )
+        row: Any = {
+            "cluster": cluster,
+            "namespace": ns,
+            "kind": kind,
+            "apiVersion": api_version,
+            "name": name,
+            "status": codes[code],
+            "reason": reason,
+            "message": msg.replace(mark, rev) if mark in msg else msg,
+            "lastTransitionTime": iso(ltt),
+            "revision": rev,
+            "uiUrl": ui_url or None,
+        }
+        append(row)
+    return out
+
+
 def identity(member: str | bytes) -> str:
     """The sort-key prefix (namespace, kind, name) of an encoded member."""
     if isinstance(member, bytes):

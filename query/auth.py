@@ -38,13 +38,28 @@ class OidcAuth:
         return _user(name, groups)
 
 
+_PEERS_MAX = 1024
+
+
 class HeaderAuth:
     def __init__(self, settings: Settings) -> None:
         self.user_header = settings.remote_user_header
         self.group_header = settings.remote_group_header
         self.trusted = [ipaddress.ip_network(c, strict=False) for c in settings.trusted_proxy_cidrs]
+        self._peers: dict[str | None, bool] = {}
 
     def _trusted(self, addr: str | None) -> bool:
+        # Remembered per peer address (the proxies are few): parsing it and testing every
+        # network cost more than the rest of authentication. Bounded, in case peers vary.
+        known = self._peers.get(addr)
+        if known is None:
+            known = self._judge(addr)
+            if len(self._peers) >= _PEERS_MAX:
+                self._peers.clear()
+            self._peers[addr] = known
+        return known
+
+    def _judge(self, addr: str | None) -> bool:
         try:
             ip = ipaddress.ip_address(addr or "")
         except ValueError:

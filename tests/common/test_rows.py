@@ -55,6 +55,10 @@ def test_build_row_from_flux_object() -> None:
     member = rows.encode(row)
     assert REV not in member.split("\x00")[5]  # the message stores a placeholder for the revision
     assert rows.decode("c1", member) == row
+    assert rows.decode_page([("c1", member.encode()), ("c2", member.encode())]) == [
+        row,
+        {**row, "cluster": "c2"},
+    ]
     assert rows.identity(member) == rows.sort_key("team-a", "Kustomization", "apps")
     assert rows.status_of(member) == "healthy"
 
@@ -114,7 +118,9 @@ def test_encoding_round_trips(
         revision=revision,
         uiUrl=None,
     )
-    back = rows.decode("c", rows.encode(row))
+    encoded = rows.encode(row)
+    back = rows.decode("c", encoded)
+    assert rows.decode_page([("c", encoded.encode())]) == [back]  # the page path decodes alike
     assert back["status"] == status and back["namespace"] == ns
     assert back["message"] == message.replace("\x00", " ").replace("\x01", " ")
     assert back["revision"] == revision.replace("\x00", " ").replace("\x01", " ")
