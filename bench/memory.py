@@ -1,4 +1,4 @@
-"""Benchmark: Redis memory per row at fleets M and L (rows, status indexes, counts, grants).
+"""Benchmark: Redis memory per row at fleets M and L (rows, indexes, counts, grants).
 
     ./dev bench memory [--presets M,L]
 
@@ -28,6 +28,7 @@ def breakdown(r: redis.Redis, cluster: str) -> dict[str, int]:
     parts = {
         "rows": keys.rows(cluster),
         "counts": keys.counts(cluster),
+        "names": keys.names(cluster),
         "rbac": keys.rbac(cluster),
         "sync": keys.sync(cluster),
     }
@@ -82,6 +83,7 @@ def main() -> None:
                 m["member_len_avg"],
                 p["rows"],
                 p["status_indexes"],
+                p["names"],
                 p["counts"] + p["sync"],
                 p["rbac"],
                 "yes" if m["bytes_per_row"] <= TARGET_BYTES else "NO",
@@ -98,6 +100,7 @@ def main() -> None:
             "member bytes",
             "rows zset B/row",
             "status idx B/row",
+            "name idx B/row",
             "counts+sync B/row",
             "grants B/row",
             f"<= {TARGET_BYTES}",
