@@ -46,6 +46,8 @@ class Page:
     round_trips: int = 0
     checked: Any = None
     """The value of the page's `check_key`, read in its first round trip (before its scans)."""
+    members: list[tuple[str, bytes]] = field(default_factory=list)
+    """The page's rows as stored: (cluster, member), what `rows` decodes."""
 
 
 @dataclass
@@ -171,9 +173,11 @@ class Reader:
         limit: int,
         cursor: Cursor | None = None,
         check_key: str = "",
+        decode: bool = True,
     ) -> Page:
         """Up to `limit` visible rows after `cursor`; full unless it is the last page. With
         `check_key`, its value is read before the scans, in the same round trip (`Page.checked`).
+        With `decode` False, `rows` stays empty (for callers that render `members` themselves).
         """
         need = limit + 1  # one more than asked: tells whether a next page exists
         # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
@@ -209,7 +213,8 @@ class Reader:
             batch = min(batch * 2, self.max_batch)
         if check_key and not result.round_trips:
             result.checked = self.r.get(check_key)  # nothing to scan: read it alone
-        result.rows = decode_page(got[:limit])
+        result.members = got[:limit]
+        result.rows = decode_page(result.members) if decode else []
         if len(got) > limit:
             c, m = got[limit - 1]
             result.cursor = Cursor(c, _identity(m))
@@ -261,7 +266,9 @@ class Reader:
         bound = min(stops) if stops else window_end
         members = [m for reply in replies for m in reply[3:]]
         if bound is not None:
-            members = [m for m in members if _identity(m) < bound]
+            # A member sorts at or after its identity (a prefix of it): when the member is below
+            # the bound, so is its identity, and most are, so the slicing is rarely needed.
+            members = [m for m in members if m < bound or _identity(m) < bound]
         if len(replies) > 1:
             members.sort(key=_identity)
         return members, bound, scanned

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from common import keys
 from common.reader import Filters
-from query import metrics, params
+from query import body, metrics, params
 from query.scope import Scope
 from query.state import caller, state
 
@@ -26,7 +26,7 @@ def _scoped_access(scope: Scope, filters: Filters) -> dict[str, Any]:
 
 
 @bp.get("/objects")
-def list_objects() -> dict[str, Any]:
+def list_objects() -> Response:
     st, user = state(), caller()
     params.check_known(request.args, params.LIST_PARAMS)
     filters = params.filters(request.args, st.registry)
@@ -37,17 +37,15 @@ def list_objects() -> dict[str, Any]:
     # first round trip; when the version moved, the page is read again with checked grants.
     scope = st.scope(user, optimistic=True)
     check = "" if scope.checked else keys.VERSION
-    page = st.reader.page(_scoped_access(scope, filters), filters, limit, cursor, check)
+    page = st.reader.page(_scoped_access(scope, filters), filters, limit, cursor, check, False)
     if check and page.checked != scope.version:
         metrics.ROWS_SCANNED.inc(page.scanned)
         scope = st.scope(user)
-        page = st.reader.page(_scoped_access(scope, filters), filters, limit, cursor)
+        page = st.reader.page(_scoped_access(scope, filters), filters, limit, cursor, "", False)
     metrics.ROWS_SCANNED.inc(page.scanned)
-    return {
-        "items": page.rows,
-        "continue": st.signer.encode(page.cursor, filters) if page.cursor else None,
-        "freshness": scope.freshness(st.settings),
-    }
+    after = st.signer.encode(page.cursor, filters) if page.cursor else None
+    rest = {"continue": after, "freshness": scope.freshness(st.settings)}
+    return body.page_response(page.members, rest)
 
 
 @bp.get("/facets")
