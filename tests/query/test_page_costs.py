@@ -71,6 +71,22 @@ def test_first_page_plans_only_the_clusters_it_reads(
     assert len(plans) == 3
 
 
+def test_repeated_pages_reuse_plans_until_the_access_changes(
+    wide: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = count_plans(monkeypatch)
+    r = Reader(wide, KINDS)
+    access = {c: FakeAccess(ALL) for c in CLUSTERS}
+    first = r.page(access, Filters(), 50)
+    assert len(plans) == 3
+    assert r.page(access, Filters(), 50).members == first.members
+    assert len(plans) == 3  # same Access objects, same filters: the ranges are reused
+    narrower = {c: FakeAccess(frozenset(KINDS[:1])) for c in CLUSTERS}  # e.g. grants changed
+    page = r.page(narrower, Filters(), 50)
+    assert len(plans) > 3
+    assert {row["kind"] for row in page.rows} == {KINDS[0]}
+
+
 def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Redis round trips made through redis-py: one per command, one per pipeline execute."""
     trips: list[str] = []
