@@ -111,11 +111,11 @@ return out
 )
 
 # The name-index path of SCAN: KEYS[2] is the cluster's `names` hash and ARGV[1] `dense`
-# (ARGV[2..] as SCAN's). Names matching the substring (case-insensitive: a glob run by HSCAN in
-# C) give the identities of the matching rows; those inside the ranges are sorted (bytewise:
-# Lua's `<` follows the server's locale) and read one by one. More than `dense` candidates, or
-# no index at all, and it scans like SCAN (a dense match fills a page quickly anyway).
-# `scanned` counts the rows read.
+# (ARGV[2..] as SCAN's). Plain searches of the lower-cased name dictionary (its field "",
+# common.name_index) find the matching names (case-insensitive), their values the identities of the matching rows; those
+# inside the ranges are sorted (bytewise: Lua's `<` follows the server's locale) and read one by
+# one. More than `dense` candidates, or no index, and it scans like SCAN (a dense match fills a
+# page quickly anyway). `scanned` counts the rows read.
 _NAMED_INDEX = r"""
 local dense = tonumber(table.remove(ARGV, 1))
 local function lt(a, b)
@@ -127,33 +127,34 @@ local function lt(a, b)
   return string.byte(a, i) < string.byte(b, i)
 end
 local function candidates(sub)
-  if redis.call("EXISTS", KEYS[2]) == 0 then return nil end
-  local glob = {"*"}
-  for c in string.gmatch(sub, ".") do
-    if string.find(c, "%a") then
-      glob[#glob + 1] = "[" .. string.lower(c) .. string.upper(c) .. "]"
-    else
-      glob[#glob + 1] = "\\" .. c
+  local dict = redis.call("HGET", KEYS[2], "")
+  if not dict then return nil end
+  local names, pos = {}, 1
+  sub = string.lower(sub)
+  while true do
+    local s = string.find(dict, sub, pos, true)
+    if s == nil then break end
+    local b, e = s, string.find(dict, "\0", s, true)
+    while string.byte(dict, b - 1) ~= 0 do b = b - 1 end
+    local word = string.sub(dict, b, e - 1)
+    local k = string.find(word, "\1", 1, true)  -- `lower \1 name`: the name has capitals
+    names[#names + 1] = k and string.sub(word, k + 1) or word
+    if #names > dense then return nil end
+    pos = e + 1
+  end
+  local out = {}
+  if #names == 0 then return out end
+  local values = redis.call("HMGET", KEYS[2], unpack(names))
+  for j = 1, #names do
+    local name, v, p = names[j], values[j] or "", 1
+    while p <= #v do
+      local a = string.find(v, "\0", p, true)
+      local b = string.find(v, "\0", a + 1, true)
+      out[#out + 1] = string.sub(v, p, b) .. name .. "\0"
+      if #out > dense then return nil end
+      p = b + 1
     end
   end
-  glob[#glob + 1] = "*"
-  glob = table.concat(glob)
-  local out, cursor = {}, "0"
-  repeat
-    local rep = redis.call("HSCAN", KEYS[2], cursor, "MATCH", glob, "COUNT", 1000)
-    cursor = rep[1]
-    local kv = rep[2]
-    for j = 1, #kv, 2 do
-      local name, v, pos = kv[j], kv[j + 1], 1
-      while pos <= #v do
-        local a = string.find(v, "\0", pos, true)
-        local b = string.find(v, "\0", a + 1, true)
-        out[#out + 1] = string.sub(v, pos, b) .. name .. "\0"
-        if #out > dense then return nil end
-        pos = b + 1
-      end
-    end
-  until cursor == "0"
   table.sort(out, lt)
   return out
 end

@@ -89,6 +89,7 @@ def _apply(
             prefix = identity.encode()
             reads.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + _TOP)
         names = sorted({identity.split(rows.SEP, 3)[2] for identity in latest})
+        names += [name_index.DICT] if names else []
         if names:
             reads.hmget(keys.names(cluster), names)
         reads.hgetall(keys.counts(cluster))

@@ -53,17 +53,27 @@ def test_build_groups_rows_by_name_in_byte_order() -> None:
     index = name_index.build(
         [member("b", "Gateway", "web"), member("a", "HelmRelease", "web"), member("a", "X", "db")]
     )
-    assert index == {"web": "a\0HelmRelease\0b\0Gateway\0", "db": "a\0X\0"}
+    assert index == {
+        "web": "a\0HelmRelease\0b\0Gateway\0",
+        "db": "a\0X\0",
+        "": "\0db\0web\0",  # every name, for one plain search
+    }
     assert name_index.entries(index["web"]) == {"a\0HelmRelease\0", "b\0Gateway\0"}
     assert name_index.entries("") == set()
 
 
 def test_update_moves_entries_and_drops_empty_names() -> None:
-    old = {"web": "a\0Gateway\0", "db": "a\0X\0"}
+    old = {"web": "a\0Gateway\0", "db": "a\0X\0", "": "\0db\0web\0"}
     changed, gone = name_index.update(
         old, removed=[member("a", "X", "db")], added=[member("b", "X", "web")]
     )
-    assert changed == {"web": "a\0Gateway\0b\0X\0"} and gone == ["db"]
+    assert changed == {"web": "a\0Gateway\0b\0X\0", "": "\0web\0"} and gone == ["db"]
+    changed, gone = name_index.update(old, removed=[], added=[member("b", "X", "web")])
+    assert changed == {"web": "a\0Gateway\0b\0X\0"} and gone == []  # names unchanged
+    changed, gone = name_index.update(
+        {"db": "a\0X\0", "": "\0db\0"}, removed=[member("a", "X", "db")], added=[]
+    )
+    assert changed == {} and sorted(gone) == ["", "db"]
 
 
 def test_full_sync_builds_and_diffs_the_index(r: redis.Redis) -> None:
@@ -115,7 +125,7 @@ def test_rename_and_last_row_of_a_name(r: redis.Redis) -> None:
         C,
         [Change(rows.sort_key("a", "Gateway", "old"), None), Change.of(member("a", "X", "new"))],
     )
-    assert stored(r) == {"new": "a\0X\0", "web": "b\0Gateway\0"}
+    assert stored(r) == {"new": "a\0X\0", "web": "b\0Gateway\0", "": "\0new\0web\0"}
 
 
 def test_delete_cluster_removes_the_index(r: redis.Redis) -> None:

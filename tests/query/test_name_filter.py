@@ -91,3 +91,10 @@ def test_a_name_matching_nothing_reads_no_rows(rb: redis.Redis) -> None:
     write_rows(rb, random_fleet(seed=24))
     page = Reader(rb, KINDS).page(ACCESSES["admin"], Filters(name="zzz"), 50)
     assert page.rows == [] and page.scanned == 0
+
+
+def test_the_index_matches_names_case_insensitively(rb: redis.Redis) -> None:
+    write_rows(rb, [make_row("c00", "a", "Gateway", n) for n in ("VMAgent", "web", "my-vm")])
+    admin = {"c00": ACCESSES["admin"]["c00"]}
+    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 50)
+    assert [r["name"] for r in page.rows] == ["VMAgent", "my-vm"] and page.scanned == 2
