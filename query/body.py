@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from flask import Response
 
-from common.rows import decode_page
+from common.rows import row_json
 
 ROWS_CACHED = 16_384
 """Row texts kept per process (~0.6 KB each with the key: ~10 MB at most)."""
@@ -20,13 +20,13 @@ ROWS_CACHED = 16_384
 _rows: dict[tuple[str, bytes], str] = {}
 
 
-def row_json(members: list[tuple[str, bytes]]) -> list[str]:
+def row_texts(members: list[tuple[str, bytes]]) -> list[str]:
     """Each (cluster, member)'s row as JSON text, from the cache where present."""
     cached = [_rows.get(m) for m in members]
     missing = [m for m, text in zip(members, cached, strict=True) if text is None]
     if not missing:
         return cast(list[str], cached)
-    fresh = dict(zip(missing, map(json.dumps, decode_page(missing)), strict=True))
+    fresh = {m: row_json(*m) for m in missing}
     if len(_rows) + len(fresh) > ROWS_CACHED:
         _rows.clear()  # crude but bounded; a changed row is a new member, never a stale hit
     _rows.update(fresh)
@@ -35,6 +35,8 @@ def row_json(members: list[tuple[str, bytes]]) -> list[str]:
 
 def page_response(members: list[tuple[str, bytes]], rest: dict[str, Any]) -> Response:
     """`{"items": [rows...], **rest}` as a JSON response (as Flask would render the dict)."""
-    items = ",".join(row_json(members))
-    tail = "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in rest.items())
+    items = ",".join(row_texts(members))
+    tail = "".join(
+        f",{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}" for k, v in rest.items()
+    )
     return Response(f'{{"items":[{items}]{tail}}}\n', mimetype="application/json")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -121,6 +123,7 @@ def test_encoding_round_trips(
     encoded = rows.encode(row)
     back = rows.decode("c", encoded)
     assert rows.decode_page([("c", encoded.encode())]) == [back]  # the page path decodes alike
+    assert json.loads(rows.row_json("c", encoded.encode())) == back  # and renders alike
     assert back["status"] == status and back["namespace"] == ns
     assert back["message"] == message.replace("\x00", " ").replace("\x01", " ")
     assert back["revision"] == revision.replace("\x00", " ").replace("\x01", " ")

@@ -31,9 +31,9 @@ def member(name: str, message: str = "ok") -> bytes:
 def test_rows_render_as_their_decoded_json_on_hits_and_misses() -> None:
     page = [("c1", member("a")), ("c2", member("b", 'quote " and ünï')), ("c1", member("c"))]
     expected = [rows.decode(c, m) for c, m in page]
-    body.row_json(page[1:2])  # one row cached, two not
+    body.row_texts(page[1:2])  # one row cached, two not
     for _ in range(2):
-        assert [json.loads(t) for t in body.row_json(page)] == expected
+        assert [json.loads(t) for t in body.row_texts(page)] == expected
     resp = body.page_response(page, {"continue": None, "freshness": {"degraded": False}})
     assert resp.mimetype == "application/json"
     assert json.loads(resp.get_data()) == {
@@ -48,7 +48,7 @@ def test_cache_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body, "_rows", {})
     for i in range(10):
         page = [("c1", member(f"r{i}-{j}")) for j in range(3)]
-        assert [json.loads(t)["name"] for t in body.row_json(page)] == [
+        assert [json.loads(t)["name"] for t in body.row_texts(page)] == [
             f"r{i}-{j}" for j in range(3)
         ]
         assert len(body._rows) <= 4
