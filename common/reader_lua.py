@@ -155,7 +155,9 @@ local function candidates(sub)
       p = b + 1
     end
   end
-  table.sort(out, lt)
+  -- One name's entries are stored sorted, and so are its identities (an entry has exactly two
+  -- NULs, so none is a prefix of another): only several names need a sort.
+  if #names > 1 then table.sort(out, lt) end
   return out
 end
 local cands = nil
