@@ -310,8 +310,8 @@ class Reader:
                 tasks.extend((w.cluster, key, codes, w.ranges) for key in sources)
         while tasks:
             calls = [
-                ("COUNT", key, self._args(0, codes, filters.name, ranges[: self.window]))
-                for _, key, codes, ranges in tasks
+                self._count_call(cluster, key, codes, filters.name, ranges[: self.window])
+                for cluster, key, codes, ranges in tasks
             ]
             pending = []
             for (cluster, key, codes, ranges), reply in zip(tasks, self._run(calls), strict=True):
@@ -327,6 +327,15 @@ class Reader:
                     pending.append((cluster, key, codes, ranges[self.window :]))
             tasks = pending
         return out
+
+    def _count_call(
+        self, cluster: str, key: str, codes: bytes, name: str, ranges: list[Range]
+    ) -> _Call:
+        args = self._args(0, codes, name, ranges)
+        if not name:
+            return ("COUNT", key, args)
+        dense = str(NAME_DENSE).encode()  # the name index first (common.name_index)
+        return ("NAMED_COUNT", (key, keys.names(cluster)), [dense, *args])
 
     def _count_hashes(
         self,

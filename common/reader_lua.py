@@ -160,12 +160,9 @@ local function candidates(sub)
   if #names > 1 then table.sort(out, lt) end
   return out
 end
-local cands = nil
-if ARGV[4] ~= "" then cands = candidates(ARGV[4]) end
-if cands ~= nil then
-  local limit, codes = tonumber(ARGV[1]), ARGV[3]
-  local out = {"done", 0, ""}
-  local found, read, ri, c = 0, 0, 5, 1
+-- The members of `cands` inside the ranges, of their kinds and codes: up to `limit` (0 = all).
+local function matching(cands, limit)
+  local codes, out, read, ri, c = ARGV[3], {}, 0, 5, 1
   while c <= #cands and ri <= #ARGV do
     local id, lo, hi, kinds = cands[c], ARGV[ri], ARGV[ri + 1], ARGV[ri + 2]
     if hi ~= "+" and not lt(id, string.sub(hi, 2)) then
@@ -181,24 +178,56 @@ if cands ~= nil then
         local got = redis.call("ZRANGEBYLEX", KEYS[1], "[" .. id, "[" .. id .. "\255", "LIMIT", 0, 1)
         read = read + 1
         local m = got[1]
-        if m ~= nil then
-          out[3] = m
-          if codes ~= "" then
-            ok = string.find(codes, string.sub(m, #id + 1, #id + 1), 1, true) ~= nil
-          end
-          if ok then
-            found = found + 1
-            out[found + 3] = m
-            if found >= limit then out[1] = "full"; out[2] = read; return out end
-          end
+        if m ~= nil and codes ~= "" then
+          ok = string.find(codes, string.sub(m, #id + 1, #id + 1), 1, true) ~= nil
+        end
+        if m ~= nil and ok then
+          out[#out + 1] = m
+          if #out == limit then return out, read, true end
         end
       end
       c = c + 1
     end
   end
-  out[2] = read
+  return out, read, false
+end
+local cands = nil
+if ARGV[4] ~= "" then cands = candidates(ARGV[4]) end
+"""
+
+# NAMED: SCAN's reply from the name index when it applies (else SCAN itself).
+NAMED = (
+    _NAMED_INDEX
+    + r"""
+if cands ~= nil then
+  local ms, read, full = matching(cands, tonumber(ARGV[1]))
+  local out = {"done", read, ms[#ms] or ""}
+  if full then out[1] = "full" end
+  for j = 1, #ms do out[j + 3] = ms[j] end
   return out
 end
 """
+    + SCAN
+)
 
-NAMED = _NAMED_INDEX + SCAN
+# NAMED_COUNT: COUNT's reply from the name index when it applies (else COUNT itself).
+NAMED_COUNT = (
+    _NAMED_INDEX
+    + r"""
+if cands ~= nil then
+  local ms, read = matching(cands, 0)
+  local counts, out = {}, {"done", read, ""}
+  for j = 1, #ms do
+    local m = ms[j]
+    local p1 = string.find(m, "\0", 1, true)
+    local p2 = string.find(m, "\0", p1 + 1, true)
+    local p3 = string.find(m, "\0", p2 + 1, true)
+    local f = string.sub(m, p1 + 1, p2 - 1) .. "\0" .. string.sub(m, p3 + 1, p3 + 1)
+    counts[f] = (counts[f] or 0) + 1
+  end
+  for f, n in pairs(counts) do out[#out + 1] = f; out[#out + 1] = n end
+  return out
+end
+"""
+    + COUNT
+)

@@ -1,6 +1,6 @@
-"""The `name` substring filter through the name index (common.reader_lua.NAMED) on a real Redis:
-pages equal the oracle through the index, through its dense fallback and without an index;
-a page reads only the rows whose names match (counts, not timings)."""
+"""The `name` substring filter through the name index (common.reader_lua.NAMED, NAMED_COUNT) on a
+real Redis: pages and facets equal the oracle through the index, through its dense fallback and
+without an index; a page or a count reads only the rows whose names match (counts, not timings)."""
 
 from __future__ import annotations
 
@@ -36,21 +36,31 @@ def check_oracle(rb: redis.Redis, fleet: list, reader_: Reader) -> None:
     for who, access in ACCESSES.items():
         for f in NAME_FILTERS:
             expected = visible(fleet, access, **f)
+            facets = reader_.facets(access, Filters(**f))
+            assert facets.total == len(expected), (who, f)
+            assert facets.clusters == count(r["cluster"] for r in expected)
+            assert facets.kinds == count(r["kind"] for r in expected)
+            assert facets.statuses == count(r["status"] for r in expected)
             for limit in (1, 7, 500):
                 got, _ = walk(reader_, access, Filters(**f), limit)
                 assert [order(r) for r in got] == [order(r) for r in expected], (who, f, limit)
             assert got == expected
 
 
-def test_index_pages_equal_the_oracle(rb: redis.Redis) -> None:
+def count(values: Iterator[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def test_index_pages_and_facets_equal_the_oracle(rb: redis.Redis) -> None:
     fleet = random_fleet(seed=21)
     write_rows(rb, fleet)
     check_oracle(rb, fleet, Reader(rb, KINDS, budget=40, window=2, max_batch=2))
 
 
-def test_dense_fallback_pages_equal_the_oracle(
-    rb: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_dense_fallback_equals_the_oracle(rb: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader, "NAME_DENSE", 3)  # most clusters scan, a few use the index
     fleet = random_fleet(seed=22)
     write_rows(rb, fleet)
@@ -82,6 +92,7 @@ def test_a_name_filtered_page_reads_only_matching_rows(rb: redis.Redis) -> None:
     assert page.scanned == 3 and page.cursor is not None  # limit + 1: is there a next page
     page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 2, page.cursor)
     assert [r["namespace"] for r in page.rows] == ["ns-31"] and page.scanned == 1
+    assert Reader(rb, KINDS).facets(admin, Filters(name="vm")).scanned == 3
     solo = {"c00": type(admin["c00"])(namespaces={"ns-17": frozenset(KINDS)})}
     page = Reader(rb, KINDS).page(solo, Filters(name="vm"), 50)
     assert [r["namespace"] for r in page.rows] == ["ns-17"] and page.scanned <= 1
