@@ -10,27 +10,14 @@ import redis
 
 from common import keys, name_index, rows, store
 from common.store_events import Change, apply_changes
+from tests import rowfactory
 
 C = "c1"
 KINDS = ("Kustomization", "HelmRelease", "Gateway")
 
 
 def member(ns: str, kind: str, name: str, status: str = "healthy") -> str:
-    return rows.encode(
-        rows.Row(
-            cluster=C,
-            namespace=ns,
-            kind=kind,
-            apiVersion="v1",
-            name=name,
-            status=status,
-            reason="",
-            message="",
-            lastTransitionTime=None,
-            revision="",
-            uiUrl=None,
-        )
-    )
+    return rowfactory.member(C, ns, kind, name, status)
 
 
 def stored(r: redis.Redis) -> dict[str, str]:

@@ -11,26 +11,13 @@ from common import keys, rows
 from common.errors import LockBusy
 from common.store import Fence
 from common.store_events import Change, apply_changes, kind_changes
+from tests import rowfactory
 
 C = "c1"
 
 
 def member(ns: str, kind: str, name: str, status: str = "healthy") -> str:
-    return rows.encode(
-        rows.Row(
-            cluster=C,
-            namespace=ns,
-            kind=kind,
-            apiVersion="v1",
-            name=name,
-            status=status,
-            reason="",
-            message="",
-            lastTransitionTime=None,
-            revision="",
-            uiUrl=None,
-        )
-    )
+    return rowfactory.member(C, ns, kind, name, status)
 
 
 @pytest.fixture

@@ -1,0 +1,23 @@
+"""Encoded rows for store, index and watch tests: only the fields those tests look at vary."""
+
+from __future__ import annotations
+
+from common import rows
+
+
+def member(cluster: str, ns: str, kind: str, name: str, status: str = "healthy") -> str:
+    return rows.encode(
+        rows.Row(
+            cluster=cluster,
+            namespace=ns,
+            kind=kind,
+            apiVersion="v1",
+            name=name,
+            status=status,
+            reason="",
+            message="",
+            lastTransitionTime=None,
+            revision="",
+            uiUrl=None,
+        )
+    )
