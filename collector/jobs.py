@@ -13,10 +13,11 @@ import redis
 from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
 from collector.sync import SyncResult, error_text, record_failure, sync_objects, sync_rbac
-from common import keys, registry, store
+from common import registry, store
 from common.errors import FleetscopeError
 from common.kinds import KindRegistry
 from common.leaf import LeafClient
+from common.registry_record import read_record
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,20 +56,24 @@ class Collector:
     def _guarded(
         self, cluster: str, what: str, run: Callable[[ClusterLock], SyncResult]
     ) -> SyncResult:
-        """Run a sync of a registered cluster under its lock. A cluster removed from the
-        registry while it synced has the keys this sync wrote deleted again."""
-        if not self.r.hexists(keys.CLUSTERS, cluster):
+        """Run a sync of a registered, ready cluster under its lock. A not-ready cluster is
+        skipped (its record says why); a cluster removed from the registry while it synced
+        has the keys this sync wrote deleted again."""
+        record = read_record(self.r, cluster)
+        if record is None:
             return SyncResult(cluster, what, error="cluster is not registered")
+        if not record.ready:
+            return SyncResult(cluster, what, skipped=f"not ready: {record.reason}")
         try:
             with ClusterLock(self.r, cluster, self.settings.lock_ttl_s, what) as lock:
                 return run(lock)
         finally:
-            if not self.r.hexists(keys.CLUSTERS, cluster):
+            if read_record(self.r, cluster) is None:
                 store.delete_cluster(self.r, cluster)
 
     def reconcile(self) -> registry.Reconciled:
         """Re-read the configured clusters and mirror them into Redis."""
-        result = registry.reconcile(self.r, self.source.configs(refresh=True))
+        result = registry.reconcile(self.r, self.source.claims(refresh=True))
         if result.changed:
             log.info(
                 "registry: %d added, %d removed, %d updated",
@@ -82,6 +87,12 @@ class Collector:
         from common.syncstatus import registered_clusters
 
         return registered_clusters(self.r)
+
+    def syncable(self) -> list[str]:
+        """Registered clusters that are ready (the others are not synced at all)."""
+        from common.syncstatus import ready_clusters
+
+        return ready_clusters(self.r)
 
 
 @dataclass

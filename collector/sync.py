@@ -27,11 +27,12 @@ RBAC_API = "rbac.authorization.k8s.io/v1"
 
 @dataclass
 class SyncResult:
-    """What one sync did; `error` is empty on success."""
+    """What one sync did; `error` is empty on success, `skipped` says why it did not run."""
 
     cluster: str
     what: str  # "objects" | "rbac"
     error: str = ""
+    skipped: str = ""
     objects: int = 0
     added: int = 0
     removed: int = 0

@@ -31,11 +31,12 @@ def runtime(settings: Settings) -> Collector:
     """This process's Collector (built on first use, so nothing connects at import time)."""
     key = id(settings)
     if key not in _runtime:
+        r = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
         _runtime[key] = Collector(
             settings,
-            redis.Redis.from_url(settings.redis_url, health_check_interval=30),
+            r,
             load_registry(settings.kinds_file),
-            ClusterSource(settings),
+            ClusterSource(settings, r=r),
         )
     return _runtime[key]
 
@@ -70,7 +71,9 @@ def register(app: Celery, settings: Settings) -> None:
     @app.task(name=RECONCILE, ignore_result=True, **{k: retry[k] for k in ("autoretry_for",)})  # type: ignore[untyped-decorator]
     def reconcile_registry() -> None:
         result = runtime(settings).reconcile()
-        for name in result.added:  # new clusters are collected now, not an interval later
+        # New clusters, rotated credentials and clusters that became ready are collected now,
+        # not an interval later.
+        for name in result.to_sync:
             sync_rbac.delay(name)
             sync_objects.delay(name)
 
@@ -91,8 +94,8 @@ def _locked(task: Any, job: Any, cluster: str) -> None:
 
 
 def _fan_out(task: Any, settings: Settings, interval_s: float) -> int:
-    """Enqueue one sync per registered cluster; unrun ones expire at the next round."""
-    clusters = runtime(settings).registered()
+    """Enqueue one sync per ready registered cluster; unrun ones expire at the next round."""
+    clusters = runtime(settings).syncable()
     for name in clusters:
         task.apply_async((name,), expires=interval_s)
     return len(clusters)
