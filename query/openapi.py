@@ -8,6 +8,7 @@ from typing import Any
 
 from common.keys import CLUSTER_NAME_RE
 from common.kinds import KindRegistry
+from common.registry_record import PROBLEM_TYPES
 from common.status import STATUSES
 from query.params import (
     DEFAULT_LIMIT,
@@ -97,6 +98,29 @@ SCHEMAS: S = {
             "objects": _INT,
             "rbacAgeS": {"type": "number", "nullable": True},
             "rbacFresh": _BOOL,
+            "source": _STR,
+            "ready": _BOOL,
+            "notReadyReason": _NSTR,
+            "registryError": _NSTR,
+        }
+    ),
+    "RegistryProblem": _obj(
+        {
+            "type": {"type": "string", "enum": list(PROBLEM_TYPES)},
+            "message": _STR,
+            "cluster": _STR,
+            "source": _STR,
+            "origins": {"type": "array", "items": _STR},
+        }
+    ),
+    "Registry": _obj(
+        {
+            "notReady": {
+                "type": "array",
+                "items": _obj({"cluster": _STR, "source": _STR, "reason": _STR}),
+            },
+            "problems": {"type": "array", "items": _ref("RegistryProblem")},
+            "hidden": _INT,
         }
     ),
     "Status": _obj(
@@ -106,6 +130,7 @@ SCHEMAS: S = {
             "collected": _INT,
             "total": _INT,
             "clusters": {"type": "array", "items": _ref("ClusterStatus")},
+            "registry": _ref("Registry"),
         }
     ),
     "Clusters": _obj({"clusters": {"type": "array", "items": _ref("ClusterStatus")}}),
