@@ -15,11 +15,11 @@ import time
 
 import redis
 
-from common import keys, registry
+from common import registry
 from common.errors import ClusterError
 from common.leaf import ClusterConfig, LeafClient
 from common.management import Management
-from common.registry_record import Record
+from common.registry_record import Record, read_records
 from common.settings import Settings
 
 
@@ -83,10 +83,7 @@ class ClusterSource:
         return self._management
 
     def _registered(self) -> dict[str, Record]:
-        if self.r is None:
-            return {}
-        raw = self.r.hgetall(keys.CLUSTERS)
-        return {_s(k): Record.decode(v) for k, v in raw.items()}
+        return {} if self.r is None else read_records(self.r)
 
     def client(self, name: str) -> LeafClient:
         """The leaf client of a configured cluster (ClusterError when it is not configured)."""
@@ -112,7 +109,3 @@ class ClusterSource:
             if self._management is not None and self._own_management:
                 self._management.close()
                 self._management = None
-
-
-def _s(v: str | bytes) -> str:
-    return v.decode() if isinstance(v, bytes) else v

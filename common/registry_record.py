@@ -107,6 +107,15 @@ def read_problems(r: redis.Redis) -> list[Problem]:
     return decode_problems(r.get(keys.REGISTRY_PROBLEMS))
 
 
+def read_records(r: redis.Redis) -> dict[str, Record]:
+    """Every registered cluster's record, by name."""
+    return {_s(k): Record.decode(v) for k, v in r.hgetall(keys.CLUSTERS).items()}
+
+
+def _s(v: str | bytes) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def read_record(r: redis.Redis, cluster: str) -> Record | None:
     """The record of a registered cluster; None when it is not registered."""
     raw = r.hget(keys.CLUSTERS, cluster)

@@ -150,6 +150,12 @@ def test_a_name_claimed_twice_is_an_error_in_status_and_logs(
     member = _status(settings, MEMBER)["registry"]
     assert [p["cluster"] for p in member["problems"]] == ["cluster-000"]
     assert member["hidden"] == 1
+    # detail reads of cluster-000 still reach the cluster the kept claim names
+    obj = sim.list("cluster-000", "Kustomization")[0]["metadata"]
+    path = f"/api/v1/objects/cluster-000/{obj['namespace']}/Kustomization/{obj['name']}"
+    resp = make_app(settings).test_client().get(path, headers=ADMIN)
+    assert resp.status_code == 200, resp.get_json()
+    assert resp.get_json()["object"]["metadata"]["uid"] == obj["uid"]
     c.source.close()
 
 
