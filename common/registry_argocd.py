@@ -37,30 +37,35 @@ EXEC_API = "client.authentication.k8s.io/v1beta1"
 
 
 def load(mgmt: Management, settings: Settings) -> tuple[list[Claim], list[Problem]]:
-    namespace = settings.argocd_clusters_namespace
     claims: list[Claim] = []
     problems: list[Problem] = []
-    for secret in mgmt.list_objects("v1", "secrets", namespace, LABEL):
-        meta = secret.get("metadata") or {}
-        origin = f"argocd secret {meta.get('namespace', '')}/{meta.get('name', '')}"
-        server = _text(secret, "server").rstrip("/")
-        in_cluster = server in (IN_CLUSTER, IN_CLUSTER + ":443")
-        if in_cluster and not settings.argocd_include_in_cluster:
-            continue
-        name = claim_name(
-            meta, _text(secret, "name") or ("in-cluster" if in_cluster else ""), SOURCE, origin
-        )
-        if isinstance(name, Problem):
-            problems.append(name)
-            continue
-        if in_cluster:
-            claims.append(_in_cluster(name, origin, settings, revision(secret)))
-            continue
-        kubeconfig, unusable = argocd_kubeconfig(name, server, _config(secret))
-        config = ClusterConfig(name, SOURCE, origin, kubeconfig)
-        ref = f"secret {meta.get('namespace', '')}/{meta.get('name', '')}"
-        claims.append(Claim(name, SOURCE, origin, config, unusable, revision(secret), ref))
+    for secret in mgmt.list_objects("v1", "secrets", settings.argocd_clusters_namespace, LABEL):
+        claim = _claim(secret, settings)
+        if isinstance(claim, Problem):
+            problems.append(claim)
+        elif claim is not None:
+            claims.append(claim)
     return claims, problems
+
+
+def _claim(secret: Obj, settings: Settings) -> Claim | Problem | None:
+    """One cluster Secret's claim (None: the in-cluster entry, not asked for)."""
+    meta = secret.get("metadata") or {}
+    ref = f"secret {meta.get('namespace', '')}/{meta.get('name', '')}"
+    origin = f"argocd {ref}"
+    server = _text(secret, "server").rstrip("/")
+    in_cluster = server in (IN_CLUSTER, IN_CLUSTER + ":443")
+    if in_cluster and not settings.argocd_include_in_cluster:
+        return None
+    default = _text(secret, "name") or ("in-cluster" if in_cluster else "")
+    name = claim_name(meta, default, SOURCE, origin)
+    if isinstance(name, Problem):
+        return name
+    if in_cluster:
+        return _in_cluster(name, origin, settings, revision(secret))
+    kubeconfig, unusable = argocd_kubeconfig(name, server, _config(secret))
+    config = ClusterConfig(name, SOURCE, origin, kubeconfig)
+    return Claim(name, SOURCE, origin, config, unusable, revision(secret), ref)
 
 
 def _text(secret: Obj, key: str) -> str:
@@ -97,7 +102,11 @@ def argocd_kubeconfig(name: str, server: str, config: dict[str, Any]) -> tuple[d
         user["exec"], unusable = _exec(config["execProviderConfig"])
     elif config.get("awsAuthConfig"):
         user["exec"], unusable = _aws(config["awsAuthConfig"])
-    kubeconfig = {
+    return _kubeconfig(name, cluster, user), unusable
+
+
+def _kubeconfig(name: str, cluster: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": cluster}],
@@ -105,7 +114,6 @@ def argocd_kubeconfig(name: str, server: str, config: dict[str, Any]) -> tuple[d
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
     }
-    return kubeconfig, unusable
 
 
 def _exec(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -164,19 +172,7 @@ def _in_cluster(name: str, origin: str, settings: Settings, rev: str) -> Claim:
             str(path.parent),
         )
         return Claim(name, SOURCE, origin, config, "", rev, "management")
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": name,
-                "cluster": {"server": IN_CLUSTER, "certificate-authority": f"{SA_DIR}/ca.crt"},
-            }
-        ],
-        "users": [{"name": name, "user": {"tokenFile": f"{SA_DIR}/token"}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-        "current-context": name,
-    }
-    return Claim(
-        name, SOURCE, origin, ClusterConfig(name, SOURCE, origin, kubeconfig), "", rev, "management"
-    )
+    cluster = {"server": IN_CLUSTER, "certificate-authority": f"{SA_DIR}/ca.crt"}
+    kubeconfig = _kubeconfig(name, cluster, {"tokenFile": f"{SA_DIR}/token"})
+    config = ClusterConfig(name, SOURCE, origin, kubeconfig)
+    return Claim(name, SOURCE, origin, config, "", rev, "management")
