@@ -3,7 +3,8 @@ and the leaves (HTTPS, the real kubernetes client), the collector reconciles and
 real Redis, the query app answers `/api/v1/status`. Each source adds a cluster, rotates its
 token (the next leaf request uses the new one: the old one is revoked) and removes it live; a
 name claimed twice is an error in the status and the logs; not-ready clusters are registered,
-reported and never synced; and no token ever reaches the logs, Redis or an answer."""
+reported and never synced; and no token, password or exec argument ever reaches the logs, Redis
+or an answer, also when the leaf refuses it or it cannot be used."""
 
 from __future__ import annotations
 
@@ -103,7 +104,8 @@ def test_a_source_adds_rotates_and_removes_a_cluster_live(
     assert r.exists(*keys.cluster_keys(reg.name)) == 0
 
     c.source.close()
-    text = "\n".join([caplog.text, redis_dump(r), *bodies])
+    logged = [json.dumps(rec.__dict__, default=str) for rec in caplog.records]
+    text = "\n".join([*logged, redis_dump(r), *bodies])
     assert old not in text and new not in text
 
 
@@ -202,3 +204,41 @@ def test_not_ready_clusters_are_registered_reported_and_left_alone(
     row = {x["cluster"]: x for x in _status(settings)["clusters"]}["fleet.waiting"]
     assert row["ready"] and row["notReadyReason"] is None and row["collected"]
     c.source.close()
+
+
+def test_refused_and_unusable_argocd_credentials_never_leak(
+    sim: KubeSim, tmp_path: Path, redis_url: str, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    secrets = {
+        "token": "fsSECRET-argo-token-0x77e1",
+        "password": "fsSECRET-argo-password-0x03b2",
+        "exec": "fsSECRET-argo-exec-arg-0x5d5d",
+    }
+    ca = {"caData": mgmtsim.b64(sim.ca_pem.decode())}
+    configs = {
+        "refused": {"bearerToken": secrets["token"], "tlsClientConfig": ca},
+        "basic": {"username": "admin", "password": secrets["password"], "tlsClientConfig": ca},
+        "plugin": {
+            "execProviderConfig": {"command": "no-such-auth-plugin", "args": [secrets["exec"]]},
+            "tlsClientConfig": ca,
+        },
+    }
+    for name, config in configs.items():
+        sim.apply(MGMT, mgmtsim.argocd_secret(sim, "cluster-000", name, name, config=config))
+    settings = _settings(sim, tmp_path, redis_url, argocd_clusters=True)
+    c = _collector(settings)
+    outcomes = {o.cluster: o for o in collect_once(c)}
+    assert "HTTP 401" in outcomes["refused"].objects.error
+    assert "HTTP 401" in outcomes["basic"].objects.error
+    assert outcomes["plugin"].objects.skipped == (
+        "not ready: execProviderConfig: command 'no-such-auth-plugin' is not on PATH here"
+    )
+    bodies = [json.dumps(_status(settings))]
+    client = make_app(settings).test_client()
+    for name in configs:
+        bodies.append(client.get(f"/api/v1/objects/{name}/ns/Kustomization/x", headers=ADMIN).text)
+    c.source.close()
+    logged = [json.dumps(rec.__dict__, default=str) for rec in caplog.records]
+    text = "\n".join([*logged, redis_dump(r), *bodies])
+    assert [k for k, v in secrets.items() if v in text] == []
