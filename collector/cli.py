@@ -12,7 +12,7 @@ import redis
 from collector.clusters import ClusterSource
 from collector.jobs import ClusterOutcome, Collector, collect_once
 from common import logs
-from common.kinds import load_registry
+from common.kinds.registry import load_registry
 from common.settings import Settings
 
 

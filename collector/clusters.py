@@ -11,9 +11,9 @@ import threading
 import time
 from typing import Any
 
-from common import registry
 from common.errors import ClusterError
-from common.leaf import ClusterConfig, LeafClient
+from common.leaf import registry
+from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
 
 

@@ -13,10 +13,11 @@ import redis
 from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
 from collector.sync import SyncResult, error_text, record_failure, sync_objects, sync_rbac
-from common import keys, registry, store
 from common.errors import FleetscopeError
-from common.kinds import KindRegistry
-from common.leaf import LeafClient
+from common.index import keys, store
+from common.kinds.registry import KindRegistry
+from common.leaf import registry
+from common.leaf.client import LeafClient
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class Collector:
         return result
 
     def registered(self) -> list[str]:
-        from common.syncstatus import registered_clusters
+        from common.index.syncstatus import registered_clusters
 
         return registered_clusters(self.r)
 

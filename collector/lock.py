@@ -10,9 +10,9 @@ from types import TracebackType
 
 import redis
 
-from common import keys
 from common.errors import LockBusy
-from common.store import Fence
+from common.index import keys
+from common.index.store import Fence
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class ClusterLock:
 
     @property
     def fence(self) -> Fence:
-        """For common.store: write only while this lock is still ours."""
+        """For common.index.store: write only while this lock is still ours."""
         return Fence(self.key, self.token)
 
     def acquire(self) -> None:

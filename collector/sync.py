@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 import redis
 
 from collector import metrics
-from common import rows, store
 from common.errors import FleetscopeError
-from common.grants import compile_grants, store_grants
-from common.kinds import KindRegistry
-from common.leaf import LeafClient
-from common.rbac import RbacObjects
+from common.index import rows, store
+from common.kinds.registry import KindRegistry
+from common.leaf.client import LeafClient
+from common.rbac.authorizer import RbacObjects
+from common.rbac.grants import compile_grants, store_grants
 
 log = logging.getLogger(__name__)
 RBAC_API = "rbac.authorization.k8s.io/v1"

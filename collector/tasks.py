@@ -14,7 +14,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from collector.clusters import ClusterSource
 from collector.jobs import Collector
 from common.errors import LockBusy, PermanentError, TemporaryError
-from common.kinds import load_registry
+from common.kinds.registry import load_registry
 from common.settings import Settings
 
 log = logging.getLogger(__name__)

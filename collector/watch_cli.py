@@ -17,7 +17,7 @@ import redis
 from collector.clusters import ClusterSource
 from collector.watch_replica import WatchReplica
 from common import logs
-from common.kinds import load_registry
+from common.kinds.registry import load_registry
 from common.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -21,12 +21,13 @@ from collector.clusters import ClusterSource
 from collector.lock import _RELEASE, _RENEW
 from collector.watch_cluster import ClusterWatch
 from collector.watch_rbac import RESOURCES
-from common import keys, registry, store, store_events, syncstatus
 from common.errors import FleetscopeError, LockBusy
-from common.kinds import KindRegistry
-from common.leaf import LeafClient
+from common.index import keys, store, store_events, syncstatus
+from common.index.store import Fence
+from common.kinds.registry import KindRegistry
+from common.leaf import registry
+from common.leaf.client import LeafClient
 from common.settings import Settings
-from common.store import Fence
 
 log = logging.getLogger(__name__)
 TICKS_PER_TTL = 4

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from common.kinds import KindRegistry, builtin_registry
+from common.kinds.registry import KindRegistry, builtin_registry
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 READ_VERBS = ["get", "list", "watch"]

@@ -1,6 +1,6 @@
 """The list routes: `GET /api/v1/objects` (RBAC-filtered keyset pages) and `/api/v1/facets`.
 
-Views are thin: validate parameters, resolve the caller's scope, ask common.reader, shape JSON.
+Views are thin: validate parameters, resolve the caller's scope, ask common.index.reader, shape JSON.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from common import keys
-from common.reader import Filters
+from common.index import keys
+from common.index.reader import Filters
 from query import body, metrics, params
 from query.scope import Scope
 from query.state import caller, state

@@ -12,9 +12,9 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from common import keys
 from common.errors import ClusterError, ClusterUnreachable, NotFound, UpstreamError
-from common.rows import SEP, decode, sort_key
+from common.index import keys
+from common.index.rows import SEP, decode, sort_key
 from query import params
 from query.state import caller, state
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from common.syncstatus import ClusterSync
+from common.index.syncstatus import ClusterSync
 from query import params
 from query.scope import Scope, iso
 from query.state import caller, state

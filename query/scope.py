@@ -14,11 +14,11 @@ from typing import Any
 
 import redis
 
-from common import syncstatus
-from common.grants import Access, AccessResolver
-from common.rbac import UserInfo
+from common.index import syncstatus
+from common.index.syncstatus import ClusterSync, FleetState
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import Access, AccessResolver
 from common.settings import Settings
-from common.syncstatus import ClusterSync, FleetState
 from query import metrics
 
 

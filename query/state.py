@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import redis
 from flask import current_app, request
 
-from common.grants import AccessResolver
-from common.kinds import KindRegistry, load_registry
-from common.rbac import UserInfo
-from common.reader import Reader
+from common.index.reader import Reader
+from common.kinds.registry import KindRegistry, load_registry
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import AccessResolver
 from common.settings import Settings
 from query.auth import Authenticator, make_authenticator
 from query.leaves import LeafPool

@@ -18,10 +18,10 @@ from collector.clusters import ClusterSource
 from collector.jobs import Collector, collect_once
 from collector.lock import ClusterLock
 from collector.sync import sync_objects
-from common import keys, syncstatus
 from common.errors import ClusterUnreachable, LockBusy
-from common.kinds import builtin_registry
-from common.leaf import ClusterConfig, LeafClient
+from common.index import keys, syncstatus
+from common.kinds.registry import builtin_registry
+from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
 from tests.collector.fakeleaf import FakeLeaf, flux_object
 

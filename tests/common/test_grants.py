@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import redis
 
-from common import keys, syncstatus
-from common.grants import AccessResolver, compile_grants, store_grants
-from common.kinds import builtin_registry
-from common.rbac import AUTHENTICATED, RbacObjects, UserInfo
-from common.rbac_access import NO_ACCESS, Access, merge
-from common.rbac_encoding import decode_grants
+from common.index import keys, syncstatus
+from common.kinds.registry import builtin_registry
+from common.rbac.access import NO_ACCESS, Access, merge
+from common.rbac.authorizer import AUTHENTICATED, RbacObjects, UserInfo
+from common.rbac.encoding import decode_grants
+from common.rbac.grants import AccessResolver, compile_grants, store_grants
 from tests.common.test_rbac import crb, crole, rb, role, rule, subj
 
 REG = builtin_registry()

@@ -11,11 +11,11 @@ import pytest
 import redis
 
 from collector.sync import sync_rbac
-from common.grants import AccessResolver
-from common.kinds import builtin_registry
-from common.leaf import LeafClient
-from common.rbac import UserInfo
-from common.registry import load_dir
+from common.kinds.registry import builtin_registry
+from common.leaf.client import LeafClient
+from common.leaf.registry import load_dir
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import AccessResolver
 from kubesim.fleet import GeneratedFleet, generate_fleet
 from kubesim.server import KubeSim
 from kubesim.users import ALL, fleet_users

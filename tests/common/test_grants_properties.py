@@ -9,9 +9,9 @@ import fakeredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.grants import AccessResolver, compile_grants, store_grants
-from common.kinds import builtin_registry
-from common.rbac import Authorizer, RbacObjects, UserInfo
+from common.kinds.registry import builtin_registry
+from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo
+from common.rbac.grants import AccessResolver, compile_grants, store_grants
 
 REG = builtin_registry()
 NAMESPACES = ["a", "b", "c"]

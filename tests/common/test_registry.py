@@ -1,4 +1,4 @@
-"""common.registry: clusters from a kubeconfig directory and from labelled Secrets, and
+"""common.leaf.registry: clusters from a kubeconfig directory and from labelled Secrets, and
 `reconcile` mirroring them into `fs:clusters` on a real redis-server (adds, updates, removals
 that delete a cluster's data), with no credentials stored."""
 
@@ -13,8 +13,9 @@ import pytest
 import redis
 import yaml
 
-from common import keys, registry, store
 from common.errors import ClusterError, ClusterUnreachable, ConfigError
+from common.index import keys, store
+from common.leaf import registry
 from common.settings import Settings
 
 TOKEN = "registry-SECRET-token-777"

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common import keys, reader
-from common.grants import compile_grants, store_grants
-from common.reader import Filters, Reader
+from common.index import keys, reader
+from common.index.reader import Filters, Reader
+from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView
 from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects

@@ -1,4 +1,4 @@
-"""common.reader against a real redis-server: pages equal the oracle for many accesses and
+"""common.index.reader against a real redis-server: pages equal the oracle for many accesses and
 filters, cursors resume exactly, deep pages cost what the first costs, facets count right."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common.reader import Filters, Reader
+from common.index.reader import Filters, Reader
 from tests.query.fleet import (
     KINDS,
     FakeAccess,

@@ -18,11 +18,11 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
 | fs:token-key                   | str  | -    | query (SET NX once)        | query                    |
 
-`rows` and `st:<status>` members are encoded rows (common.rows); every status except `healthy`
+`rows` and `st:<status>` members are encoded rows (common.index.rows); every status except `healthy`
 has an `st:` index. `counts` fields are `<kind> NUL <status>`. `names` fields are object names,
-values the `<namespace> NUL <kind> NUL` of every row of that name (common.name_index). `rbac`
-fields are subjects (`subject()`), values the compiled grants of common.grants (format:
-common.rbac_encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
+values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index). `rbac`
+fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
+common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ the full sync.
 
 A row's old member is found by ZRANGEBYLEX on its sort-key prefix (namespace, kind, name), so the
 watcher keeps no copy of what it stored. Every effective batch INCRs the cluster's generation:
-a full sync (common.store) that read the rows before it retries its diff instead of undoing it.
+a full sync (common.index.store) that read the rows before it retries its diff instead of undoing it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 import redis
 
-from common import keys, name_index, rows, syncstatus
 from common.errors import LockBusy, RedisUnavailable
-from common.store import Fence
+from common.index import keys, name_index, rows, syncstatus
+from common.index.store import Fence
 
 WATCH_RETRIES = 10
 _TOP = b"\xff"  # sorts after every UTF-8 byte that follows a row's sort-key prefix

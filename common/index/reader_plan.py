@@ -17,7 +17,7 @@ TOP = b"\xff"  # sorts after every byte a member can hold right after a NUL-term
 
 
 class AccessLike(Protocol):
-    """What the reader needs of `common.grants.Access` (one cluster, one caller)."""
+    """What the reader needs of `common.rbac.grants.Access` (one cluster, one caller)."""
 
     @property
     def cluster_wide(self) -> frozenset[str]: ...

@@ -1,8 +1,8 @@
 """The name index of a cluster: object name -> the `namespace NUL kind NUL` of each row so named.
 
 A `name` substring filter matches against the (few) distinct names instead of every row, then
-reads exactly the matching rows (common.reader_lua.NAMED). The collector's full sync
-(common.store) and the watcher (common.store_events) keep it in the same MULTI/EXEC as the rows.
+reads exactly the matching rows (common.index.reader_lua.NAMED). The collector's full sync
+(common.index.store) and the watcher (common.index.store_events) keep it in the same MULTI/EXEC as the rows.
 A value lists its entries sorted, so equal indexes compare equal as strings. The field "" holds
 every name NUL-delimited (`\0a\0b\0`, lower-cased): one plain search of it finds the matching names without
 walking the hash (which costs as much as the rows when most names are distinct).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from common.rows import SEP
+from common.index.rows import SEP
 
 DICT = ""  # the field holding all names (object names are never empty)
 

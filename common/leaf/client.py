@@ -32,7 +32,7 @@ from common.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
-from common.kinds import Kind, KindRegistry
+from common.kinds.registry import Kind, KindRegistry
 
 log = logging.getLogger(__name__)
 ERROR_TEXT_MAX = 200

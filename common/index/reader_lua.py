@@ -112,7 +112,7 @@ return out
 
 # The name-index path of SCAN: KEYS[2] is the cluster's `names` hash and ARGV[1] `dense`
 # (ARGV[2..] as SCAN's). Plain searches of the lower-cased name dictionary (its field "",
-# common.name_index) find the matching names (case-insensitive), their values the identities of the matching rows; those
+# common.index.name_index) find the matching names (case-insensitive), their values the identities of the matching rows; those
 # inside the ranges are sorted (bytewise: Lua's `<` follows the server's locale) and read one by
 # one. More than `dense` candidates, or no index, and it scans like SCAN (a dense match fills a
 # page quickly anyway). `scanned` counts the rows read.

@@ -38,7 +38,7 @@ class Status:
 
 
 def evaluate(rule: str, obj: dict[str, Any]) -> Status:
-    """The status of `obj` under `rule` (one of common.kinds.STATUS_RULES)."""
+    """The status of `obj` under `rule` (one of common.kinds.registry.STATUS_RULES)."""
     if rule == "static":
         return Status("healthy")
     if rule == "istio":

@@ -4,7 +4,7 @@
 version moved it re-reads each cluster's grants hash (`#hash`, one pipelined round trip), and
 it loads only the subjects (user, groups) it has not parsed for that hash (one more). Parsed
 subjects and merged results are cached per (cluster, content hash), so users with the same
-groups share the work. The caller hides clusters whose RBAC data is stale (see common.syncstatus).
+groups share the work. The caller hides clusters whose RBAC data is stale (see common.index.syncstatus).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any, Generic, TypeVar
 
 import redis
 
-from common import keys
-from common.kinds import KindRegistry
-from common.rbac import UserInfo
-from common.rbac_encoding import ALL_NAMESPACES, HASH_FIELD, decode_grants, decode_reasons
+from common.index import keys
+from common.kinds.registry import KindRegistry
+from common.rbac.authorizer import UserInfo
+from common.rbac.encoding import ALL_NAMESPACES, HASH_FIELD, decode_grants, decode_reasons
 
 _NONE: frozenset[str] = frozenset()
 V = TypeVar("V")

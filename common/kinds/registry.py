@@ -7,7 +7,7 @@ Kinds are data. The built-in Flux and Istio kinds are entries below; an operator
       versions: [v1, v1beta1]        # preference order; discovery decides what is served
       kind: HTTPRoute
       plural: httproutes
-      status_rule: flux              # flux | static | istio | conditions  (see common.status)
+      status_rule: flux              # flux | static | istio | conditions  (see common.kinds.status)
       key: HTTPRoute                 # optional: the name used in rows, filters and URLs
       ui_url_template: "https://argo.example/{cluster}/{namespace}/{name}"   # optional
 

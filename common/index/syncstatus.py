@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from common import keys
+from common.index import keys
 
 STATES = ("pending", "syncing", "ok", "error")
 

@@ -1,7 +1,7 @@
 """Page and count scans over the stored rows, RBAC-filtered, in (cluster, namespace, kind, name).
 
 `Reader.page` walks the caller's visible clusters in order from a keyset cursor, visiting only
-the ranges its access plan allows (common.reader_plan) with server-side Lua filtering, several
+the ranges its access plan allows (common.index.reader_plan) with server-side Lua filtering, several
 clusters per pipelined round trip: a page costs O(page) Redis work at any depth, plus what
 skipping invisible rows needs. `Reader.facets` counts visible rows by cluster, kind and status.
 The client must not decode responses (members are compared as bytes).
@@ -15,11 +15,11 @@ from typing import Any
 
 import redis
 
-from common import keys, reader_lua
-from common.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
-from common.reader_plan import visible_kinds_uniform as _uniform
-from common.rows import CODE_STATUS, STATUS_CODES, Row, decode_page
-from common.status import STATUSES
+from common.index import keys, reader_lua
+from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
+from common.index.reader_plan import visible_kinds_uniform as _uniform
+from common.index.rows import CODE_STATUS, STATUS_CODES, Row, decode_page
+from common.kinds.status import STATUSES
 
 __all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
 
@@ -266,7 +266,7 @@ class Reader:
             window_end = window[-1].hi if len(w.ranges) > self.window else None
             sources, codes = self._sources(w.cluster, filters.statuses)
             args = self._args(want, codes, filters.name, window)
-            if filters.name:  # the name index first (common.name_index)
+            if filters.name:  # the name index first (common.index.name_index)
                 named = [str(NAME_DENSE).encode(), *args]
                 calls.extend(("NAMED", (key, keys.names(w.cluster)), named) for key in sources)
             else:
@@ -336,7 +336,7 @@ class Reader:
         args = self._args(0, codes, name, ranges)
         if not name:
             return ("COUNT", key, args)
-        dense = str(NAME_DENSE).encode()  # the name index first (common.name_index)
+        dense = str(NAME_DENSE).encode()  # the name index first (common.index.name_index)
         return ("NAMED_COUNT", (key, keys.names(cluster)), [dense, *args])
 
     def _count_hashes(

@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from common import keys, name_index, rows, syncstatus
 from common.errors import LockBusy, RedisUnavailable
+from common.index import keys, name_index, rows, syncstatus
 
 CHUNK = 1000  # members per ZADD/ZREM inside the transaction
 WATCH_RETRIES = 5

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 import yaml
 
-from common import keys, store
 from common.errors import ClusterUnreachable, ConfigError
-from common.leaf import ClusterConfig
+from common.index import keys, store
+from common.leaf.client import ClusterConfig
 from common.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The row model: one normalized row per collected object, and its compact Redis encoding.
 
-A row is stored as one member of its cluster's lexicographic sorted set (see common.keys):
+A row is stored as one member of its cluster's lexicographic sorted set (see common.index.keys):
 
     <namespace> NUL <kind key> NUL <name> NUL <status code> NUL <reason> NUL <message>
                 NUL <lastTransitionTime epoch s> NUL <revision> NUL <apiVersion> NUL <uiUrl>
@@ -19,8 +19,8 @@ import json
 import time
 from typing import Any, TypedDict
 
-from common import status as status_rules
-from common.kinds import Kind
+from common.kinds import status as status_rules
+from common.kinds.registry import Kind
 
 SEP = "\x00"
 REV_MARK = "\x01"

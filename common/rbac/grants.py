@@ -1,8 +1,8 @@
 """Compiled grants: per subject, which kinds it may `list` cluster-wide and in which namespaces.
 
 The collector compiles one cluster's RBAC objects (`compile_grants`) and stores the result in
-the cluster's `rbac` hash (`store_grants`, one field per subject, see common.rbac_encoding); the
-query service reads it through `AccessResolver` (common.rbac_access, re-exported here). Only
+the cluster's `rbac` hash (`store_grants`, one field per subject, see common.rbac.encoding); the
+query service reads it through `AccessResolver` (common.rbac.access, re-exported here). Only
 the registered kinds are compiled, and only the verb `list` on the whole resource counts.
 """
 
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import redis
 
-from common import keys, syncstatus
-from common.kinds import KindRegistry
-from common.rbac import MASTERS, Authorizer, Binding, RbacObjects, Rule
-from common.rbac_access import Access, AccessResolver
-from common.rbac_encoding import (
+from common.index import keys, syncstatus
+from common.kinds.registry import KindRegistry
+from common.rbac.access import Access, AccessResolver
+from common.rbac.authorizer import MASTERS, Authorizer, Binding, RbacObjects, Rule
+from common.rbac.encoding import (
     ALL_NAMESPACES,
     BUILTIN,
     HASH_FIELD,

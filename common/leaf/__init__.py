@@ -1,0 +1,2 @@
+"""Talking to leaf clusters: the one client of their Kubernetes APIs and the cluster registry
+(which clusters exist and how to reach them)."""
