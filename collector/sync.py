@@ -18,6 +18,7 @@ from common.errors import FleetscopeError
 from common.index import rows, store
 from common.kinds.registry import KindRegistry
 from common.leaf.client import LeafClient
+from common.lease import Fence
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
 
@@ -48,7 +49,7 @@ def sync_objects(
     r: redis.Redis,
     client: LeafClient,
     registry: KindRegistry,
-    fence: store.Fence | None = None,
+    fence: Fence | None = None,
 ) -> SyncResult:
     """List every served kind of one cluster and store the snapshot; raises on failure after
     recording it (state `error`, last good rows kept)."""

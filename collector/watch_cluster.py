@@ -19,9 +19,9 @@ import redis
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
 from common.errors import FleetscopeError, LockBusy
 from common.index import rows, store_events
-from common.index.store import Fence
 from common.kinds.registry import Kind, KindRegistry
 from common.leaf.client import LeafClient, WatchExpired, WatchStream
+from common.lease import Fence
 from common.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from common.index.rows import SEP
+from common.index.rows import SEP, name_entry
 
 DICT = ""  # the field holding all names (object names are never empty)
 
 
-def split(member: str) -> tuple[str, str]:
-    """(name, entry) of an encoded row: the entry is `namespace NUL kind NUL`."""
-    ns, kind, name, _ = member.split(SEP, 3)
-    return name, f"{ns}{SEP}{kind}{SEP}"
+split = name_entry  # (name, entry) of an encoded row: the entry is `namespace NUL kind NUL`
 
 
 def entries(value: str) -> set[str]:

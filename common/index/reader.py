@@ -15,10 +15,10 @@ from typing import Any
 
 import redis
 
-from common.index import keys, reader_lua
+from common.index import keys, reader_lua, rows
 from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
 from common.index.reader_plan import visible_kinds_uniform as _uniform
-from common.index.rows import CODE_STATUS, STATUS_CODES, Row, decode_page
+from common.index.rows import STATUS_CODES, Row, decode_page
 from common.kinds.status import STATUSES
 
 __all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
@@ -70,18 +70,12 @@ class _Walk:
     start: bytes = b""
 
 
-def _identity(member: bytes) -> bytes:
-    ns_end = member.index(b"\x00")
-    kind_end = member.index(b"\x00", ns_end + 1)
-    return member[: member.index(b"\x00", kind_end + 1) + 1]
-
-
 def _bounds(rng: Range) -> list[bytes]:
     lo = b"[" + rng.lo if rng.lo else b"-"
     hi = b"(" + rng.hi if rng.hi is not None else b"+"
     if rng.kinds is None:
         return [lo, hi, b""]
-    return [lo, hi, b"\x00" + b"\x00".join(k.encode() for k in sorted(rng.kinds)) + b"\x00"]
+    return [lo, hi, reader_lua.kinds_arg(rng.kinds)]
 
 
 class Reader:
@@ -235,7 +229,7 @@ class Reader:
         result.rows = decode_page(result.members) if decode else []
         if len(got) > limit:
             c, m = got[limit - 1]
-            result.cursor = Cursor(c, _identity(m))
+            result.cursor = Cursor(c, rows.identity_bytes(m))
         return result
 
     def _plan_more(
@@ -279,16 +273,16 @@ class Reader:
         replies: list[list[bytes]], window_end: bytes | None
     ) -> tuple[list[bytes], bytes | None, int]:
         """Members of one cluster's sources in order, up to the first position any stopped at."""
-        stops = [after(_identity(rep[2])) for rep in replies if rep[0] != b"done"]
+        stops = [after(rows.identity_bytes(rep[2])) for rep in replies if rep[0] != b"done"]
         scanned = sum(int(rep[1]) for rep in replies)
         bound = min(stops) if stops else window_end
         members = [m for reply in replies for m in reply[3:]]
         if bound is not None:
             # A member sorts at or after its identity (a prefix of it): when the member is below
             # the bound, so is its identity, and most are, so the slicing is rarely needed.
-            members = [m for m in members if m < bound or _identity(m) < bound]
+            members = [m for m in members if m < bound or rows.identity_bytes(m) < bound]
         if len(replies) > 1:
-            members.sort(key=_identity)
+            members.sort(key=rows.identity_bytes)
         return members, bound, scanned
 
     # -- facets --------------------------------------------------------------------------------
@@ -319,11 +313,16 @@ class Reader:
             for (cluster, key, codes, ranges), reply in zip(tasks, self._run(calls), strict=True):
                 out.scanned += int(reply[1])
                 for f, n in zip(reply[3::2], reply[4::2], strict=True):
-                    kind, code = f.decode().split("\x00")
-                    self._add(out, cluster, kind, CODE_STATUS[code], int(n))
+                    kind, status = rows.parse_count_field(f)
+                    self._add(out, cluster, kind, status, int(n))
                 if reply[0] != b"done":
                     pending.append(
-                        (cluster, key, codes, clip_all(ranges, after(_identity(reply[2]))))
+                        (
+                            cluster,
+                            key,
+                            codes,
+                            clip_all(ranges, after(rows.identity_bytes(reply[2]))),
+                        )
                     )
                 elif len(ranges) > self.window:
                     pending.append((cluster, key, codes, ranges[self.window :]))
@@ -355,7 +354,7 @@ class Reader:
         for w, h in zip(walks, pipe.execute(), strict=True):
             visible = access[w.cluster].cluster_wide
             for f, n in h.items():
-                kind, status = f.decode().split("\x00")
+                kind, status = rows.parse_count_field(f)
                 wanted = not filters.kinds or kind in filters.kinds
                 if wanted and kind in visible and status in statuses:
                     self._add(out, w.cluster, kind, status, int(n))

@@ -9,6 +9,29 @@ They stop after `budget` members (so one call never blocks Redis long) and retur
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from common.index import rows
+
+# The scripts find a member's fields by its first three NULs: the identity (namespace, kind,
+# name) is fields 0-2 and the one-byte status code follows it. rows.FIELDS owns the layout.
+if rows.FIELDS[:4] != ("namespace", "kind", "name", "status") or any(
+    len(code) != 1 for code in rows.CODE_STATUS
+):
+    raise ImportError(
+        "common.index.reader_lua: the scripts' member layout differs from rows.FIELDS"
+    )
+
+# Count fields as the `counts` hash stores them (`kind NUL status`), from the status codes.
+_PAIRS = ", ".join(f'["{code}"] = "{status}"' for code, status in sorted(rows.CODE_STATUS.items()))
+_STATUS = "local STATUS = {" + _PAIRS + "}\n"
+
+
+def kinds_arg(kinds: Iterable[str]) -> bytes:
+    """A script's `kinds` argument: NUL-delimited kind keys (`\\0A\\0B\\0`)."""
+    return b"\x00" + b"\x00".join(k.encode() for k in sorted(kinds)) + b"\x00"
+
+
 # The row-matching part shared by both scripts: sets `ok` for member `m`.
 _MATCH = r"""
       local ok = true
@@ -69,9 +92,10 @@ return out
 """
 )
 
-# Returns `kind NUL code`, count pairs after the 3 header slots (ARGV[1] `limit` is ignored).
+# Returns `kind NUL status`, count pairs after the 3 header slots (ARGV[1] `limit` is ignored).
 COUNT = (
-    r"""
+    _STATUS
+    + r"""
 local budget = tonumber(ARGV[2])
 local codes, sub = ARGV[3], ARGV[4]
 local counts = {}
@@ -95,7 +119,7 @@ for i = 5, #ARGV, 3 do
         local p1 = string.find(m, "\0", 1, true)
         local p2 = string.find(m, "\0", p1 + 1, true)
         local p3 = string.find(m, "\0", p2 + 1, true)
-        local f = string.sub(m, p1 + 1, p2 - 1) .. "\0" .. string.sub(m, p3 + 1, p3 + 1)
+        local f = string.sub(m, p1 + 1, p2 - 1) .. "\0" .. STATUS[string.sub(m, p3 + 1, p3 + 1)]
         counts[f] = (counts[f] or 0) + 1
       end
     end
@@ -212,7 +236,8 @@ end
 
 # NAMED_COUNT: COUNT's reply from the name index when it applies (else COUNT itself).
 NAMED_COUNT = (
-    _NAMED_INDEX
+    _STATUS
+    + _NAMED_INDEX
     + r"""
 if cands ~= nil then
   local ms, read = matching(cands, 0)
@@ -222,7 +247,7 @@ if cands ~= nil then
     local p1 = string.find(m, "\0", 1, true)
     local p2 = string.find(m, "\0", p1 + 1, true)
     local p3 = string.find(m, "\0", p2 + 1, true)
-    local f = string.sub(m, p1 + 1, p2 - 1) .. "\0" .. string.sub(m, p3 + 1, p3 + 1)
+    local f = string.sub(m, p1 + 1, p2 - 1) .. "\0" .. STATUS[string.sub(m, p3 + 1, p3 + 1)]
     counts[f] = (counts[f] or 0) + 1
   end
   for f, n in pairs(counts) do out[#out + 1] = f; out[#out + 1] = n end

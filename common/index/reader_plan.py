@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-SEP = b"\x00"
+from common.index.rows import kind_prefix, namespace_prefix
+
 TOP = b"\xff"  # sorts after every byte a member can hold right after a NUL-terminated prefix
 
 
@@ -52,8 +53,7 @@ class Range:
         return self if start <= self.lo else Range(start, self.hi, self.kinds)
 
 
-def ns_prefix(namespace: str) -> bytes:
-    return namespace.encode() + SEP
+ns_prefix = namespace_prefix
 
 
 def after(identity: bytes) -> bytes:
@@ -105,7 +105,7 @@ def _per_namespace(
         prefix = ns_prefix(ns)
         if len(kinds) <= 4:  # few kinds: one exact range each, nothing to filter server-side
             for kind in sorted(kinds, key=str.encode):
-                lo = prefix + kind.encode() + SEP
+                lo = kind_prefix(ns, kind)
                 out.append(Range(lo, lo + TOP, None))
         else:
             out.append(Range(prefix, prefix + TOP, simplify(kinds)))

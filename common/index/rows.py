@@ -19,11 +19,26 @@ import json
 import time
 from typing import Any, TypedDict
 
+from common.index import keys
 from common.kinds import status as status_rules
 from common.kinds.registry import Kind
 
 SEP = "\x00"
 REV_MARK = "\x01"
+FIELDS = (
+    "namespace",
+    "kind",
+    "name",
+    "status",
+    "reason",
+    "message",
+    "lastTransitionTime",
+    "revision",
+    "apiVersion",
+    "uiUrl",
+)
+"""The member's fields in order. The first three are the identity (the sort key); the status code
+(one byte) follows it: common.index.reader_lua relies on exactly that (checked at its import)."""
 STATUS_CODES = {
     "healthy": "h",
     "unhealthy": "u",
@@ -169,6 +184,62 @@ def identity(member: str | bytes) -> str:
         member = member.decode()
     ns, kind, name, _ = member.split(SEP, 3)
     return sort_key(ns, kind, name)
+
+
+def split_identity(identity: str) -> tuple[str, str, str]:
+    """(namespace, kind, name) of an identity (`sort_key`)."""
+    ns, kind, name, _ = identity.split(SEP, 3)
+    return ns, kind, name
+
+
+def identity_bytes(member: bytes) -> bytes:
+    """The identity prefix of a stored member, as bytes (readers resume after it)."""
+    ns_end = member.index(b"\x00")
+    kind_end = member.index(b"\x00", ns_end + 1)
+    return member[: member.index(b"\x00", kind_end + 1) + 1]
+
+
+def namespace_prefix(namespace: str) -> bytes:
+    """Every member of a namespace starts with this (a range's lower bound)."""
+    return namespace.encode() + b"\x00"
+
+
+def kind_prefix(namespace: str, kind: str) -> bytes:
+    """Every member of one kind in a namespace starts with this."""
+    return f"{namespace}{SEP}{kind}{SEP}".encode()
+
+
+def kind_of(member: str) -> str:
+    """The kind key of an encoded member."""
+    return member.split(SEP, 2)[1]
+
+
+def name_entry(member: str) -> tuple[str, str]:
+    """(name, `namespace NUL kind NUL`) of an encoded member: the name index's key and entry."""
+    ns, kind, name, _ = member.split(SEP, 3)
+    return name, f"{ns}{SEP}{kind}{SEP}"
+
+
+def is_member(raw: bytes) -> bool:
+    """Whether a stored value looks like an encoded member (it has the separators)."""
+    return raw.count(b"\x00") == len(FIELDS) - 1
+
+
+def count_field(member: str) -> str:
+    """The `counts` hash field a member counts under: `kind NUL status`."""
+    _ns, kind, _name, code, _ = member.split(SEP, 4)
+    return keys.counts_field(kind, CODE_STATUS[code])
+
+
+def parse_count_field(count_field: str | bytes) -> tuple[str, str]:
+    """(kind, status) of a `counts` field (as stored, or as the Lua count scripts return)."""
+    text = count_field.decode() if isinstance(count_field, bytes) else count_field
+    kind, status = text.split(SEP)
+    return kind, status
+
+
+def count_field_kind(count_field: str) -> str:
+    return count_field.split(SEP, 1)[0]
 
 
 def status_of(member: str | bytes) -> str:

@@ -1,27 +1,25 @@
-"""The per-cluster row store: replace a cluster's rows with a new snapshot, atomically.
+"""The full sync's side of the row store: make a listed snapshot the cluster's rows, atomically,
+through the one writer (common.index.writer), plus the sync status and cluster deletion.
 
-`replace_rows` diffs the new members against the stored ones (one ZRANGE) and applies only the
-difference (rows, status indexes, name index, counts, generation, sync status) in one MULTI/EXEC
-guarded by WATCH on the cluster's generation key (and its lock, when given): readers see the old
-snapshot or the new one, never a mix, and a re-sync with nothing changed writes no rows at all.
+`replace_rows` reads the stored members (one ZRANGE, in the writer's read round trip), and hands
+the writer the difference with the snapshot: a re-sync with nothing changed writes no rows, and
+the derived structures are rebuilt from the snapshot (repairing any drift).
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
-from common.errors import LockBusy, RedisUnavailable
-from common.index import keys, name_index, rows, syncstatus
+from common.index import keys, syncstatus, writer
+from common.lease import Fence
 
-CHUNK = 1000  # members per ZADD/ZREM inside the transaction
-WATCH_RETRIES = 5
 SYNC_ERROR_MAX = 300
+generation = writer.generation
 
 
 @dataclass(frozen=True)
@@ -40,12 +38,20 @@ class WriteStats:
         return bool(self.added or self.removed)
 
 
-@dataclass(frozen=True)
-class Fence:
-    """Only write while this lock token is still the cluster's lock."""
+class _Snapshot:
+    """The writer plan of a full snapshot: read every stored member, diff against the new set."""
 
-    key: str
-    token: str
+    names = None  # the whole name index is compared with the snapshot's
+
+    def __init__(self, members: set[str]) -> None:
+        self.members = members
+
+    def queue_reads(self, cluster: str, reads: Any) -> None:
+        reads.zrange(keys.rows(cluster), 0, -1)
+
+    def delta(self, replies: list[Any]) -> writer.Delta:
+        current = {_s(m) for m in replies[0]}
+        return writer.Delta(current - self.members, self.members - current, self.members)
 
 
 def replace_rows(
@@ -62,135 +68,11 @@ def replace_rows(
     `since_generation` is the cluster's generation read before the snapshot was listed: if
     other writers (the watcher) changed rows meanwhile, the snapshot may be older than their
     events, so rows are left alone (`superseded`) and only `sync_fields` are written."""
-    new = set(members)
-    new_counts = _counts(new)
-    new_names = name_index.build(new)
-    kinds: Counter[str] = Counter()
-    for field_name, n in new_counts.items():
-        kinds[field_name.split("\x00", 1)[0]] += n
-    status = syncstatus.encode(
-        **(sync_fields or {}), objects=len(new), kinds=dict(sorted(kinds.items()))
-    )
-    try:
-        for _ in range(WATCH_RETRIES):
-            try:
-                return _apply(
-                    r,
-                    cluster,
-                    new,
-                    (new_counts, new_names),
-                    status,
-                    fence,
-                    dict(kinds),
-                    since_generation,
-                )
-            except redis.WatchError:
-                continue  # the fence or a concurrent writer moved: diff again
-    except redis.ConnectionError as e:
-        raise RedisUnavailable(f"Redis unavailable while storing cluster {cluster}") from e
-    raise RedisUnavailable(f"cluster {cluster}: rows kept changing under the sync; retry")
-
-
-def _apply(
-    r: redis.Redis,
-    cluster: str,
-    new: set[str],
-    derived: tuple[dict[str, int], dict[str, str]],
-    status: dict[str, str],
-    fence: Fence | None,
-    kinds: dict[str, int],
-    since_generation: int | None = None,
-) -> WriteStats:
-    new_counts, new_names = derived  # the snapshot's counts hash and name index
-    pipe: Any  # redis-py's pipeline typing is loose
-    with r.pipeline(transaction=True) as pipe:
-        watched = [keys.generation(cluster)] + ([fence.key] if fence else [])
-        pipe.watch(*watched)
-        if fence is not None and _s(pipe.get(fence.key)) != fence.token:
-            raise LockBusy(f"cluster {cluster}: sync lock lost before writing; nothing written")
-        if since_generation is not None and generation(pipe, cluster) != since_generation:
-            pipe.multi()
-            pipe.hset(keys.sync(cluster), mapping=_without_totals(status))
-            pipe.execute()
-            return WriteStats(0, 0, len(new), kinds, superseded=True)
-        current = {_s(m) for m in pipe.zrange(keys.rows(cluster), 0, -1)}
-        old_counts = {_s(k): int(v) for k, v in pipe.hgetall(keys.counts(cluster)).items()}
-        old_names = {_s(k): _s(v) for k, v in pipe.hgetall(keys.names(cluster)).items()}
-        added, removed = new - current, current - new
-        pipe.multi()
-        if added or removed or old_counts != new_counts or old_names != new_names:
-            _write_diff(pipe, cluster, added, removed)
-            _write_counts(pipe, cluster, old_counts, new_counts)
-            _write_names(pipe, cluster, old_names, new_names)
-            pipe.incr(keys.generation(cluster))
-        pipe.hset(keys.sync(cluster), mapping=status)
-        pipe.execute()
-    return WriteStats(len(added), len(removed), len(new), kinds)
-
-
-def generation(r: Any, cluster: str) -> int:
-    """The cluster's write generation (bumped by every write that changes rows)."""
-    return int(r.get(keys.generation(cluster)) or 0)
-
-
-def _without_totals(status: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in status.items() if k not in ("objects", "kinds")}
-
-
-def _write_diff(pipe: Any, cluster: str, added: set[str], removed: set[str]) -> None:
-    rows_key = keys.rows(cluster)
-    for chunk in _chunks(sorted(removed)):
-        pipe.zrem(rows_key, *chunk)
-    for chunk in _chunks(sorted(added)):
-        pipe.zadd(rows_key, dict.fromkeys(chunk, 0))
-    gone, new = _by_status(removed), _by_status(added)
-    for status in keys.INDEXED_STATUSES:
-        index = keys.by_status(cluster, status)
-        for chunk in _chunks(gone.get(status, [])):
-            pipe.zrem(index, *chunk)
-        for chunk in _chunks(new.get(status, [])):
-            pipe.zadd(index, dict.fromkeys(chunk, 0))
-
-
-def _by_status(members: set[str]) -> dict[str, list[str]]:
-    """Members of the indexed (non-healthy) statuses, by status."""
-    out: dict[str, list[str]] = {}
-    for m in members:
-        status = rows.status_of(m)
-        if status != "healthy":
-            out.setdefault(status, []).append(m)
-    return out
-
-
-def _write_counts(pipe: Any, cluster: str, old: dict[str, int], new: dict[str, int]) -> None:
-    changed = {k: v for k, v in new.items() if old.get(k) != v}
-    gone = [k for k in old if k not in new]
-    if changed:
-        pipe.hset(keys.counts(cluster), mapping=changed)
-    if gone:
-        pipe.hdel(keys.counts(cluster), *gone)
-
-
-def _write_names(pipe: Any, cluster: str, old: dict[str, str], new: dict[str, str]) -> None:
-    changed, gone = name_index.diff(old, new)
-    for i in range(0, len(gone), CHUNK):
-        pipe.hdel(keys.names(cluster), *gone[i : i + CHUNK])
-    items = list(changed.items())
-    for i in range(0, len(items), CHUNK):
-        pipe.hset(keys.names(cluster), mapping=dict(items[i : i + CHUNK]))
-
-
-def _counts(members: Iterable[str]) -> dict[str, int]:
-    c: Counter[str] = Counter()
-    for m in members:
-        _ns, kind, _name, code, _ = m.split(rows.SEP, 4)
-        c[keys.counts_field(kind, rows.CODE_STATUS[code])] += 1
-    return dict(c)
-
-
-def _chunks(items: list[str]) -> Iterable[list[str]]:
-    for i in range(0, len(items), CHUNK):
-        yield items[i : i + CHUNK]
+    snapshot = set(members)
+    done = writer.write(r, cluster, _Snapshot(snapshot), fence, sync_fields, since_generation)
+    if done.superseded:
+        return WriteStats(0, 0, len(snapshot), superseded=True)
+    return WriteStats(done.added, done.removed, done.total, done.kinds)
 
 
 def _s(v: str | bytes | None) -> str:

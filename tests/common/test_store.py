@@ -12,6 +12,7 @@ import redis
 from common.errors import LockBusy
 from common.index import keys, rows, store, syncstatus
 from common.kinds.registry import builtin_registry
+from common.lease import Fence
 
 REG = builtin_registry()
 
@@ -86,7 +87,7 @@ def test_empty_snapshot_removes_everything(r: redis.Redis) -> None:
 def test_lost_lock_writes_nothing(r: redis.Redis) -> None:
     r.set(keys.lock("c1"), "someone-else")
     with pytest.raises(LockBusy):
-        store.replace_rows(r, "c1", snapshot(3), fence=store.Fence(keys.lock("c1"), "mine"))
+        store.replace_rows(r, "c1", snapshot(3), fence=Fence(keys.lock("c1"), "mine"))
     assert r.exists(keys.rows("c1"), keys.counts("c1"), keys.generation("c1")) == 0
 
 

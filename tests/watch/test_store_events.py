@@ -9,8 +9,8 @@ import redis
 
 from common.errors import LockBusy
 from common.index import keys, rows
-from common.index.store import Fence
 from common.index.store_events import Change, apply_changes, kind_changes
+from common.lease import Fence
 from tests import rowfactory
 
 C = "c1"
