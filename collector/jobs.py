@@ -4,7 +4,7 @@ cluster, the registry reconcile, and one full synchronous collection of the flee
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -12,15 +12,28 @@ import redis
 
 from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
-from collector.sync import SyncResult, error_text, record_failure, sync_objects, sync_rbac
-from common.errors import FleetscopeError
-from common.index import keys, store
+from collector.sync import SyncResult, Work, error_text, record_failure, run
+from common.errors import FleetscopeError, LockBusy, TemporaryError
+from common.index import keys, store, syncstatus
 from common.kinds.registry import KindRegistry
 from common.leaf import registry
-from common.leaf.client import LeafClient
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
+MAX_RETRIES = 3
+RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 5.0, 60.0
+
+
+def retry_delay(error: BaseException, retries: int) -> float | None:
+    """Seconds until a failed sync is tried again, or None when it is not: another worker holds
+    the lock (it is being synced), the error is permanent, or the retries are used up. Backoff
+    is exponential with full jitter, but never sooner than the error asks (a 429 Retry-After)."""
+    if isinstance(error, LockBusy) or not isinstance(error, TemporaryError):
+        return None
+    if retries >= MAX_RETRIES:
+        return None
+    backoff = random.uniform(0, min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S * 2**retries))
+    return max(backoff, error.delay_s)
 
 
 @dataclass
@@ -32,40 +45,30 @@ class Collector:
     kinds: KindRegistry
     source: ClusterSource
 
-    def _client(self, cluster: str, what: str) -> LeafClient:
-        try:
-            return self.source.client(cluster)
-        except FleetscopeError as e:
-            record_failure(self.r, SyncResult(cluster, what, error=error_text(e)))
-            raise
-
-    def sync_objects(self, cluster: str) -> SyncResult:
-        """One object sync under the cluster's lock (LockBusy when another worker has it)."""
-
-        def run(lock: ClusterLock) -> SyncResult:
-            client = self._client(cluster, "objects")
-            return sync_objects(self.r, client, self.kinds, lock.fence)
-
-        return self._guarded(cluster, "objects", run)
-
-    def sync_rbac(self, cluster: str) -> SyncResult:
-        return self._guarded(
-            cluster, "rbac", lambda _: sync_rbac(self.r, self._client(cluster, "rbac"), self.kinds)
-        )
-
-    def _guarded(
-        self, cluster: str, what: str, run: Callable[[ClusterLock], SyncResult]
-    ) -> SyncResult:
-        """Run a sync of a registered cluster under its lock. A cluster removed from the
-        registry while it synced has the keys this sync wrote deleted again."""
+    def run(self, work: Work, cluster: str) -> SyncResult:
+        """One sync of a registered cluster under its lock for `work` (LockBusy when another
+        worker has it); raises after recording a failure. A cluster removed from the registry
+        while it synced has the keys this sync wrote deleted again."""
         if not self.r.hexists(keys.CLUSTERS, cluster):
-            return SyncResult(cluster, what, error="cluster is not registered")
+            return SyncResult(cluster, work, error="cluster is not registered")
         try:
-            with ClusterLock(self.r, cluster, self.settings.lock_ttl_s, what) as lock:
-                return run(lock)
+            with ClusterLock(self.r, cluster, self.settings.lock_ttl_s, work) as lock:
+                try:
+                    client = self.source.client(cluster)
+                except FleetscopeError as e:
+                    record_failure(self.r, SyncResult(cluster, work, error=error_text(e)))
+                    raise
+                fence = lock.fence if work is Work.OBJECTS else None
+                return run(self.r, work, client, self.kinds, fence)
         finally:
             if not self.r.hexists(keys.CLUSTERS, cluster):
                 store.delete_cluster(self.r, cluster)
+
+    def sync_objects(self, cluster: str) -> SyncResult:
+        return self.run(Work.OBJECTS, cluster)
+
+    def sync_rbac(self, cluster: str) -> SyncResult:
+        return self.run(Work.RBAC, cluster)
 
     def reconcile(self) -> registry.Reconciled:
         """Re-read the configured clusters and mirror them into Redis."""
@@ -80,9 +83,7 @@ class Collector:
         return result
 
     def registered(self) -> list[str]:
-        from common.index.syncstatus import registered_clusters
-
-        return registered_clusters(self.r)
+        return syncstatus.registered_clusters(self.r)
 
 
 @dataclass
@@ -107,7 +108,7 @@ def collect_once(
     outcomes: list[ClusterOutcome] = []
     if only:
         for name in sorted(set(only) - set(clusters)):
-            missing = [SyncResult(name, w, error="cluster is not configured") for w in _WHAT]
+            missing = [SyncResult(name, w, error="cluster is not configured") for w in Work]
             outcomes.append(ClusterOutcome(name, *missing))
         clusters = [n for n in clusters if n in only]
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
@@ -115,17 +116,14 @@ def collect_once(
     return outcomes
 
 
-_WHAT = ("objects", "rbac")
-
-
 def _both(c: Collector, cluster: str) -> ClusterOutcome:
     return ClusterOutcome(
-        cluster, _run(c.sync_objects, cluster, "objects"), _run(c.sync_rbac, cluster, "rbac")
+        cluster, _outcome(c, Work.OBJECTS, cluster), _outcome(c, Work.RBAC, cluster)
     )
 
 
-def _run(job: Callable[[str], SyncResult], cluster: str, what: str) -> SyncResult:
+def _outcome(c: Collector, work: Work, cluster: str) -> SyncResult:
     try:
-        return job(cluster)
+        return c.run(work, cluster)
     except Exception as e:  # recorded in Redis by the sync; reported in the summary
-        return SyncResult(cluster, what, error=error_text(e))
+        return SyncResult(cluster, work, error=error_text(e))

@@ -1,7 +1,7 @@
 """Who is calling: `oidc` (bearer JWT), `header` (a trusted proxy's X-Remote-User/Group) or
 `anonymous` (explicit opt-in for demos). Every failure is a 401 JSON answer.
 
-The identity is a common.rbac.authorizer.UserInfo; the AccessResolver adds `system:authenticated`.
+The identity is a common.rbac.authorizer.UserInfo; query.state.caller adds `system:authenticated`.
 """
 
 from __future__ import annotations

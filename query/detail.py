@@ -47,7 +47,7 @@ def detail(cluster: str, namespace: str, kind: str, name: str) -> dict[str, Any]
         raise NotFound(f"no cluster named {cluster!r} is registered")
     api_version = _api_version(cluster, namespace, kind, name, k.api_version())
     client = st.leaves.client(cluster, st.r.get(keys.VERSION))
-    groups = user.with_authenticated().groups
+    groups = user.groups
     try:
         obj = client.get_object(k, api_version, namespace, name, user.name, groups)
     except ClusterUnreachable as e:

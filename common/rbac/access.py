@@ -127,7 +127,6 @@ class AccessResolver:
 
     @staticmethod
     def _subjects(user: UserInfo) -> tuple[str, tuple[str, ...]]:
-        user = user.with_authenticated()
         return keys.subject("u", user.name), tuple(
             sorted({keys.subject("g", g) for g in user.groups})
         )
@@ -242,7 +241,6 @@ class AccessResolver:
     def explain(self, user: UserInfo, cluster: str) -> list[dict[str, Any]]:
         """The caller's own grants in one cluster and the bindings behind them, for
         `GET /api/v1/access`: [{namespace ("*" = all), kinds, binding, subject}]."""
-        user = user.with_authenticated()
         subjects = [("User", user.name)] + [("Group", g) for g in sorted(set(user.groups))]
         fields = [keys.subject("u" if kind == "User" else "g", name) for kind, name in subjects]
         out: list[dict[str, Any]] = []

@@ -5,7 +5,7 @@ verb/apiGroup/resource wildcards, `*/status`-style subresource rules, resourceNa
 granting in their own namespace, ClusterRoleBindings everywhere, missing roles granting nothing,
 aggregated ClusterRoles resolved from `clusterRoleSelectors` when their rules are empty, and
 `system:masters` allowed everything. The caller supplies the groups: the query service's
-identity layer (or `AccessResolver`) adds `system:authenticated`; `service_account_user` builds
+identity layer (query.state.caller) adds `system:authenticated`; `service_account_user` builds
 a service account's identity with its groups.
 """
 

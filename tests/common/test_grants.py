@@ -170,14 +170,16 @@ def test_store_grants_removes_subjects_that_lost_all_grants(r: redis.Redis) -> N
 ALICE = UserInfo("alice", ("team-a",))
 
 
-def test_resolver_reads_grants_and_adds_authenticated(r: redis.Redis) -> None:
+def test_resolver_reads_grants_and_takes_groups_as_given(r: redis.Redis) -> None:
     objs = _objects()
     objs.role_bindings.append(
         rb("shared", "all", "ClusterRole", "net-view", subj("Group", AUTHENTICATED))
     )
     store_grants(r, "c1", compile_grants(objs, REG), 1.0)
     resolver = AccessResolver(r, REG)
-    got = resolver.resolve(ALICE, ["c1", "c2"])
+    # The identity layer (query.state.caller) adds system:authenticated; the resolver does not.
+    assert "shared" not in resolver.resolve(ALICE, ["c1"])["c1"].namespaces
+    got = resolver.resolve(ALICE.with_authenticated(), ["c1", "c2"])
     assert got["c2"].is_empty
     a = got["c1"]
     assert not a.cluster_wide
@@ -228,11 +230,11 @@ def test_cached_answer_is_tied_to_the_version_it_was_resolved_at(r: redis.Redis)
 def test_users_with_the_same_groups_share_work(r: redis.Redis) -> None:
     store_grants(r, "c1", compile_grants(_objects(), REG), 1.0)
     resolver = AccessResolver(r, REG)
-    resolver.resolve(UserInfo("u1", ("team-b",)), ["c1"])
+    resolver.resolve(UserInfo("u1", ("team-b",)).with_authenticated(), ["c1"])
     assert resolver.subjects_loaded == 3  # u:u1, g:system:authenticated, g:team-b
-    resolver.resolve(UserInfo("u2", ("team-b",)), ["c1"])
+    resolver.resolve(UserInfo("u2", ("team-b",)).with_authenticated(), ["c1"])
     assert resolver.subjects_loaded == 4  # only u:u2: the groups were parsed and merged once
-    resolver.resolve(UserInfo("u1", ("team-b",)), ["c1"])
+    resolver.resolve(UserInfo("u1", ("team-b",)).with_authenticated(), ["c1"])
     assert resolver.subjects_loaded == 4
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from collector.sync import sync_rbac
+from collector.sync import Work, run
 from common.kinds.registry import builtin_registry
 from common.leaf.client import LeafClient
 from common.leaf.registry import load_dir
@@ -39,7 +39,7 @@ def sync_all(r: redis.Redis, sim: KubeSim, tmp_path: Path) -> None:
     for config in load_dir(str(tmp_path / "clusters")).values():
         client = LeafClient(config)
         try:
-            sync_rbac(r, client, REG)
+            run(r, Work.RBAC, client, REG)
         finally:
             client.close()
 
