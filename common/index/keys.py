@@ -35,6 +35,27 @@ PREFIX = "fs"
 CLUSTERS = f"{PREFIX}:clusters"
 VERSION = f"{PREFIX}:version"
 TOKEN_KEY = f"{PREFIX}:token-key"
+
+
+class GrantsVersion:
+    """The value of `VERSION` as read (None when the key is missing): cached grants are valid
+    while it is unchanged. Typed so it is never confused with other values read beside it."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes | str | None) -> None:
+        self.raw = raw.encode() if isinstance(raw, str) else raw
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GrantsVersion) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __repr__(self) -> str:
+        return f"GrantsVersion({self.raw!r})"
+
+
 INDEXED_STATUSES = ("unhealthy", "progressing", "suspended", "unknown")
 
 # Cluster names become file names, URL segments and hash tags: keep them plain.

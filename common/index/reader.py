@@ -38,18 +38,31 @@ class Cursor:
     identity: bytes
 
 
+@dataclass(frozen=True)
+class PageRequest:
+    """One list page: the filters, how many rows, and where the previous page ended."""
+
+    filters: Filters
+    limit: int
+    cursor: Cursor | None = None
+
+
 @dataclass
 class Page:
-    rows: list[Row]
+    members: list[tuple[str, bytes]]
+    """The page's rows as stored: (cluster, member)."""
     cursor: Cursor | None
     """Where the next page starts; None on the last page."""
     scanned: int = 0
     """Members Redis examined for this page (the cost the tests assert on)."""
     round_trips: int = 0
-    checked: Any = None
-    """The value of the page's `check_key`, read in its first round trip (before its scans)."""
-    members: list[tuple[str, bytes]] = field(default_factory=list)
-    """The page's rows as stored: (cluster, member), what `rows` decodes."""
+    version: keys.GrantsVersion | None = None
+    """The grants version, read in the page's first round trip when asked (`confirm_version`)."""
+
+    @property
+    def rows(self) -> list[Row]:
+        """The page's rows, decoded."""
+        return decode_page(self.members)
 
 
 @dataclass
@@ -178,18 +191,13 @@ class Reader:
     # -- pages ---------------------------------------------------------------------------------
 
     def page(
-        self,
-        access: Mapping[str, AccessLike],
-        filters: Filters,
-        limit: int,
-        cursor: Cursor | None = None,
-        check_key: str = "",
-        decode: bool = True,
+        self, access: Mapping[str, AccessLike], request: PageRequest, confirm_version: bool = False
     ) -> Page:
-        """Up to `limit` visible rows after `cursor`; full unless it is the last page. With
-        `check_key`, its value is read before the scans, in the same round trip (`Page.checked`).
-        With `decode` False, `rows` stays empty (for callers that render `members` themselves).
-        """
+        """Up to `request.limit` visible rows after its cursor; full unless it is the last page.
+        `confirm_version`: the grants version is read before the scans, in the same round trip
+        (`Page.version`), so cached grants can be confirmed at no extra cost."""
+        filters, limit, cursor = request.filters, request.limit, request.cursor
+        check_key = keys.VERSION if confirm_version else ""
         need = limit + 1  # one more than asked: tells whether a next page exists
         # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
         # one or two of hundreds of clusters, and planning them all cost more than the scan.
@@ -197,6 +205,7 @@ class Reader:
         walks: list[_Walk] = []
         got: list[tuple[str, bytes]] = []
         result = Page([], None)
+        first: list[Any] = []
         # A name filter matches ~0.3% of rows: its page needs a few clusters, read at once.
         i, batch = 0, (NAME_FIRST_BATCH if filters.name else 1)
         while len(got) < need:
@@ -207,7 +216,7 @@ class Reader:
             calls, spans = self._page_calls(group, filters, need - len(got))
             replies = self._run(calls, "" if result.round_trips else check_key)
             if check_key and not result.round_trips:
-                result.checked, replies = replies[0], replies[1:]
+                first, replies = replies[:1], replies[1:]
             result.round_trips += 1
             pos = 0
             for w, (nkeys, window_end) in zip(group, spans, strict=True):
@@ -224,9 +233,10 @@ class Reader:
                 break
             batch = min(batch * 2, self.max_batch)
         if check_key and not result.round_trips:
-            result.checked = self.r.get(check_key)  # nothing to scan: read it alone
+            first = [self.r.get(check_key)]  # nothing to scan: read it alone
+        if check_key:
+            result.version = keys.GrantsVersion(first[0])
         result.members = got[:limit]
-        result.rows = decode_page(result.members) if decode else []
         if len(got) > limit:
             c, m = got[limit - 1]
             result.cursor = Cursor(c, rows.identity_bytes(m))

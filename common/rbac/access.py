@@ -121,7 +121,7 @@ class AccessResolver:
         self.answers: _Lru[tuple[dict[str, str], dict[str, Access]]] = _Lru(4096)
         # (fs:version as read, each cluster's grants hash at that version): one tuple replaced
         # as a whole, never mutated, so a reader never pairs one version with another's hashes.
-        self._state: tuple[Any, dict[str, str]] = (object(), {})  # object(): never read from Redis
+        self._state: tuple[keys.GrantsVersion | None, dict[str, str]] = (None, {})  # None: unread
         self.round_trips = 0  # Redis round trips made (for tests and metrics)
         self.subjects_loaded = 0  # subject fields read from Redis (cache misses)
 
@@ -131,13 +131,15 @@ class AccessResolver:
             sorted({keys.subject("g", g) for g in user.groups})
         )
 
-    def cached(self, user: UserInfo, clusters: list[str]) -> tuple[dict[str, Access], Any] | None:
+    def cached(
+        self, user: UserInfo, clusters: list[str]
+    ) -> tuple[dict[str, Access], keys.GrantsVersion] | None:
         """The answer `resolve` gave last time and the `fs:version` value it is valid for, with
         no Redis call; None when there is none. Unchecked: the caller must read `fs:version`
         (in the same round trip as its data) and use the answer only if it still equals it."""
         version, hashes = self._state
         answer = self.answers.get((*self._subjects(user), tuple(clusters)))
-        if answer is None or answer[0] is not hashes:
+        if answer is None or answer[0] is not hashes or version is None:
             return None
         return answer[1], version
 
@@ -169,7 +171,7 @@ class AccessResolver:
         return dict(out)
 
     def _current_hashes(self, clusters: list[str]) -> dict[str, str]:
-        version = self.r.get(keys.VERSION)
+        version = keys.GrantsVersion(self.r.get(keys.VERSION))
         self.round_trips += 1
         known, hashes = self._state
         hashes = hashes if version == known else {}
