@@ -22,3 +22,10 @@ def connect(url: str, timeout_s: float = WRITER_TIMEOUT_S) -> redis.Redis:
         socket_connect_timeout=min(timeout_s, CONNECT_TIMEOUT_S),
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
     )
+
+
+def text(v: str | bytes | None) -> str:
+    """A Redis reply as text ("" for a missing value), whichever `decode_responses` is set."""
+    if v is None:
+        return ""
+    return v.decode() if isinstance(v, bytes) else v

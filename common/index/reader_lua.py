@@ -24,7 +24,19 @@ if rows.FIELDS[:4] != ("namespace", "kind", "name", "status") or any(
 
 # Count fields as the `counts` hash stores them (`kind NUL status`), from the status codes.
 _PAIRS = ", ".join(f'["{code}"] = "{status}"' for code, status in sorted(rows.CODE_STATUS.items()))
-_STATUS = "local STATUS = {" + _PAIRS + "}\n"
+_STATUS = (
+    "local STATUS = {"
+    + _PAIRS
+    + "}\n"
+    + r"""
+local function count_field(m)
+  local p1 = string.find(m, "\0", 1, true)
+  local p2 = string.find(m, "\0", p1 + 1, true)
+  local p3 = string.find(m, "\0", p2 + 1, true)
+  return string.sub(m, p1 + 1, p2 - 1) .. "\0" .. STATUS[string.sub(m, p3 + 1, p3 + 1)]
+end
+"""
+)
 
 
 def kinds_arg(kinds: Iterable[str]) -> bytes:
@@ -53,6 +65,18 @@ _MATCH = r"""
       end
 """
 
+# One batch of a range, each member matched (`ok`): the loop both scans share.
+_BATCH = (
+    r"""
+    local batch = redis.call("ZRANGEBYLEX", KEYS[1], lo, hi, "LIMIT", 0, n)
+    for j = 1, #batch do
+      local m = batch[j]
+      scanned = scanned + 1
+      last = m
+"""
+    + _MATCH
+)
+
 # Returns matching members (up to `limit`) in order after the 3 header slots.
 SCAN = (
     r"""
@@ -68,13 +92,8 @@ for i = 5, #ARGV, 3 do
     local n = budget - scanned
     if n <= 0 then out[1] = "budget"; out[2] = scanned; out[3] = last; return out end
     if chunk < n then n = chunk end
-    local batch = redis.call("ZRANGEBYLEX", KEYS[1], lo, hi, "LIMIT", 0, n)
-    for j = 1, #batch do
-      local m = batch[j]
-      scanned = scanned + 1
-      last = m
 """
-    + _MATCH
+    + _BATCH
     + r"""
       if ok then
         found = found + 1
@@ -107,19 +126,11 @@ for i = 5, #ARGV, 3 do
     local n = budget - scanned
     if n <= 0 then state = "budget"; break end
     if n > 1024 then n = 1024 end
-    local batch = redis.call("ZRANGEBYLEX", KEYS[1], lo, hi, "LIMIT", 0, n)
-    for j = 1, #batch do
-      local m = batch[j]
-      scanned = scanned + 1
-      last = m
 """
-    + _MATCH
+    + _BATCH
     + r"""
       if ok then
-        local p1 = string.find(m, "\0", 1, true)
-        local p2 = string.find(m, "\0", p1 + 1, true)
-        local p3 = string.find(m, "\0", p2 + 1, true)
-        local f = string.sub(m, p1 + 1, p2 - 1) .. "\0" .. STATUS[string.sub(m, p3 + 1, p3 + 1)]
+        local f = count_field(m)
         counts[f] = (counts[f] or 0) + 1
       end
     end
@@ -244,10 +255,7 @@ if cands ~= nil then
   local counts, out = {}, {"done", read, ""}
   for j = 1, #ms do
     local m = ms[j]
-    local p1 = string.find(m, "\0", 1, true)
-    local p2 = string.find(m, "\0", p1 + 1, true)
-    local p3 = string.find(m, "\0", p2 + 1, true)
-    local f = string.sub(m, p1 + 1, p2 - 1) .. "\0" .. STATUS[string.sub(m, p3 + 1, p3 + 1)]
+    local f = count_field(m)
     counts[f] = (counts[f] or 0) + 1
   end
   for f, n in pairs(counts) do out[#out + 1] = f; out[#out + 1] = n end

@@ -17,6 +17,7 @@ import redis
 
 from common.index import keys, syncstatus, writer
 from common.lease import Fence
+from common.redis_client import text
 
 SYNC_ERROR_MAX = 300
 generation = writer.generation
@@ -50,7 +51,7 @@ class _Snapshot:
         reads.zrange(keys.rows(cluster), 0, -1)
 
     def delta(self, replies: list[Any]) -> writer.Delta:
-        current = {_s(m) for m in replies[0]}
+        current = {text(m) for m in replies[0]}
         return writer.Delta(current - self.members, self.members - current, self.members)
 
 
@@ -73,12 +74,6 @@ def replace_rows(
     if done.superseded:
         return WriteStats(0, 0, len(snapshot), superseded=True)
     return WriteStats(done.added, done.removed, done.total, done.kinds)
-
-
-def _s(v: str | bytes | None) -> str:
-    if v is None:
-        return ""
-    return v.decode() if isinstance(v, bytes) else v
 
 
 def mark_attempt(r: redis.Redis, cluster: str, now: float | None = None) -> None:

@@ -20,6 +20,7 @@ from common import lease
 from common.errors import LockBusy
 from common.index import keys, rows, syncstatus, writer
 from common.lease import Fence
+from common.redis_client import text
 
 _TOP = b"\xff"  # sorts after every UTF-8 byte that follows a row's sort-key prefix
 
@@ -69,7 +70,7 @@ class _Events:
         added: list[str] = []
         self.stats = Counter()
         for new, old_raw in zip(self.latest.values(), replies, strict=True):
-            old = [_s(m) for m in old_raw]
+            old = [text(m) for m in old_raw]
             if old == ([new] if new is not None else []):
                 continue  # nothing visible changed (e.g. a resync event)
             removed.extend(old)
@@ -105,7 +106,7 @@ def kind_changes(
     changes: list[Change] = []
     stored: list[str | bytes] = r.zrange(keys.rows(cluster), 0, -1)  # type: ignore[assignment]
     for raw in stored:
-        m = _s(raw)
+        m = text(raw)
         if rows.kind_of(m) != kind_key:
             continue
         identity = rows.identity(m)
@@ -143,9 +144,3 @@ def heartbeat(
             pipe.execute()
         except redis.WatchError as e:
             raise LockBusy(f"cluster {cluster}: watch lease moved during a heartbeat") from e
-
-
-def _s(v: str | bytes | None) -> str:
-    if v is None:
-        return ""
-    return v.decode() if isinstance(v, bytes) else v

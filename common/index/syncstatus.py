@@ -28,6 +28,7 @@ from typing import Any
 import redis
 
 from common.index import keys
+from common.redis_client import text
 
 STATES = ("pending", "syncing", "ok", "error")
 
@@ -116,18 +117,14 @@ def read_all(r: redis.Redis, clusters: list[str]) -> dict[str, ClusterSync]:
         pipe.hgetall(keys.sync(c))
     out: dict[str, ClusterSync] = {}
     for c, raw in zip(clusters, pipe.execute(), strict=True):
-        h = {_s(k): _s(v) for k, v in raw.items()}
+        h = {text(k): text(v) for k, v in raw.items()}
         out[c] = parse(c, h)
     return out
 
 
 def registered_clusters(r: redis.Redis) -> list[str]:
     """Names of the clusters in the registry (`fs:clusters`), sorted."""
-    return sorted(_s(c) for c in r.hkeys(keys.CLUSTERS))
-
-
-def _s(v: str | bytes) -> str:
-    return v.decode() if isinstance(v, bytes) else v
+    return sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
 
 
 @dataclass(frozen=True)

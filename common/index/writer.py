@@ -20,6 +20,7 @@ import redis
 from common.errors import LockBusy, RedisUnavailable
 from common.index import keys, name_index, rows, syncstatus
 from common.lease import Fence
+from common.redis_client import text
 
 WATCH_RETRIES = 10
 CHUNK = 1000  # members per ZADD/ZREM/HSET inside the transaction
@@ -110,19 +111,19 @@ def _write(
             reads.hmget(keys.names(cluster), names)
         plan.queue_reads(cluster, reads)
         replies = reads.execute()
-        if fence is not None and _s(replies.pop(0)) != fence.token:
+        if fence is not None and text(replies.pop(0)) != fence.token:
             raise LockBusy(f"cluster {cluster}: {fence.key} is no longer ours; nothing written")
         if since_generation is not None and int(replies.pop(0) or 0) != since_generation:
             tx.multi()
             tx.hset(keys.sync(cluster), mapping=_without_totals(fields))
             tx.execute()
             return Written(superseded=True)
-        old_counts = {_s(k): int(v) for k, v in replies.pop(0).items()}
+        old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
         if names is None:
-            stored_names = {_s(k): _s(v) for k, v in replies.pop(0).items()}
+            stored_names = {text(k): text(v) for k, v in replies.pop(0).items()}
         elif len(names) > 1:
             got = zip(names, replies.pop(0), strict=True)
-            stored_names = {n: _s(v) for n, v in got if v is not None}
+            stored_names = {n: text(v) for n, v in got if v is not None}
         else:
             stored_names = {}
         rest = replies
@@ -216,9 +217,3 @@ def _chunks(items: list[str]) -> Iterable[list[str]]:
 def generation(r: Any, cluster: str) -> int:
     """The cluster's write generation (bumped by every write that changes rows)."""
     return int(r.get(keys.generation(cluster)) or 0)
-
-
-def _s(v: str | bytes | None) -> str:
-    if v is None:
-        return ""
-    return v.decode() if isinstance(v, bytes) else v

@@ -23,6 +23,7 @@ import yaml
 from common.errors import ClusterUnreachable, ConfigError
 from common.index import keys, store
 from common.leaf.client import ClusterConfig
+from common.redis_client import text
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ class Reconciled:
 
 def reconcile(r: redis.Redis, configs: dict[str, ClusterConfig]) -> Reconciled:
     """Make `fs:clusters` mirror `configs`; delete the data of clusters that left."""
-    current = {_s(k): _s(v) for k, v in r.hgetall(keys.CLUSTERS).items()}
+    current = {text(k): text(v) for k, v in r.hgetall(keys.CLUSTERS).items()}
     desired = {name: entry(cfg) for name, cfg in configs.items()}
     added = sorted(set(desired) - set(current))
     removed = sorted(set(current) - set(desired))
@@ -156,7 +157,3 @@ def reconcile(r: redis.Redis, configs: dict[str, ClusterConfig]) -> Reconciled:
     if result.changed:
         r.incr(keys.VERSION)
     return result
-
-
-def _s(v: str | bytes) -> str:
-    return v.decode() if isinstance(v, bytes) else v

@@ -221,10 +221,16 @@ def test_cached_answer_is_tied_to_the_version_it_was_resolved_at(r: redis.Redis)
     objs = _objects()
     fewer = RbacObjects([], objs.cluster_roles, objs.role_bindings[1:3])
     store_grants(r, "c1", compile_grants(fewer, REG), 2.0)
-    assert keys.GrantsVersion(r.get(keys.VERSION)) != hit[1]  # the check a caller makes fails: it resolves again
+    assert (
+        keys.GrantsVersion(r.get(keys.VERSION)) != hit[1]
+    )  # the check a caller makes fails: it resolves again
     assert resolver.resolve(ALICE, ["c1"])["c1"].is_empty
     again = resolver.cached(ALICE, ["c1"])
-    assert again is not None and again[0]["c1"].is_empty and again[1] == keys.GrantsVersion(r.get(keys.VERSION))
+    assert (
+        again is not None
+        and again[0]["c1"].is_empty
+        and again[1] == keys.GrantsVersion(r.get(keys.VERSION))
+    )
 
 
 def test_users_with_the_same_groups_share_work(r: redis.Redis) -> None:
