@@ -95,7 +95,11 @@ class NamePrinter:
 
 
 class ListPrinter:
-    """A List document; with `stream`, each page's items are written as the page arrives."""
+    """A List document; with `stream`, each page's items are written as the page arrives.
+
+    Output always stops at the end of a line: in JSON, the last item seen is held back until
+    the next one (or the end) says whether a comma follows it.
+    """
 
     def __init__(self, out: TextIO, fmt: str, stream: bool) -> None:
         self.out, self.fmt, self.stream = out, fmt, stream
@@ -106,38 +110,40 @@ class ListPrinter:
     def page(self, rows: Sequence[Row]) -> None:
         self.pending.extend(rows)
         if self.stream:
-            self._flush()
+            self._flush(keep_last=self.fmt == "json")
 
     def done(self) -> None:
-        self._flush()
+        self._flush(keep_last=False)
         if self.fmt == "json":
-            self.out.write("\n    ]\n}\n" if self.written else "]\n}\n")
+            self.out.write("    ]\n}\n")
         elif not self.written:
             self.out.write("items: []\n")
         self.out.flush()
 
-    def _flush(self) -> None:
+    def _flush(self, keep_last: bool) -> None:
         if not self.started:
             self.out.write(_JSON_HEAD if self.fmt == "json" else _YAML_HEAD)
             self.started = True
-        for item in self.pending:
-            self.out.write(self._item(item))
+        ready = self.pending[:-1] if keep_last else self.pending
+        for i, item in enumerate(ready):
+            more = keep_last or i < len(ready) - 1
+            self.out.write(self._item(item, more))
             self.written += 1
-        self.pending.clear()
+        self.pending = self.pending[-1:] if keep_last else []
         self.out.flush()
 
-    def _item(self, item: Row) -> str:
+    def _item(self, item: Row, more: bool) -> str:
         if self.fmt == "json":
             text = json.dumps(item, indent=4, ensure_ascii=False)
-            lead = ",\n" if self.written else "\n"
-            return lead + "\n".join("        " + line for line in text.splitlines())
+            body = "\n".join("        " + line for line in text.splitlines())
+            return body + (",\n" if more else "\n")
         lead = "" if self.written else "items:\n"
         return lead + dump_yaml([item])
 
 
 _JSON_HEAD = (
     '{\n    "apiVersion": "v1",\n    "kind": "List",\n'
-    '    "metadata": {\n        "resourceVersion": ""\n    },\n    "items": ['
+    '    "metadata": {\n        "resourceVersion": ""\n    },\n    "items": [\n'
 )
 _YAML_HEAD = 'apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: ""\n'
 

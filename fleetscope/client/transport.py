@@ -37,7 +37,6 @@ class Api:
         self.verbosity = verbosity
         self.log = log or sys.stderr
         self.session = requests.Session()
-        self.session.verify = target.verify
         self._headers: dict[str, str] | None = None
         self._features: Features | None = None
 
@@ -47,8 +46,13 @@ class Api:
         headers = self._identity()
         started = time.monotonic()
         try:
+            # `verify` per request: requests lets REQUESTS_CA_BUNDLE override a session's.
             resp = self.session.get(
-                url, params=list(params), headers=headers, timeout=self._timeout()
+                url,
+                params=list(params),
+                headers=headers,
+                timeout=self._timeout(),
+                verify=self.target.verify,
             )
         except requests.exceptions.RequestException as e:
             raise unreachable(self.target.server, e, self.timeout_s) from e
