@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from bench import report
-from common import keys, syncstatus
+from common.index import keys, syncstatus
 from common.redis_server import start_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ replaces) and by fleetscope, at fleet M.
 
 Fan-out: `fleetscope kubesim --preset M --warm` in its own process; the official `kubernetes`
 client lists every Flux/Istio kind on every cluster (pages of 500, impersonating a cluster
-admin, `--threads` clusters at once), normalizes rows with common.rows, sorts and cuts the
+admin, `--threads` clusters at once), normalizes rows with common.index.rows, sorts and cuts the
 first page of 50. fleetscope: the fleet loaded into Redis (bench.fleetload), the query service
 under gunicorn, the same page requested one at a time. Both answers must hold the same rows.
 """
@@ -28,8 +28,8 @@ from bench import report
 from bench.collection import start_kubesim
 from bench.fleetload import load_fleet
 from bench.services import gunicorn
-from common import rows
-from common.kinds import builtin_registry
+from common.index import rows
+from common.kinds.registry import builtin_registry
 from common.redis_server import start_redis_server
 from kubesim.catalog import Catalog
 

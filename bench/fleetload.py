@@ -1,8 +1,8 @@
 """Fill Redis with a generated fleet's rows and grants, straight from kubesim's generator.
 
 No HTTP: each cluster's objects go through the collector's own row and store code
-(common.rows.build_row/encode, common.store.replace_rows) and its RBAC objects through
-common.grants.compile_grants/store_grants, so Redis holds exactly what a collection would write.
+(common.index.rows.build_row/encode, common.index.store.replace_rows) and its RBAC objects through
+common.rbac.grants.compile_grants/store_grants, so Redis holds exactly what a collection would write.
 Clusters are spread over worker processes. Also usable alone: `./dev bench fleetload --preset M`.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 import redis
 
-from common import keys, rows, store
-from common.grants import compile_grants, store_grants
-from common.kinds import builtin_registry
-from common.rbac import RbacObjects
+from common.index import keys, rows, store
+from common.kinds.registry import builtin_registry
+from common.rbac.authorizer import RbacObjects
+from common.rbac.grants import compile_grants, store_grants
 from kubesim.catalog import Catalog
 from kubesim.fleet import preset_fleet
 

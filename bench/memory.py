@@ -17,7 +17,7 @@ import redis
 
 from bench import report
 from bench.fleetload import load_fleet
-from common import keys
+from common.index import keys
 from common.redis_server import start_redis_server
 
 TARGET_BYTES = 350

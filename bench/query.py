@@ -26,7 +26,7 @@ from bench import loadgen, report
 from bench.fleetload import load_fleet
 from bench.ref_app import KEY as REF_KEY
 from bench.services import gunicorn
-from common import keys
+from common.index import keys
 from common.redis_server import start_redis_server
 
 P99_MS, NAME_P99_MS, RATIO = 25.0, 100.0, 0.5

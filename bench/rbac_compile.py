@@ -19,9 +19,9 @@ from typing import Any
 
 import redis
 
-from common.grants import AccessResolver, compile_grants, store_grants
-from common.kinds import builtin_registry
-from common.rbac import RbacObjects, UserInfo
+from common.kinds.registry import builtin_registry
+from common.rbac.authorizer import RbacObjects, UserInfo
+from common.rbac.grants import AccessResolver, compile_grants, store_grants
 from common.redis_server import start_redis_server
 
 FLUX = ["kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"]

@@ -26,7 +26,7 @@ import redis
 import requests
 
 from bench.services import ROOT, bench_env, gunicorn
-from common import syncstatus
+from common.index import syncstatus
 from common.redis_server import start_redis_server
 from kubesim.fleet import preset_fleet
 from kubesim.server import KubeSim

@@ -7,12 +7,10 @@ import argparse
 import sys
 from typing import TextIO
 
-import redis
-
 from collector.clusters import ClusterSource
 from collector.jobs import ClusterOutcome, Collector, collect_once
-from common import logs
-from common.kinds import load_registry
+from common import logs, redis_client
+from common.kinds.registry import load_registry
 from common.settings import Settings
 
 
@@ -40,7 +38,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
         return 2
     settings = settings or Settings.from_env()
     logs.configure(settings)
-    r = redis.Redis.from_url(settings.redis_url)
+    r = redis_client.connect(settings.redis_url)
     source = ClusterSource(settings, r=r)
     try:
         c = Collector(settings, r, load_registry(settings.kinds_file), source)

@@ -5,7 +5,7 @@ change keeps its ClusterConfig and LeafClient (loaded token, exec plugin result,
 connections), so a sync does not re-run exec plugins or reconnect, while a rotated token is
 used from the next re-read on. A management-cluster source that cannot be read keeps the claims
 it had. Only ready clusters have a config; a name two sources claim goes to the one registered
-in Redis (`fs:clusters`), as `common.registry.reconcile` decides.
+in Redis (`fs:clusters`), as `common.leaf.registry.reconcile` decides.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 
 import redis
 
-from common import registry
 from common.errors import ClusterError
-from common.leaf import ClusterConfig, LeafClient
-from common.management import Management
-from common.registry_record import Record, read_records
+from common.index.registry_record import Record, read_records
+from common.leaf import registry
+from common.leaf.client import ClusterConfig, LeafClient
+from common.leaf.management import Management
 from common.settings import Settings
 
 

@@ -4,7 +4,7 @@ cluster, the registry reconcile, and one full synchronous collection of the flee
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -12,15 +12,29 @@ import redis
 
 from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
-from collector.sync import SyncResult, error_text, record_failure, sync_objects, sync_rbac
-from common import registry, store
-from common.errors import FleetscopeError
-from common.kinds import KindRegistry
-from common.leaf import LeafClient
-from common.registry_record import read_record
+from collector.sync import SyncResult, Work, error_text, record_failure, run
+from common.errors import FleetscopeError, LockBusy, TemporaryError
+from common.index import store, syncstatus
+from common.index.registry_record import read_record
+from common.kinds.registry import KindRegistry
+from common.leaf import registry
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
+MAX_RETRIES = 3
+RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 5.0, 60.0
+
+
+def retry_delay(error: BaseException, retries: int) -> float | None:
+    """Seconds until a failed sync is tried again, or None when it is not: another worker holds
+    the lock (it is being synced), the error is permanent, or the retries are used up. Backoff
+    is exponential with full jitter, but never sooner than the error asks (a 429 Retry-After)."""
+    if isinstance(error, LockBusy) or not isinstance(error, TemporaryError):
+        return None
+    if retries >= MAX_RETRIES:
+        return None
+    backoff = random.uniform(0, min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S * 2**retries))
+    return max(backoff, error.delay_s)
 
 
 @dataclass
@@ -32,44 +46,34 @@ class Collector:
     kinds: KindRegistry
     source: ClusterSource
 
-    def _client(self, cluster: str, what: str) -> LeafClient:
-        try:
-            return self.source.client(cluster)
-        except FleetscopeError as e:
-            record_failure(self.r, SyncResult(cluster, what, error=error_text(e)))
-            raise
-
-    def sync_objects(self, cluster: str) -> SyncResult:
-        """One object sync under the cluster's lock (LockBusy when another worker has it)."""
-
-        def run(lock: ClusterLock) -> SyncResult:
-            client = self._client(cluster, "objects")
-            return sync_objects(self.r, client, self.kinds, lock.fence)
-
-        return self._guarded(cluster, "objects", run)
-
-    def sync_rbac(self, cluster: str) -> SyncResult:
-        return self._guarded(
-            cluster, "rbac", lambda _: sync_rbac(self.r, self._client(cluster, "rbac"), self.kinds)
-        )
-
-    def _guarded(
-        self, cluster: str, what: str, run: Callable[[ClusterLock], SyncResult]
-    ) -> SyncResult:
-        """Run a sync of a registered, ready cluster under its lock. A not-ready cluster is
+    def run(self, work: Work, cluster: str) -> SyncResult:
+        """One sync of a registered, ready cluster under its lock for `work` (LockBusy when
+        another worker has it); raises after recording a failure. A not-ready cluster is
         skipped (its record says why); a cluster removed from the registry while it synced
         has the keys this sync wrote deleted again."""
         record = read_record(self.r, cluster)
         if record is None:
-            return SyncResult(cluster, what, error="cluster is not registered")
+            return SyncResult(cluster, work, error="cluster is not registered")
         if not record.ready:
-            return SyncResult(cluster, what, skipped=f"not ready: {record.reason}")
+            return SyncResult(cluster, work, skipped=f"not ready: {record.reason}")
         try:
-            with ClusterLock(self.r, cluster, self.settings.lock_ttl_s, what) as lock:
-                return run(lock)
+            with ClusterLock(self.r, cluster, self.settings.lock_ttl_s, work) as lock:
+                try:
+                    client = self.source.client(cluster)
+                except FleetscopeError as e:
+                    record_failure(self.r, SyncResult(cluster, work, error=error_text(e)))
+                    raise
+                fence = lock.fence if work is Work.OBJECTS else None
+                return run(self.r, work, client, self.kinds, fence)
         finally:
             if read_record(self.r, cluster) is None:
                 store.delete_cluster(self.r, cluster)
+
+    def sync_objects(self, cluster: str) -> SyncResult:
+        return self.run(Work.OBJECTS, cluster)
+
+    def sync_rbac(self, cluster: str) -> SyncResult:
+        return self.run(Work.RBAC, cluster)
 
     def reconcile(self) -> registry.Reconciled:
         """Re-read the configured clusters and mirror them into Redis."""
@@ -84,15 +88,11 @@ class Collector:
         return result
 
     def registered(self) -> list[str]:
-        from common.syncstatus import registered_clusters
-
-        return registered_clusters(self.r)
+        return syncstatus.registered_clusters(self.r)
 
     def syncable(self) -> list[str]:
         """Registered clusters that are ready (the others are not synced at all)."""
-        from common.syncstatus import ready_clusters
-
-        return ready_clusters(self.r)
+        return syncstatus.ready_clusters(self.r)
 
 
 @dataclass
@@ -117,7 +117,7 @@ def collect_once(
     outcomes: list[ClusterOutcome] = []
     if only:
         for name in sorted(set(only) - set(clusters)):
-            missing = [SyncResult(name, w, error="cluster is not configured") for w in _WHAT]
+            missing = [SyncResult(name, w, error="cluster is not configured") for w in Work]
             outcomes.append(ClusterOutcome(name, *missing))
         clusters = [n for n in clusters if n in only]
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
@@ -125,17 +125,14 @@ def collect_once(
     return outcomes
 
 
-_WHAT = ("objects", "rbac")
-
-
 def _both(c: Collector, cluster: str) -> ClusterOutcome:
     return ClusterOutcome(
-        cluster, _run(c.sync_objects, cluster, "objects"), _run(c.sync_rbac, cluster, "rbac")
+        cluster, _outcome(c, Work.OBJECTS, cluster), _outcome(c, Work.RBAC, cluster)
     )
 
 
-def _run(job: Callable[[str], SyncResult], cluster: str, what: str) -> SyncResult:
+def _outcome(c: Collector, work: Work, cluster: str) -> SyncResult:
     try:
-        return job(cluster)
+        return c.run(work, cluster)
     except Exception as e:  # recorded in Redis by the sync; reported in the summary
-        return SyncResult(cluster, what, error=error_text(e))
+        return SyncResult(cluster, work, error=error_text(e))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from common import syncstatus
+from common.index import syncstatus
 from common.settings import Settings
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""One cluster's object sync and RBAC sync, as plain functions (tasks and the CLI call them).
+"""One cluster's object sync and RBAC sync (the two kinds of `Work`), run by `run`: the one
+place that times a sync and records its success or failure. collector.jobs adds the lock.
 
 Object sync: discovery picks the served kinds, each kind is listed across all namespaces with
 pagination, every object becomes an encoded row, and the snapshot replaces the cluster's rows
@@ -10,19 +11,28 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import redis
 
 from collector import metrics
-from common import rows, store
 from common.errors import FleetscopeError
-from common.grants import compile_grants, store_grants
-from common.kinds import KindRegistry
-from common.leaf import LeafClient
-from common.rbac import RbacObjects
+from common.index import rows, store
+from common.kinds.registry import KindRegistry
+from common.leaf.client import LeafClient
+from common.lease import Fence
+from common.rbac.authorizer import RbacObjects
+from common.rbac.grants import compile_grants, store_grants
 
 log = logging.getLogger(__name__)
 RBAC_API = "rbac.authorization.k8s.io/v1"
+
+
+class Work(StrEnum):
+    """The kinds of sync work (also the names of their locks, common.index.keys.LOCK_WORK)."""
+
+    OBJECTS = "objects"
+    RBAC = "rbac"
 
 
 @dataclass
@@ -30,7 +40,7 @@ class SyncResult:
     """What one sync did; `error` is empty on success, `skipped` says why it did not run."""
 
     cluster: str
-    what: str  # "objects" | "rbac"
+    what: Work
     error: str = ""
     skipped: str = ""
     objects: int = 0
@@ -45,55 +55,89 @@ class SyncResult:
         return not self.error
 
 
-def sync_objects(
+class _Timer:
+    """Duration and leaf requests of one sync so far."""
+
+    def __init__(self, client: LeafClient | None) -> None:
+        self.client = client
+        self.started = time.monotonic()
+        self.first_request = client.requests if client else 0
+
+    def fill(self, result: SyncResult) -> SyncResult:
+        result.duration_s = time.monotonic() - self.started
+        result.requests = (self.client.requests - self.first_request) if self.client else 0
+        return result
+
+
+def run(
     r: redis.Redis,
+    work: Work,
     client: LeafClient,
     registry: KindRegistry,
-    fence: store.Fence | None = None,
+    fence: Fence | None = None,
 ) -> SyncResult:
-    """List every served kind of one cluster and store the snapshot; raises on failure after
-    recording it (state `error`, last good rows kept)."""
-    cluster = client.name
-    result = SyncResult(cluster, "objects")
-    started, first_request = time.monotonic(), client.requests
-    store.mark_attempt(r, cluster)
+    """Run one sync of `client`'s cluster: the one place that times a sync and records its
+    success or failure (sync status, metrics, log). Raises after recording a failure; the last
+    good rows or grants stay in place (reported stale)."""
+    timer = _Timer(client)
+    if work is Work.OBJECTS:
+        store.mark_attempt(r, client.name)
     try:
-        # Rows written by the watcher while we list are newer than our snapshot: see replace_rows.
-        since = store.generation(r, cluster)
-        members = _collect(client, registry)
-        result.requests = client.requests - first_request
-        result.duration_s = time.monotonic() - started
-        sync_fields = {
-            "state": "ok",
-            "last_success": round(time.time(), 3),
-            "last_error": "",
-            "duration_s": round(result.duration_s, 3),
-            "requests": result.requests,
-        }
-        stats = store.replace_rows(r, cluster, members, sync_fields, fence, since)
+        if work is Work.OBJECTS:
+            result = _objects(r, client, registry, fence, timer)
+        else:
+            result = _rbac(r, client, registry)
     except BaseException as e:  # also soft time limits and interrupts: record, then re-raise
-        result.requests = client.requests - first_request
-        result.duration_s = time.monotonic() - started
-        result.error = error_text(e)
-        record_failure(r, result)
+        record_failure(r, timer.fill(SyncResult(client.name, work, error=error_text(e))))
         raise
-    result.objects, result.added, result.removed = stats.total, stats.added, stats.removed
-    if stats.superseded:
-        log.info(
-            "rows changed by watch events during the list: kept them", extra={"cluster": cluster}
-        )
-    result.kinds = stats.kinds
+    timer.fill(result)
     metrics.record_sync(result)
     log.info(
-        "synced %d objects (%d added, %d removed) with %d requests in %.2fs",
+        "%s synced: %d objects (%d added, %d removed) with %d requests in %.2fs",
+        work,
         result.objects,
         result.added,
         result.removed,
         result.requests,
         result.duration_s,
-        extra={"cluster": cluster},
+        extra={"cluster": client.name},
     )
     return result
+
+
+def _objects(
+    r: redis.Redis,
+    client: LeafClient,
+    registry: KindRegistry,
+    fence: Fence | None,
+    timer: _Timer,
+) -> SyncResult:
+    """List every served kind of one cluster and store the snapshot."""
+    cluster = client.name
+    # Rows written by the watcher while we list are newer than our snapshot: see replace_rows.
+    since = store.generation(r, cluster)
+    members = _collect(client, registry)
+    listed = timer.fill(SyncResult(cluster, Work.OBJECTS))
+    sync_fields = {
+        "state": "ok",
+        "last_success": round(time.time(), 3),
+        "last_error": "",
+        "duration_s": round(listed.duration_s, 3),
+        "requests": listed.requests,
+    }
+    stats = store.replace_rows(r, cluster, members, sync_fields, fence, since)
+    if stats.superseded:
+        log.info(
+            "rows changed by watch events during the list: kept them", extra={"cluster": cluster}
+        )
+    return SyncResult(
+        cluster,
+        Work.OBJECTS,
+        objects=stats.total,
+        added=stats.added,
+        removed=stats.removed,
+        kinds=stats.kinds,
+    )
 
 
 def _collect(client: LeafClient, registry: KindRegistry) -> list[str]:
@@ -110,45 +154,30 @@ def _collect(client: LeafClient, registry: KindRegistry) -> list[str]:
     return members
 
 
-def sync_rbac(r: redis.Redis, client: LeafClient, registry: KindRegistry) -> SyncResult:
+def _rbac(r: redis.Redis, client: LeafClient, registry: KindRegistry) -> SyncResult:
     """List the cluster's Roles, ClusterRoles and bindings, compile and store its grants."""
-    result = SyncResult(client.name, "rbac")
-    started, first_request = time.monotonic(), client.requests
-    try:
-        objects = RbacObjects(
-            roles=list(client.list_resource(RBAC_API, "roles")),
-            cluster_roles=list(client.list_resource(RBAC_API, "clusterroles")),
-            role_bindings=list(client.list_resource(RBAC_API, "rolebindings")),
-            cluster_role_bindings=list(client.list_resource(RBAC_API, "clusterrolebindings")),
-        )
-        compiled = compile_grants(objects, registry)
-        store_grants(r, client.name, compiled, synced_at=round(time.time(), 3))
-        result.objects = sum(
-            len(x)
-            for x in (
-                objects.roles,
-                objects.cluster_roles,
-                objects.role_bindings,
-                objects.cluster_role_bindings,
-            )
-        )
-    except BaseException as e:
-        result.error = error_text(e)
-        result.requests = client.requests - first_request
-        result.duration_s = time.monotonic() - started
-        record_failure(r, result)
-        raise
-    result.requests = client.requests - first_request
-    result.duration_s = time.monotonic() - started
-    metrics.record_sync(result)
-    return result
+    objects = RbacObjects(
+        roles=list(client.list_resource(RBAC_API, "roles")),
+        cluster_roles=list(client.list_resource(RBAC_API, "clusterroles")),
+        role_bindings=list(client.list_resource(RBAC_API, "rolebindings")),
+        cluster_role_bindings=list(client.list_resource(RBAC_API, "clusterrolebindings")),
+    )
+    store_grants(r, client.name, compile_grants(objects, registry), synced_at=round(time.time(), 3))
+    listed = (
+        objects.roles,
+        objects.cluster_roles,
+        objects.role_bindings,
+        objects.cluster_role_bindings,
+    )
+    return SyncResult(client.name, Work.RBAC, objects=sum(len(x) for x in listed))
 
 
 def record_failure(r: redis.Redis, result: SyncResult) -> None:
+    """A failed sync: metrics, a warning, and the error in the cluster's sync status."""
     metrics.record_sync(result)
     log.warning("%s sync failed: %s", result.what, result.error, extra={"cluster": result.cluster})
     try:
-        if result.what == "objects":
+        if result.what is Work.OBJECTS:
             store.mark_error(r, result.cluster, result.error, result.duration_s, result.requests)
         else:
             store.mark_rbac_error(r, result.cluster, result.error)

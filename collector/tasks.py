@@ -1,20 +1,23 @@
 """Celery tasks: thin shells around collector.jobs. Beat runs the fan-out tasks, which enqueue
 one sync per registered cluster; any number of workers share them, coordinated only by the
-per-cluster lock in Redis (a busy lock means another worker is on it: skip)."""
+per-cluster lock in Redis (a busy lock means another worker is on it: skip). Whether and when a
+failed sync is retried is decided by collector.jobs.retry_delay."""
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
-import redis
 from celery import Celery
-from celery.utils.time import get_exponential_backoff_interval
 
 from collector.clusters import ClusterSource
-from collector.jobs import Collector
-from common.errors import LockBusy, PermanentError, TemporaryError
-from common.kinds import load_registry
+from collector.jobs import Collector, retry_delay
+from collector.sync import Work
+from common import redis_client
+from common.errors import FleetscopeError, LockBusy
+from common.kinds.registry import load_registry
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -23,79 +26,81 @@ FAN_OUT_OBJECTS = "collector.schedule_object_syncs"
 FAN_OUT_RBAC = "collector.schedule_rbac_syncs"
 SYNC_OBJECTS = "collector.sync_objects"
 SYNC_RBAC = "collector.sync_rbac"
-RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 5, 60
-_runtime: dict[int, Collector] = {}
 
 
-def runtime(settings: Settings) -> Collector:
-    """This process's Collector (built on first use, so nothing connects at import time)."""
-    key = id(settings)
-    if key not in _runtime:
-        r = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
-        _runtime[key] = Collector(
+def runtime_factory(settings: Settings) -> Callable[[], Collector]:
+    """This process's Collector, built on first use (nothing connects at import time, and a
+    prefork child builds its own after the fork)."""
+
+    @functools.cache
+    def runtime() -> Collector:
+        r = redis_client.connect(settings.redis_url)
+        return Collector(
             settings,
             r,
             load_registry(settings.kinds_file),
             ClusterSource(settings, r=r),
         )
-    return _runtime[key]
+
+    return runtime
 
 
-def register(app: Celery, settings: Settings) -> None:
-    retry: dict[str, Any] = {
-        "autoretry_for": (TemporaryError,),
-        "dont_autoretry_for": (LockBusy,),
-        "retry_backoff": RETRY_BACKOFF_S,
-        "retry_backoff_max": RETRY_BACKOFF_MAX_S,
-        "retry_jitter": True,
-        "max_retries": 3,
-        "ignore_result": True,
-    }
+def register(app: Celery, settings: Settings) -> Callable[[], Collector]:
+    """Register the tasks on `app`; returns the process's Collector getter."""
+    runtime = runtime_factory(settings)
 
-    @app.task(name=SYNC_OBJECTS, bind=True, **retry)  # type: ignore[untyped-decorator]
+    @app.task(name=SYNC_OBJECTS, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def sync_objects(task: Any, cluster: str) -> None:
-        _locked(task, lambda: runtime(settings).sync_objects(cluster), cluster)
+        _sync(task, runtime(), Work.OBJECTS, cluster)
 
-    @app.task(name=SYNC_RBAC, bind=True, **retry)  # type: ignore[untyped-decorator]
+    @app.task(name=SYNC_RBAC, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def sync_rbac(task: Any, cluster: str) -> None:
-        _locked(task, lambda: runtime(settings).sync_rbac(cluster), cluster)
+        _sync(task, runtime(), Work.RBAC, cluster)
 
     @app.task(name=FAN_OUT_OBJECTS, ignore_result=True)  # type: ignore[untyped-decorator]
     def schedule_object_syncs() -> int:
-        return _fan_out(sync_objects, settings, settings.sync_interval_s)
+        return _fan_out(sync_objects, runtime(), settings.sync_interval_s)
 
     @app.task(name=FAN_OUT_RBAC, ignore_result=True)  # type: ignore[untyped-decorator]
     def schedule_rbac_syncs() -> int:
-        return _fan_out(sync_rbac, settings, settings.rbac_sync_interval_s)
+        return _fan_out(sync_rbac, runtime(), settings.rbac_sync_interval_s)
 
-    @app.task(name=RECONCILE, ignore_result=True, **{k: retry[k] for k in ("autoretry_for",)})  # type: ignore[untyped-decorator]
-    def reconcile_registry() -> None:
-        result = runtime(settings).reconcile()
+    @app.task(name=RECONCILE, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    def reconcile_registry(task: Any) -> None:
+        try:
+            result = runtime().reconcile()
+        except FleetscopeError as e:
+            _retry_or_log(task, e, "registry reconcile failed")
+            return
         # New clusters, rotated credentials and clusters that became ready are collected now,
         # not an interval later.
         for name in result.to_sync:
             sync_rbac.delay(name)
             sync_objects.delay(name)
 
+    return runtime
 
-def _locked(task: Any, job: Any, cluster: str) -> None:
+
+def _sync(task: Any, collector: Collector, work: Work, cluster: str) -> None:
     try:
-        job()
+        collector.run(work, cluster)
     except LockBusy:
         log.info("skipped: another worker is syncing this cluster", extra={"cluster": cluster})
-    except PermanentError as e:  # recorded in the sync status; retrying will not help
-        log.warning("sync failed: %s", e, extra={"cluster": cluster})
-    except TemporaryError as e:
-        # Retry with backoff, but never sooner than the error asks (a leaf's 429 Retry-After).
-        backoff = get_exponential_backoff_interval(
-            RETRY_BACKOFF_S, task.request.retries, RETRY_BACKOFF_MAX_S, full_jitter=True
-        )
-        raise task.retry(exc=e, countdown=max(backoff, e.delay_s)) from e
+    except FleetscopeError as e:  # already recorded in the sync status
+        _retry_or_log(task, e, f"{work} sync failed", cluster)
 
 
-def _fan_out(task: Any, settings: Settings, interval_s: float) -> int:
+def _retry_or_log(task: Any, e: FleetscopeError, what: str, cluster: str = "") -> None:
+    delay = retry_delay(e, task.request.retries)
+    if delay is None:
+        log.warning("%s: %s", what, e, extra={"cluster": cluster} if cluster else None)
+        return
+    raise task.retry(exc=e, countdown=delay, max_retries=None) from e
+
+
+def _fan_out(task: Any, collector: Collector, interval_s: float) -> int:
     """Enqueue one sync per ready registered cluster; unrun ones expire at the next round."""
-    clusters = runtime(settings).syncable()
+    clusters = collector.syncable()
     for name in clusters:
         task.apply_async((name,), expires=interval_s)
     return len(clusters)

@@ -12,12 +12,10 @@ import signal
 import threading
 from types import FrameType
 
-import redis
-
 from collector.clusters import ClusterSource
 from collector.watch_replica import WatchReplica
-from common import logs
-from common.kinds import load_registry
+from common import logs, redis_client
+from common.kinds.registry import load_registry
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -42,7 +40,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
-    r = redis.Redis.from_url(settings.redis_url)
+    r = redis_client.connect(settings.redis_url)
     source = ClusterSource(settings, r=r)
     replica = WatchReplica(
         settings, r, load_registry(settings.kinds_file), source, args.name, args.reconcile

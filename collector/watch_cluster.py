@@ -1,7 +1,7 @@
 """One leaf cluster, watched: per served kind (and the 4 RBAC resources) list, then watch from the
 list's resourceVersion with bookmarks; relist on 410 or a broken stream, re-watch when the server
 ends a watch cleanly. Row changes go through one writer thread per cluster, in batches, to
-common.store_events; RBAC changes recompile the grants (collector.watch_rbac).
+common.index.store_events; RBAC changes recompile the grants (collector.watch_rbac).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 import redis
 
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
-from common import rows, store_events
 from common.errors import FleetscopeError, LockBusy
-from common.kinds import Kind, KindRegistry
-from common.leaf import LeafClient, WatchExpired, WatchStream
+from common.index import rows, store_events
+from common.kinds.registry import Kind, KindRegistry
+from common.leaf.client import LeafClient, WatchExpired, WatchStream
+from common.lease import Fence
 from common.settings import Settings
-from common.store import Fence
 
 log = logging.getLogger(__name__)
 BATCH_MAX = 1000  # changes per MULTI/EXEC

@@ -1,7 +1,7 @@
 """One watched cluster's RBAC objects, kept in memory, and the debounced recompile of its grants.
 
 RBAC objects are few next to rows (a RoleBinding per namespace), so the watcher keeps them and
-recompiles the whole cluster's grants (common.grants, the full RBAC sync's code path) at most
+recompiles the whole cluster's grants (common.rbac.grants, the full RBAC sync's code path) at most
 once per debounce window after a change. Grants are first stored once all four resources were
 listed: compiling a partial set would revoke access for a moment.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import redis
 
-from common.grants import compile_grants, store_grants
-from common.kinds import KindRegistry
-from common.rbac import RbacObjects
+from common.kinds.registry import KindRegistry
+from common.rbac.authorizer import RbacObjects
+from common.rbac.grants import compile_grants, store_grants
 
 log = logging.getLogger(__name__)
 RBAC_API = "rbac.authorization.k8s.io/v1"

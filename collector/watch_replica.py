@@ -1,7 +1,7 @@
 """A watcher replica: shares the registered clusters with other replicas through Redis leases.
 
-Each cluster's lease (`keys.lease`) is SET NX PX with the replica's token, renewed every tick
-and released by compare-and-delete (collector.lock's scripts). A replica that dies stops
+Each cluster's lease (`keys.lease`, a common.lease.Lease under the replica's token) is renewed
+every tick, all in one round trip, and released on hand-over. A replica that dies stops
 renewing, so another takes its clusters over within the lease TTL plus one tick. Every tick
 also follows the registry (`fs:clusters`) and kubeconfig changes, and, while a cluster's watches
 are healthy, refreshes its sync status so it is not reported stale.
@@ -10,7 +10,6 @@ are healthy, refreshes its sync status so it is not reported stale.
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -18,15 +17,15 @@ from collections.abc import Callable
 import redis
 
 from collector.clusters import ClusterSource
-from collector.lock import _RELEASE, _RENEW
 from collector.watch_cluster import ClusterWatch
 from collector.watch_rbac import RESOURCES
-from common import keys, registry, store, store_events, syncstatus
+from common import lease
 from common.errors import FleetscopeError, LockBusy
-from common.kinds import KindRegistry
-from common.leaf import LeafClient
+from common.index import keys, store, store_events, syncstatus
+from common.kinds.registry import KindRegistry
+from common.leaf import registry
+from common.leaf.client import LeafClient
 from common.settings import Settings
-from common.store import Fence
 
 log = logging.getLogger(__name__)
 TICKS_PER_TTL = 4
@@ -46,8 +45,8 @@ class WatchReplica:
         reconcile: bool = False,
     ) -> None:
         self.settings, self.r, self.kinds, self.source = settings, r, kinds, source
-        self.token = f"{name or 'watcher'}:{secrets.token_hex(8)}"
-        self.ttl_ms = max(1000, int(settings.watch_lease_ttl_s * 1000))
+        self.token = lease.new_token(name or "watcher")
+        self.ttl_ms = lease.ttl_ms(settings.watch_lease_ttl_s)
         self.watches: dict[str, ClusterWatch] = {}
         self.make_client: Callable[[str], LeafClient] = self._client
         self.reconcile = reconcile
@@ -89,7 +88,7 @@ class WatchReplica:
                 self.drop(name, release=False)
                 if not self.r.hexists(keys.CLUSTERS, name):
                     store.delete_cluster(self.r, name)  # what the last writes put back
-                self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
+                self._lease(name).release()
             elif configs.get(name) is not watch.client.config:
                 self.drop(name, release=True)
             elif watch.lost or name in lost:
@@ -98,30 +97,24 @@ class WatchReplica:
             else:
                 self._heartbeat(name, watch)
         for name in sorted(registered - set(self.watches)):
-            if name in configs and self.r.set(
-                keys.lease(name), self.token, nx=True, px=self.ttl_ms
-            ):
+            if name in configs and self._lease(name).acquire():
                 self._take(name)
 
     def _renew_all(self) -> set[str]:
         """Renew every owned lease (one pipelined round trip); the names whose lease is gone."""
-        names = list(self.watches)
-        pipe = self.r.pipeline(transaction=False)
-        for name in names:
-            pipe.eval(_RENEW, 1, keys.lease(name), self.token, self.ttl_ms)
-        failed = [name for name, ok in zip(names, pipe.execute(), strict=True) if not ok]
+        held = {name: self._lease(name) for name in self.watches}
+        renewed = lease.renew_all(self.r, list(held.values()))
+        failed = [name for name, ok in zip(held, renewed, strict=True) if not ok]
         # Expired but not taken (this process was paused past the TTL): nobody else wrote, so
         # taking it again keeps the watch instead of relisting the whole cluster.
-        return {
-            n for n in failed if not self.r.set(keys.lease(n), self.token, nx=True, px=self.ttl_ms)
-        }
+        return {name for name in failed if not held[name].acquire()}
 
     def _take(self, name: str) -> None:
         try:
             client = self.make_client(name)
         except FleetscopeError as e:
             log.warning("cannot watch: %s", e, extra={"cluster": name})
-            self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
+            self._lease(name).release()
             return
         watch = ClusterWatch(
             self.r, client, self.kinds, self.settings, self.fence(name), self.list_slots
@@ -136,8 +129,11 @@ class WatchReplica:
         s = self.settings
         return LeafClient(config, s.leaf_timeout_s, s.leaf_page_size, pool_size=pool)
 
-    def fence(self, name: str) -> Fence:
-        return Fence(keys.lease(name), self.token)
+    def _lease(self, name: str) -> lease.Lease:
+        return lease.Lease(self.r, keys.lease(name), self.token, self.ttl_ms)
+
+    def fence(self, name: str) -> lease.Fence:
+        return self._lease(name).fence
 
     def _heartbeat(self, name: str, watch: ClusterWatch) -> None:
         objects, rbac = watch.healthy(), watch.rbac_healthy()
@@ -151,7 +147,7 @@ class WatchReplica:
         watch.stop()
         watch.client.close()
         if release:
-            self.r.eval(_RELEASE, 1, keys.lease(name), self.token)
+            self._lease(name).release()
         log.info("stopped watching", extra={"cluster": name})
 
     def close(self) -> None:

@@ -1,2 +1,3 @@
-"""Shared core: settings, kind registry, row model and status rules, Redis keys and store, RBAC
-engine, cluster registry, errors, logging and metrics helpers. Imports neither Flask nor Celery."""
+"""Shared core, by concept: `kinds/` (what each kind means), `index/` (the Redis index),
+`rbac/` (Kubernetes RBAC replicated), `leaf/` (leaf clusters and the registry); beside them
+settings, errors, logging and the embedded redis-server. Imports neither Flask nor Celery."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from common.errors import ConfigError
 
@@ -21,16 +22,32 @@ SUBCOMMANDS = {
     "kubesim": ("kubesim.cli", "serve simulated leaf clusters and write their kubeconfigs"),
     "serve": ("query.cli", "serve the query API under gunicorn"),
     "watch": ("collector.watch_cli", "watch leaf clusters for near-real-time updates"),
+    "get": ("fleetscope.client.get", "list objects across the fleet, like kubectl get"),
+    "describe": ("fleetscope.client.describe", "show one live object, read from its cluster"),
+    "status": ("fleetscope.client.status", "the index's state and each cluster's freshness"),
+    "access": ("fleetscope.client.access", "what you may see, and the bindings behind it"),
+    "groups": ("fleetscope.client.groups", "the same object across clusters, by status"),
+    "completion": ("fleetscope.client.completion", "print a bash or zsh completion script"),
 }
+# Not listed in --help: what the completion scripts call back.
+HIDDEN = {"__complete": ("fleetscope.client.complete", "candidates for shell completion")}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line and exit status 2, like the client's other bad-input errors."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: bad input: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fleetscope",
         description="A single pane of glass for Flux and Istio objects across many clusters.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_text) in SUBCOMMANDS.items():
+    commands = {**SUBCOMMANDS, **(HIDDEN if chosen in HIDDEN else {})}
+    for name, (module, help_text) in commands.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
             importlib.import_module(module).configure(p)
@@ -40,13 +57,14 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(chosen if chosen in SUBCOMMANDS else None)
+    parser = build_parser(chosen if chosen in SUBCOMMANDS or chosen in HIDDEN else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return int(importlib.import_module(SUBCOMMANDS[args.command][0]).run(args) or 0)
+        module = {**SUBCOMMANDS, **HIDDEN}[args.command][0]
+        return int(importlib.import_module(module).run(args) or 0)
     except ConfigError as e:
         print(f"fleetscope {args.command}: configuration error: {e}", file=sys.stderr)
         return 2

@@ -174,11 +174,16 @@ def _child_env(redis_url: str, workdir: Path, port: int) -> dict[str, str]:
 
 def _print_banner(base: str, users: list[DemoUser]) -> None:
     print(f"\n  fleetscope is up: {base}/   (status: {base}/api/v1/status)\n")
-    print("  Try these (identity comes from trusted headers in demo mode):\n")
+    print("  Try these (identity comes from trusted headers in demo mode; the command-line")
+    print("  client sends them with --as/--as-group, see docs/cli.md):\n")
     for user in users:
         print(f"  # {user.description}")
-        print(f"  {user.curl(base + '/api/v1/objects?limit=5')}\n")
-    print(f"  curl -s {base}/api/v1/status\n")
+        print(f"  {user.curl(base + '/api/v1/objects?limit=5')}")
+        print(f"  {user.fleetscope('get', base, '--limit', '5')}\n")
+    print(f"  curl -s {base}/api/v1/status")
+    if users:
+        print(f"  {users[0].fleetscope('status', base)}")
+    print()
     sys.stdout.flush()
 
 

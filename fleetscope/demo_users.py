@@ -24,6 +24,12 @@ class DemoUser:
         flags = " ".join(f"-H {shlex.quote(f'{k}: {v}')}" for k, v in self.headers())
         return f"curl -s {flags} {shlex.quote(url)}"
 
+    def fleetscope(self, command: str, base: str, *args: str) -> str:
+        """The same request from the command line: --as/--as-group send the same headers."""
+        ident = ["--as", self.name] + [f for g in self.groups for f in ("--as-group", g)]
+        words = ["fleetscope", command, *args, "--server", base, *ident]
+        return " ".join(shlex.quote(w) for w in words)
+
 
 def users_file(kubeconfig_dir: Path) -> Path:
     """Where `fleetscope kubesim` writes its users: next to the kubeconfig directory."""

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from common.rbac import UserInfo
+from common.rbac.authorizer import UserInfo
 from kubesim import table
 from kubesim.auth import forbidden
 from kubesim.catalog import Resource

@@ -3,7 +3,7 @@
 The collector identity (the token in the kubeconfigs kubesim writes) may get/list/watch
 everything and impersonate, on top of the cluster's own RBAC. The admin identity is in
 `system:masters`. Everyone else, and every impersonated identity, is decided by
-`common.rbac.Authorizer` over the cluster's own Roles and bindings.
+`common.rbac.authorizer.Authorizer` over the cluster's own Roles and bindings.
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.rbac import AUTHENTICATED, MASTERS, SA_PREFIX, Authorizer, RbacObjects, UserInfo
+from common.rbac.authorizer import (
+    AUTHENTICATED,
+    MASTERS,
+    SA_PREFIX,
+    Authorizer,
+    RbacObjects,
+    UserInfo,
+)
 from kubesim.catalog import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from common.kinds import KindRegistry, builtin_registry
+from common.kinds.registry import KindRegistry, builtin_registry
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 READ_VERBS = ["get", "list", "watch"]
@@ -74,7 +74,7 @@ CORE = (
 NAMESPACES = CORE[0]
 ROLES, ROLE_BINDINGS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS = CORE[1:]
 RBAC_KEYS = frozenset(r.key for r in CORE[1:])
-# What a management cluster holds for the cluster registry (common.registry's sources), at the
+# What a management cluster holds for the cluster registry (common.leaf.registry's sources), at the
 # versions upstream serves: Weave GitOps v1alpha1, Cluster API v1beta1.
 MANAGEMENT = (
     Resource("", "v1", "Secret", "secrets"),

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from common.errors import ConfigError
-from common.keys import valid_cluster_name
+from common.index.keys import valid_cluster_name
 from kubesim.fleet import PRESETS, generate_fleet
 from kubesim.manifests import ManifestFleet
 from kubesim.registration import MANAGEMENT, SOURCES, ManagementFleet

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from common.rbac import UserInfo
+from common.rbac.authorizer import UserInfo
 from kubesim.auth import Tokens
 from kubesim.catalog import Catalog, Resource
 from kubesim.cluster import SimCluster

@@ -1,7 +1,7 @@
 """Who is calling: `oidc` (bearer JWT), `header` (a trusted proxy's X-Remote-User/Group) or
 `anonymous` (explicit opt-in for demos). Every failure is a 401 JSON answer.
 
-The identity is a common.rbac.UserInfo; the AccessResolver adds `system:authenticated`.
+The identity is a common.rbac.authorizer.UserInfo; query.state.caller adds `system:authenticated`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Protocol
 from flask import Request
 
 from common.errors import Unauthenticated
-from common.rbac import ANONYMOUS, UserInfo
+from common.rbac.authorizer import ANONYMOUS, UserInfo
 from common.settings import Settings
 from query.oidc import OidcVerifier
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from flask import Response
 
-from common.rows import row_json
+from common.index.rows import row_json
 
 ROWS_CACHED = 16_384
 """Row texts kept per process (~0.6 KB each with the key: ~10 MB at most)."""

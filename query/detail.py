@@ -12,9 +12,9 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from common import keys
 from common.errors import ClusterError, ClusterUnreachable, NotFound, UpstreamError
-from common.rows import SEP, decode, sort_key
+from common.index import keys
+from common.index.rows import decode, is_member, sort_key
 from query import params
 from query.state import caller, state
 
@@ -25,7 +25,7 @@ def _api_version(cluster: str, namespace: str, kind: str, name: str, default: st
     """The version the collector saw this object at (what the leaf serves), else the kind's."""
     prefix = sort_key(namespace, kind, name).encode()
     found = state().r.zrangebylex(keys.rows(cluster), b"[" + prefix, b"(" + prefix + b"\xff", 0, 1)
-    if found and isinstance(found[0], bytes) and SEP.encode() in found[0]:
+    if found and isinstance(found[0], bytes) and is_member(found[0]):
         return decode(cluster, found[0])["apiVersion"]
     return default
 
@@ -47,7 +47,7 @@ def detail(cluster: str, namespace: str, kind: str, name: str) -> dict[str, Any]
         raise NotFound(f"no cluster named {cluster!r} is registered")
     api_version = _api_version(cluster, namespace, kind, name, k.api_version())
     client = st.leaves.client(cluster, st.r.get(keys.VERSION))
-    groups = user.with_authenticated().groups
+    groups = user.groups
     try:
         obj = client.get_object(k, api_version, namespace, name, user.name, groups)
     except ClusterUnreachable as e:

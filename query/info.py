@@ -9,8 +9,8 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from common.registry_record import read_problems, registry_view
-from common.syncstatus import ClusterSync
+from common.index.registry_record import read_problems, registry_view
+from common.index.syncstatus import ClusterSync
 from query import params
 from query.scope import Scope, iso
 from query.state import caller, state

@@ -1,6 +1,6 @@
 """Leaf API clients of the query service, one per cluster, from the registry's kubeconfigs.
 
-Configs are loaded with common.registry (the collector's loader) and reloaded when `fs:version`
+Configs are loaded with common.leaf.registry (the collector's loader) and reloaded when `fs:version`
 moves (the collector bumps it on registry changes) or an unknown cluster is asked for.
 """
 
@@ -11,10 +11,10 @@ import time
 
 import redis
 
-from common import registry
 from common.errors import UpstreamError
-from common.leaf import ClusterConfig, LeafClient
-from common.registry_record import read_records
+from common.index.registry_record import read_records
+from common.leaf import registry
+from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
 
 RELOAD_MIN_INTERVAL_S = 5.0

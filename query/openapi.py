@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.keys import CLUSTER_NAME_RE
-from common.kinds import KindRegistry
-from common.registry_record import PROBLEM_TYPES
-from common.status import STATUSES
+from common.index.keys import CLUSTER_NAME_RE
+from common.index.registry_record import PROBLEM_TYPES
+from common.kinds.registry import KindRegistry
+from common.kinds.status import STATUSES
 from query.params import (
     DEFAULT_LIMIT,
     DNS_LABEL,
@@ -366,6 +366,6 @@ def _schema_text(schema: S) -> str:
 
 
 if __name__ == "__main__":
-    from common.kinds import builtin_registry
+    from common.kinds.registry import builtin_registry
 
     print(markdown(document(builtin_registry())), end="")

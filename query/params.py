@@ -12,11 +12,11 @@ from collections.abc import Iterable
 
 from werkzeug.datastructures import MultiDict
 
-from common import keys
 from common.errors import InvalidInput
-from common.kinds import KindRegistry
-from common.reader import Filters
-from common.status import STATUSES
+from common.index import keys
+from common.index.reader import Filters
+from common.kinds.registry import KindRegistry
+from common.kinds.status import STATUSES
 
 DEFAULT_LIMIT, MAX_LIMIT = 50, 500
 MAX_VALUES = 100  # values per repeatable filter

@@ -14,11 +14,11 @@ from typing import Any
 
 import redis
 
-from common import syncstatus
-from common.grants import Access, AccessResolver
-from common.rbac import UserInfo
+from common.index import keys, syncstatus
+from common.index.syncstatus import ClusterSync, FleetState
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import Access, AccessResolver
 from common.settings import Settings
-from common.syncstatus import ClusterSync, FleetState
 from query import metrics
 
 
@@ -107,7 +107,7 @@ class Scope:
     """False when the grants were taken from the resolver's cache without reading `fs:version`:
     the caller must read it with its data and redo the request with a checked scope unless it
     still equals `version` (see `resolve_scope`)."""
-    version: Any = None
+    version: keys.GrantsVersion | None = None
 
     def freshness(self, settings: Settings) -> dict[str, Any]:
         snap, syncs, mine = self.snapshot, self.syncs, self.access

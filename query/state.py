@@ -11,17 +11,16 @@ from dataclasses import dataclass, field
 import redis
 from flask import current_app, request
 
-from common.grants import AccessResolver
-from common.kinds import KindRegistry, load_registry
-from common.rbac import UserInfo
-from common.reader import Reader
+from common import redis_client
+from common.index.reader import Reader
+from common.kinds.registry import KindRegistry, load_registry
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import AccessResolver
 from common.settings import Settings
 from query.auth import Authenticator, make_authenticator
 from query.leaves import LeafPool
 from query.scope import FleetView, Scope, resolve_scope
 from query.tokens import TokenSigner
-
-REDIS_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -40,12 +39,7 @@ class QueryState:
     @classmethod
     def build(cls, settings: Settings) -> QueryState:
         registry = load_registry(settings.kinds_file)
-        r = redis.Redis.from_url(
-            settings.redis_url,
-            socket_timeout=REDIS_TIMEOUT_S,
-            socket_connect_timeout=REDIS_TIMEOUT_S,
-            health_check_interval=30,
-        )
+        r = redis_client.connect(settings.redis_url, redis_client.QUERY_TIMEOUT_S)
         return cls(
             settings=settings,
             registry=registry,
@@ -76,5 +70,7 @@ def state() -> QueryState:
 
 
 def caller() -> UserInfo:
-    """The authenticated caller of the current request (401 otherwise)."""
-    return state().authenticate(request)
+    """The authenticated caller of the current request (401 otherwise), with the group every
+    authenticated user has (`system:authenticated`, added here and nowhere else, as the
+    kube-apiserver's authentication layer does)."""
+    return state().authenticate(request).with_authenticated()

@@ -21,9 +21,9 @@ import time
 
 import redis
 
-from common import keys
 from common.errors import InvalidInput
-from common.reader import Cursor, Filters
+from common.index import keys
+from common.index.reader import Cursor, Filters
 
 VERSION = 1
 MAX_TOKEN_LEN = 2048

@@ -14,8 +14,8 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, render_template
 
+from common.kinds.status import STATUSES
 from common.settings import Settings
-from common.status import STATUSES
 from query.params import DEFAULT_LIMIT, MAX_LIMIT
 from query.state import state
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from common.rbac import AUTHENTICATED
+from common.rbac.authorizer import AUTHENTICATED
 from common.settings import Settings
 from kubesim.auth import COLLECTOR_USER
 from kubesim.fleet import generate_fleet

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common import rows
+from common.index import rows
 
 
 def member(cluster: str, ns: str, kind: str, name: str, status: str = "healthy") -> str:

@@ -1,4 +1,4 @@
-"""A tiny Kubernetes-like API server for unit tests of common.leaf (discovery, paginated lists,
+"""A tiny Kubernetes-like API server for unit tests of common.leaf.client (discovery, paginated lists,
 410 on expired continue tokens, single GETs, bearer auth), recording every request it gets.
 End-to-end tests use kubesim instead."""
 

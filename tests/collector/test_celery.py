@@ -17,7 +17,7 @@ import pytest
 import redis
 import yaml
 
-from common import keys, syncstatus
+from common.index import keys, syncstatus
 from common.redis_server import free_port
 from tests.collector.fakeleaf import FakeLeaf, flux_object
 

@@ -20,9 +20,10 @@ import redis
 from collector import cli
 from collector.clusters import ClusterSource
 from collector.jobs import Collector, collect_once
-from common import keys, rows, status, syncstatus
 from common.errors import Forbidden, NotFound
-from common.kinds import builtin_registry
+from common.index import keys, rows, syncstatus
+from common.kinds import status
+from common.kinds.registry import builtin_registry
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim

@@ -18,9 +18,9 @@ import redis
 
 from collector.clusters import ClusterSource
 from collector.jobs import Collector, collect_once
-from common import keys
-from common.kinds import builtin_registry
-from common.registry_record import Record
+from common.index import keys
+from common.index.registry_record import Record
+from common.kinds.registry import builtin_registry
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests import mgmtsim

@@ -17,11 +17,11 @@ from collector import cli
 from collector.clusters import ClusterSource
 from collector.jobs import Collector, collect_once
 from collector.lock import ClusterLock
-from collector.sync import sync_objects
-from common import keys, syncstatus
+from collector.sync import Work, run
 from common.errors import ClusterUnreachable, LockBusy
-from common.kinds import builtin_registry
-from common.leaf import ClusterConfig, LeafClient
+from common.index import keys, syncstatus
+from common.kinds.registry import builtin_registry
+from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
 from tests.collector.fakeleaf import FakeLeaf, flux_object
 
@@ -63,7 +63,7 @@ def leaf_client(leaf: FakeLeaf, name: str = "c1") -> LeafClient:
 
 
 def test_sync_stores_rows_and_status(r: redis.Redis, leaf: FakeLeaf) -> None:
-    result = sync_objects(r, leaf_client(leaf), builtin_registry())
+    result = run(r, Work.OBJECTS, leaf_client(leaf), builtin_registry())
     assert (result.objects, result.added, result.kinds) == (5, 5, {"Kustomization": 5})
     # /apis + the one served registered group-version + 3 pages of 2
     assert result.requests == 1 + 1 + 3
@@ -75,10 +75,10 @@ def test_sync_stores_rows_and_status(r: redis.Redis, leaf: FakeLeaf) -> None:
 
 def test_failed_sync_keeps_last_good_rows(r: redis.Redis, leaf: FakeLeaf) -> None:
     client = leaf_client(leaf)
-    sync_objects(r, client, builtin_registry())
+    run(r, Work.OBJECTS, client, builtin_registry())
     leaf.fail_status = 503
     with pytest.raises(ClusterUnreachable):
-        sync_objects(r, client, builtin_registry())
+        run(r, Work.OBJECTS, client, builtin_registry())
     s = syncstatus.read_all(r, ["c1"])["c1"]
     assert s.state == "error" and "HTTP 503" in s.last_error
     assert s.stale(stale_after_s=1e9)

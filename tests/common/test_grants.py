@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import redis
 
-from common import keys, syncstatus
-from common.grants import AccessResolver, compile_grants, store_grants
-from common.kinds import builtin_registry
-from common.rbac import AUTHENTICATED, RbacObjects, UserInfo
-from common.rbac_access import NO_ACCESS, Access, merge
-from common.rbac_encoding import decode_grants
+from common.index import keys, syncstatus
+from common.kinds.registry import builtin_registry
+from common.rbac.access import NO_ACCESS, Access, merge
+from common.rbac.authorizer import AUTHENTICATED, RbacObjects, UserInfo
+from common.rbac.encoding import decode_grants
+from common.rbac.grants import AccessResolver, compile_grants, store_grants
 from tests.common.test_rbac import crb, crole, rb, role, rule, subj
 
 REG = builtin_registry()
@@ -170,14 +170,16 @@ def test_store_grants_removes_subjects_that_lost_all_grants(r: redis.Redis) -> N
 ALICE = UserInfo("alice", ("team-a",))
 
 
-def test_resolver_reads_grants_and_adds_authenticated(r: redis.Redis) -> None:
+def test_resolver_reads_grants_and_takes_groups_as_given(r: redis.Redis) -> None:
     objs = _objects()
     objs.role_bindings.append(
         rb("shared", "all", "ClusterRole", "net-view", subj("Group", AUTHENTICATED))
     )
     store_grants(r, "c1", compile_grants(objs, REG), 1.0)
     resolver = AccessResolver(r, REG)
-    got = resolver.resolve(ALICE, ["c1", "c2"])
+    # The identity layer (query.state.caller) adds system:authenticated; the resolver does not.
+    assert "shared" not in resolver.resolve(ALICE, ["c1"])["c1"].namespaces
+    got = resolver.resolve(ALICE.with_authenticated(), ["c1", "c2"])
     assert got["c2"].is_empty
     a = got["c1"]
     assert not a.cluster_wide
@@ -213,26 +215,32 @@ def test_cached_answer_is_tied_to_the_version_it_was_resolved_at(r: redis.Redis)
     first = resolver.resolve(ALICE, ["c1"])
     trips = resolver.round_trips
     hit = resolver.cached(ALICE, ["c1"])
-    assert hit is not None and hit[0] == first and hit[1] == r.get(keys.VERSION)
+    assert hit is not None and hit[0] == first and hit[1] == keys.GrantsVersion(r.get(keys.VERSION))
     assert resolver.round_trips == trips
     assert resolver.cached(ALICE, ["c1", "c2"]) is None  # other clusters: not this answer
     objs = _objects()
     fewer = RbacObjects([], objs.cluster_roles, objs.role_bindings[1:3])
     store_grants(r, "c1", compile_grants(fewer, REG), 2.0)
-    assert r.get(keys.VERSION) != hit[1]  # the check a caller makes fails: it resolves again
+    assert (
+        keys.GrantsVersion(r.get(keys.VERSION)) != hit[1]
+    )  # the check a caller makes fails: it resolves again
     assert resolver.resolve(ALICE, ["c1"])["c1"].is_empty
     again = resolver.cached(ALICE, ["c1"])
-    assert again is not None and again[0]["c1"].is_empty and again[1] == r.get(keys.VERSION)
+    assert (
+        again is not None
+        and again[0]["c1"].is_empty
+        and again[1] == keys.GrantsVersion(r.get(keys.VERSION))
+    )
 
 
 def test_users_with_the_same_groups_share_work(r: redis.Redis) -> None:
     store_grants(r, "c1", compile_grants(_objects(), REG), 1.0)
     resolver = AccessResolver(r, REG)
-    resolver.resolve(UserInfo("u1", ("team-b",)), ["c1"])
+    resolver.resolve(UserInfo("u1", ("team-b",)).with_authenticated(), ["c1"])
     assert resolver.subjects_loaded == 3  # u:u1, g:system:authenticated, g:team-b
-    resolver.resolve(UserInfo("u2", ("team-b",)), ["c1"])
+    resolver.resolve(UserInfo("u2", ("team-b",)).with_authenticated(), ["c1"])
     assert resolver.subjects_loaded == 4  # only u:u2: the groups were parsed and merged once
-    resolver.resolve(UserInfo("u1", ("team-b",)), ["c1"])
+    resolver.resolve(UserInfo("u1", ("team-b",)).with_authenticated(), ["c1"])
     assert resolver.subjects_loaded == 4
 
 

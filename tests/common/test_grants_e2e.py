@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from collector.sync import sync_rbac
-from common.grants import AccessResolver
-from common.kinds import builtin_registry
-from common.leaf import LeafClient
-from common.rbac import UserInfo
-from common.registry import load_dir
+from collector.sync import Work, run
+from common.kinds.registry import builtin_registry
+from common.leaf.client import LeafClient
+from common.leaf.registry import load_dir
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import AccessResolver
 from kubesim.fleet import GeneratedFleet, generate_fleet
 from kubesim.server import KubeSim
 from kubesim.users import ALL, fleet_users
@@ -39,7 +39,7 @@ def sync_all(r: redis.Redis, sim: KubeSim, tmp_path: Path) -> None:
     for config in load_dir(str(tmp_path / "clusters")).values():
         client = LeafClient(config)
         try:
-            sync_rbac(r, client, REG)
+            run(r, Work.RBAC, client, REG)
         finally:
             client.close()
 

@@ -9,9 +9,9 @@ import fakeredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.grants import AccessResolver, compile_grants, store_grants
-from common.kinds import builtin_registry
-from common.rbac import Authorizer, RbacObjects, UserInfo
+from common.kinds.registry import builtin_registry
+from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo
+from common.rbac.grants import AccessResolver, compile_grants, store_grants
 
 REG = builtin_registry()
 NAMESPACES = ["a", "b", "c"]
@@ -135,8 +135,8 @@ def test_compiled_grants_match_the_authorizer(objs: RbacObjects, user_list: list
     store_grants(r, "c1", compile_grants(objs, REG), 1.0)
     resolver = AccessResolver(r, REG)
     for user in user_list:
-        access = resolver.resolve(user, ["c1"])["c1"]
-        effective = user.with_authenticated()
+        effective = user.with_authenticated()  # as the query's identity layer hands it over
+        access = resolver.resolve(effective, ["c1"])["c1"]
         assert set(access.cluster_wide) == expected_kinds(auth, effective, None)
         for ns in [*NAMESPACES, "elsewhere"]:
             assert set(access.kinds_in(ns)) == expected_kinds(auth, effective, ns), (user, ns)
@@ -146,7 +146,7 @@ def test_compiled_grants_match_the_authorizer(objs: RbacObjects, user_list: list
             assert kinds and not kinds & access.cluster_wide, ns
         # explain() accounts for every kind the user may list, and for nothing else
         explained: dict[str, set[str]] = {}
-        for entry in resolver.explain(user, "c1"):
+        for entry in resolver.explain(effective, "c1"):
             explained.setdefault(entry["namespace"], set()).update(entry["kinds"])
         assert explained.get("*", set()) == set(access.cluster_wide)
         for ns in NAMESPACES:
@@ -159,6 +159,7 @@ def test_a_removed_binding_never_adds_access(objs: RbacObjects, drop: int, user:
     r = fakeredis.FakeRedis(decode_responses=True)
     resolver = AccessResolver(r, REG)
     store_grants(r, "c1", compile_grants(objs, REG), 1.0)
+    user = user.with_authenticated()
     before = resolver.resolve(user, ["c1"])["c1"]
     bindings = objs.role_bindings + objs.cluster_role_bindings
     if bindings:
@@ -171,6 +172,6 @@ def test_a_removed_binding_never_adds_access(objs: RbacObjects, drop: int, user:
         )
     store_grants(r, "c1", compile_grants(objs, REG), 2.0)
     after = resolver.resolve(user, ["c1"])["c1"]
-    expected = expected_kinds(Authorizer(objs), user.with_authenticated(), "a")
+    expected = expected_kinds(Authorizer(objs), user, "a")
     assert set(after.kinds_in("a")) == expected
     assert after.kinds_in("a") <= before.kinds_in("a")

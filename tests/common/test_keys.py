@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from common import keys
 from common.errors import InvalidInput
+from common.index import keys
 
 
 def test_exact_key_strings() -> None:

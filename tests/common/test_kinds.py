@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from common.kinds import builtin_registry, load_registry
+from common.kinds.registry import builtin_registry, load_registry
 
 
 def test_builtin_flux_and_istio_kinds() -> None:

@@ -1,4 +1,4 @@
-"""common.leaf against a small local HTTP API server: kubeconfig loading (token, exec plugin),
+"""common.leaf.client against a small local HTTP API server: kubeconfig loading (token, exec plugin),
 discovery, paginated lists with 410 restarts, impersonated GETs, error translation, and no
 credentials in reprs, errors or logs."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from common.errors import ClusterError, ClusterUnreachable, Forbidden, NotFound, UpstreamError
-from common.kinds import builtin_registry
-from common.leaf import ClusterConfig, LeafClient
+from common.kinds.registry import builtin_registry
+from common.leaf.client import ClusterConfig, LeafClient
 from tests.collector.fakeleaf import FakeLeaf, flux_object
 
 TOKEN = "tok-SECRET-d1st1nct1ve-4242"

@@ -1,5 +1,5 @@
-"""The name index (common.name_index) kept by the full sync (common.store) and the watcher
-(common.store_events) against a real Redis: after every write it equals the index rebuilt from
+"""The name index (common.index.name_index) kept by the full sync (common.index.store) and the watcher
+(common.index.store_events) against a real Redis: after every write it equals the index rebuilt from
 the rows, a no-change re-sync leaves it alone, and it goes with the cluster."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import random
 
 import redis
 
-from common import keys, name_index, rows, store
-from common.store_events import Change, apply_changes
+from common.index import keys, name_index, rows, store
+from common.index.store_events import Change, apply_changes
 from tests import rowfactory
 
 C = "c1"

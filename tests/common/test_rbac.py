@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from common.rbac import (
+from common.rbac.authorizer import (
     AUTHENTICATED,
     Authorizer,
     RbacObjects,

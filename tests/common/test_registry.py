@@ -1,4 +1,4 @@
-"""common.registry without a management cluster: clusters from a kubeconfig directory, the
+"""common.leaf.registry without a management cluster: clusters from a kubeconfig directory, the
 naming rule, how claims are settled (conflicts, the same Secret through two sources), Argo CD's
 cluster config turned into a kubeconfig, Cluster API readiness, the records and problems in
 Redis and who sees them, and `reconcile` mirroring claims into `fs:clusters` on a real
@@ -16,11 +16,12 @@ import pytest
 import redis
 import yaml
 
-from common import keys, registry, registry_argocd, registry_capi, store, syncstatus
 from common.errors import ClusterError, ConfigError
-from common.leaf import ClusterConfig
-from common.registry import Claim, Claims
-from common.registry_record import Problem, Record, read_problems, registry_view
+from common.index import keys, store, syncstatus
+from common.index.registry_record import Problem, Record, read_problems, registry_view
+from common.leaf import registry, registry_argocd, registry_capi
+from common.leaf.client import ClusterConfig
+from common.leaf.registry import Claim, Claims
 
 TOKEN = "registry-SECRET-token-777"
 

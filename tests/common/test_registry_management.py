@@ -15,9 +15,10 @@ import pytest
 import redis
 import yaml
 
-from common import keys, registry
-from common.rbac import service_account_user
-from common.registry_record import Record, read_problems
+from common.index import keys
+from common.index.registry_record import Record, read_problems
+from common.leaf import registry
+from common.rbac.authorizer import service_account_user
 from kubesim.catalog import Catalog, Resource
 from kubesim.server import KubeSim
 from tests import mgmtsim

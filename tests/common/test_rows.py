@@ -7,8 +7,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common import rows
-from common.kinds import builtin_registry
+from common.index import rows
+from common.kinds.registry import builtin_registry
 
 KUSTOMIZATION = builtin_registry().get("Kustomization")
 REV = "main@sha1:0123456789abcdef0123456789abcdef01234567"

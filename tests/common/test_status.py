@@ -1,4 +1,4 @@
-"""Status rules: the table in common/status.py, row by row, for Flux, Istio and extra kinds."""
+"""Status rules: the table in common/kinds/status.py, row by row, for Flux, Istio and extra kinds."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from common.status import MESSAGE_MAX, WAITING, evaluate, revision
+from common.kinds.status import MESSAGE_MAX, WAITING, evaluate, revision
 
 
 def cond(type_: str, status: str, reason: str = "", message: str = "") -> dict[str, str]:

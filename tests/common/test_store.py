@@ -1,4 +1,4 @@
-"""common.store on a real redis-server: diffed snapshot writes (rows, status indexes, counts,
+"""common.index.store on a real redis-server: diffed snapshot writes (rows, status indexes, counts,
 generation, sync status), no row writes on an unchanged re-sync, the lock fence, atomicity as a
 concurrent reader sees it, and deleting a cluster."""
 
@@ -9,9 +9,10 @@ import threading
 import pytest
 import redis
 
-from common import keys, rows, store, syncstatus
 from common.errors import LockBusy
-from common.kinds import builtin_registry
+from common.index import keys, rows, store, syncstatus
+from common.kinds.registry import builtin_registry
+from common.lease import Fence
 
 REG = builtin_registry()
 
@@ -86,7 +87,7 @@ def test_empty_snapshot_removes_everything(r: redis.Redis) -> None:
 def test_lost_lock_writes_nothing(r: redis.Redis) -> None:
     r.set(keys.lock("c1"), "someone-else")
     with pytest.raises(LockBusy):
-        store.replace_rows(r, "c1", snapshot(3), fence=store.Fence(keys.lock("c1"), "mine"))
+        store.replace_rows(r, "c1", snapshot(3), fence=Fence(keys.lock("c1"), "mine"))
     assert r.exists(keys.rows("c1"), keys.counts("c1"), keys.generation("c1")) == 0
 
 
@@ -141,7 +142,7 @@ def test_status_marks(r: redis.Redis) -> None:
 
 
 def test_a_snapshot_listed_before_watch_events_does_not_undo_them(r: redis.Redis) -> None:
-    from common.store_events import Change, apply_changes
+    from common.index.store_events import Change, apply_changes
 
     store.replace_rows(r, "c1", snapshot(5))
     since = store.generation(r, "c1")  # the full sync starts listing here...

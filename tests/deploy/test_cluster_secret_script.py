@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from common.leaf import ClusterConfig
+from common.leaf.client import ClusterConfig
 from tests.deploy.fake_apiserver import fake_apiserver
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from common.kinds import builtin_registry
-from common.rbac import Authorizer, RbacObjects, UserInfo, service_account_user
+from common.kinds.registry import builtin_registry
+from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo, service_account_user
 from common.settings import env_name, setting_fields
 from tests.deploy.render import K8S_VERSIONS, ROOT, find, kustomize
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common.rbac import UserInfo
-from common.status import evaluate
+from common.kinds.status import evaluate
+from common.rbac.authorizer import UserInfo
 from kubesim.catalog import Catalog
 from kubesim.fleet import generate_fleet
 from kubesim.manifests import ManifestFleet

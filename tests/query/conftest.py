@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import pytest
 import redis
 
-from common import keys, syncstatus
-from common.grants import compile_grants, store_grants
-from common.kinds import builtin_registry
-from common.rbac import Authorizer, RbacObjects, UserInfo
-from common.rows import Row
+from common.index import keys, syncstatus
+from common.index.rows import Row
+from common.kinds.registry import builtin_registry
+from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo
+from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.app import create_app
 from tests.query.fleet import random_fleet, write_rows

@@ -1,6 +1,6 @@
 """Test fleets written straight into Redis (rows, status indexes, counts, sync, grants-free).
 
-Rows go in through `common.rows.encode` + ZADD (the name index rebuilt from them) so the query
+Rows go in through `common.index.rows.encode` + ZADD (the name index rebuilt from them) so the query
 tests do not depend on the collector; `visible` is the oracle: which rows a caller sees, computed without the reader.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import redis
 
-from common import keys, name_index
-from common.rows import Row, encode, sort_key
+from common.index import keys, name_index
+from common.index.rows import Row, encode, sort_key
 
 KINDS = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")
 STATUS_WEIGHTS = (
@@ -27,7 +27,7 @@ STATUS_WEIGHTS = (
 
 @dataclass(frozen=True)
 class FakeAccess:
-    """Stands in for common.grants.Access in reader tests."""
+    """Stands in for common.rbac.grants.Access in reader tests."""
 
     cluster_wide: frozenset[str] = frozenset()
     namespaces: Mapping[str, frozenset[str]] = field(default_factory=dict)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from common.kinds import builtin_registry
+from common.kinds.registry import builtin_registry
 from query.openapi import document
 
 DOC = document(builtin_registry())

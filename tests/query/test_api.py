@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from common import keys
+from common.index import keys
 from tests.query.conftest import USERS, headers, mark_synced, oracle
 from tests.query.fleet import order
 from tests.query.schema import check_response

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from common import rows
+from common.index import rows
 from query import body
 
 

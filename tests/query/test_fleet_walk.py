@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from collector import cli as collector_cli
-from common.kinds import builtin_registry
+from common.kinds.registry import builtin_registry
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim

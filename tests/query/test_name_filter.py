@@ -1,4 +1,4 @@
-"""The `name` substring filter through the name index (common.reader_lua.NAMED, NAMED_COUNT) on a
+"""The `name` substring filter through the name index (common.index.reader_lua.NAMED, NAMED_COUNT) on a
 real Redis: pages and facets equal the oracle through the index, through its dense fallback and
 without an index; a page or a count reads only the rows whose names match (counts, not timings)."""
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common import keys, reader
-from common.reader import Filters, Reader
+from common.index import keys, reader
+from common.index.reader import Filters, PageRequest, Reader
 from tests.query.fleet import KINDS, make_row, order, random_fleet, visible, write_rows
 from tests.query.test_reader import ACCESSES, walk
 
@@ -85,22 +85,22 @@ def test_a_name_filtered_page_reads_only_matching_rows(rb: redis.Redis) -> None:
     vm = [make_row("c00", f"ns-{n:02d}", "Gateway", "vmagent") for n in (3, 17, 31)]
     write_rows(rb, fleet + vm)
     admin = {"c00": ACCESSES["admin"]["c00"]}
-    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 50)
+    page = Reader(rb, KINDS).page(admin, PageRequest(Filters(name="vm"), 50))
     assert [r["namespace"] for r in page.rows] == ["ns-03", "ns-17", "ns-31"]
     assert page.scanned == 3 and page.cursor is None
-    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 2)
+    page = Reader(rb, KINDS).page(admin, PageRequest(Filters(name="vm"), 2))
     assert page.scanned == 3 and page.cursor is not None  # limit + 1: is there a next page
-    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 2, page.cursor)
+    page = Reader(rb, KINDS).page(admin, PageRequest(Filters(name="vm"), 2, page.cursor))
     assert [r["namespace"] for r in page.rows] == ["ns-31"] and page.scanned == 1
     assert Reader(rb, KINDS).facets(admin, Filters(name="vm")).scanned == 3
     solo = {"c00": type(admin["c00"])(namespaces={"ns-17": frozenset(KINDS)})}
-    page = Reader(rb, KINDS).page(solo, Filters(name="vm"), 50)
+    page = Reader(rb, KINDS).page(solo, PageRequest(Filters(name="vm"), 50))
     assert [r["namespace"] for r in page.rows] == ["ns-17"] and page.scanned <= 1
 
 
 def test_a_name_matching_nothing_reads_no_rows(rb: redis.Redis) -> None:
     write_rows(rb, random_fleet(seed=24))
-    page = Reader(rb, KINDS).page(ACCESSES["admin"], Filters(name="zzz"), 50)
+    page = Reader(rb, KINDS).page(ACCESSES["admin"], PageRequest(Filters(name="zzz"), 50))
     assert page.rows == [] and page.scanned == 0
     assert page.round_trips == 1  # the first round trip reads 4 clusters under a name filter
 
@@ -108,5 +108,5 @@ def test_a_name_matching_nothing_reads_no_rows(rb: redis.Redis) -> None:
 def test_the_index_matches_names_case_insensitively(rb: redis.Redis) -> None:
     write_rows(rb, [make_row("c00", "a", "Gateway", n) for n in ("VMAgent", "web", "my-vm")])
     admin = {"c00": ACCESSES["admin"]["c00"]}
-    page = Reader(rb, KINDS).page(admin, Filters(name="vm"), 50)
+    page = Reader(rb, KINDS).page(admin, PageRequest(Filters(name="vm"), 50))
     assert [r["name"] for r in page.rows] == ["VMAgent", "my-vm"] and page.scanned == 2

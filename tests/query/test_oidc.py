@@ -137,7 +137,9 @@ def whoami(app, token: str | None):
 def test_valid_tokens_map_claims_and_prefixes(app, issuer: Issuer, kid: str) -> None:
     status, body = whoami(app, issuer.token(kid))
     assert status == 200, body
-    assert body["user"] == {"name": "oidc:dana@example.com", "groups": ["oidc:sre", "oidc:team-a"]}
+    # system:authenticated is added by the identity layer, as kube-apiserver does
+    groups = ["oidc:sre", "oidc:team-a", "system:authenticated"]
+    assert body["user"] == {"name": "oidc:dana@example.com", "groups": groups}
 
 
 def test_bad_tokens_are_401_json(app, issuer: Issuer) -> None:

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common import keys, reader
-from common.grants import compile_grants, store_grants
-from common.reader import Filters, Reader
+from common.index import keys, reader
+from common.index.reader import Filters, PageRequest, Reader
+from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView
 from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
@@ -61,13 +61,13 @@ def test_first_page_plans_only_the_clusters_it_reads(
 ) -> None:
     plans = count_plans(monkeypatch)
     access = {c: FakeAccess(ALL) for c in CLUSTERS}
-    page = Reader(wide, KINDS).page(access, Filters(), 50)
+    page = Reader(wide, KINDS).page(access, PageRequest(Filters(), 50))
     assert len(page.rows) == 50
     # 30 rows a cluster: the page (51 with the look-ahead) needs two clusters; round trips take
     # 1 then 2 clusters (batches double), so 3 of the 40 are planned and read.
     assert len(plans) == 3
     plans.clear()
-    Reader(wide, KINDS).page(access, Filters(), 50, page.cursor)
+    Reader(wide, KINDS).page(access, PageRequest(Filters(), 50, page.cursor))
     assert len(plans) == 3
 
 
@@ -77,12 +77,12 @@ def test_repeated_pages_reuse_plans_until_the_access_changes(
     plans = count_plans(monkeypatch)
     r = Reader(wide, KINDS)
     access = {c: FakeAccess(ALL) for c in CLUSTERS}
-    first = r.page(access, Filters(), 50)
+    first = r.page(access, PageRequest(Filters(), 50))
     assert len(plans) == 3
-    assert r.page(access, Filters(), 50).members == first.members
+    assert r.page(access, PageRequest(Filters(), 50)).members == first.members
     assert len(plans) == 3  # same Access objects, same filters: the ranges are reused
     narrower = {c: FakeAccess(frozenset(KINDS[:1])) for c in CLUSTERS}  # e.g. grants changed
-    page = r.page(narrower, Filters(), 50)
+    page = r.page(narrower, PageRequest(Filters(), 50))
     assert len(plans) > 3
     assert {row["kind"] for row in page.rows} == {KINDS[0]}
 

@@ -1,4 +1,4 @@
-"""common.reader against a real redis-server: pages equal the oracle for many accesses and
+"""common.index.reader against a real redis-server: pages equal the oracle for many accesses and
 filters, cursors resume exactly, deep pages cost what the first costs, facets count right."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common.reader import Filters, Reader
+from common.index.reader import Filters, PageRequest, Reader
 from tests.query.fleet import (
     KINDS,
     FakeAccess,
@@ -56,7 +56,7 @@ def rb(redis_url: str) -> Iterator[redis.Redis]:
 def walk(reader: Reader, access, filters: Filters, limit: int) -> tuple[list, list]:
     rows, pages, cursor = [], [], None
     while True:
-        page = reader.page(access, filters, limit, cursor)
+        page = reader.page(access, PageRequest(filters, limit, cursor))
         rows.extend(page.rows)
         pages.append(page)
         if page.cursor is None:
@@ -81,7 +81,7 @@ def test_walk_equals_oracle_for_every_filter(rb: redis.Redis, who: str) -> None:
 def test_single_namespace_user_skips_other_clusters_and_rows(rb: redis.Redis) -> None:
     fleet = random_fleet(seed=3, clusters=6)
     write_rows(rb, fleet)
-    page = Reader(rb, KINDS).page(ACCESSES["one-ns"], Filters(), 50)
+    page = Reader(rb, KINDS).page(ACCESSES["one-ns"], PageRequest(Filters(), 50))
     assert page.round_trips == 1
     assert page.scanned == len(page.rows) == len(visible(fleet, ACCESSES["one-ns"]))
 
@@ -122,7 +122,9 @@ def test_status_filter_reads_the_index_not_the_rows(rb: redis.Redis) -> None:
         for i in range(10)
     ]
     write_rows(rb, rows)
-    page = Reader(rb, KINDS).page(ACCESSES["admin"], Filters(statuses=("unhealthy",)), 50)
+    page = Reader(rb, KINDS).page(
+        ACCESSES["admin"], PageRequest(Filters(statuses=("unhealthy",)), 50)
+    )
     assert len(page.rows) == 10 and page.cursor is None
     assert page.scanned == 10
 
@@ -135,7 +137,7 @@ def test_exactly_once_while_rows_change_between_pages(rb: redis.Redis) -> None:
     seen: list = []
     cursor, step = None, 0
     while True:
-        page = reader.page(admin, Filters(), 9, cursor)
+        page = reader.page(admin, PageRequest(Filters(), 9, cursor))
         seen.extend(order(r) for r in page.rows)
         if page.cursor is None:
             break

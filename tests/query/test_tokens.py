@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common import keys
 from common.errors import InvalidInput
-from common.reader import Cursor, Filters
+from common.index import keys
+from common.index.reader import Cursor, Filters
 from query import tokens
 from query.tokens import TokenSigner
 

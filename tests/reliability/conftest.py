@@ -12,7 +12,7 @@ import redis
 
 from collector.clusters import ClusterSource
 from collector.jobs import Collector
-from common.kinds import builtin_registry
+from common.kinds.registry import builtin_registry
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
@@ -75,6 +75,6 @@ def get_json(client: Any, path: str, headers: dict[str, str] | None = None, **pa
 
 
 def rows_of(r: redis.Redis, cluster: str) -> set[str]:
-    from common import keys
+    from common.index import keys
 
     return set(r.zrange(keys.rows(cluster), 0, -1))

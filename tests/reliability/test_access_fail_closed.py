@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from collector.jobs import Collector, collect_once
-from common import keys
 from common.errors import ClusterUnreachable
+from common.index import keys
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests.reliability.conftest import get_json

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from collector.jobs import Collector, collect_once
-from common import syncstatus
 from common.errors import ClusterUnreachable
+from common.index import syncstatus
 from kubesim.server import KubeSim
 from tests.reliability.conftest import get_json, rows_of
 

@@ -17,7 +17,7 @@ import redis
 import yaml
 
 from collector.jobs import collect_once
-from common.rbac import AUTHENTICATED, MASTERS, UserInfo
+from common.rbac.authorizer import AUTHENTICATED, MASTERS, UserInfo
 from kubesim.auth import ADMIN_USER, COLLECTOR_USER
 from kubesim.server import KubeSim
 from tests.reliability.conftest import ADMIN

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from common import keys
+from common.index import keys
 from common.redis_server import RedisServer, start_redis_server
 from fleetscope.supervisor import Supervisor
 from kubesim.server import KubeSim

@@ -14,7 +14,7 @@ import redis
 from collector.app import create_celery
 from collector.jobs import Collector, collect_once
 from collector.tasks import SYNC_OBJECTS
-from common import keys, syncstatus
+from common.index import keys, syncstatus
 from common.settings import Settings
 from fleetscope.supervisor import Supervisor
 from kubesim.server import KubeSim

@@ -22,7 +22,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from collector.clusters import ClusterSource
 from collector.jobs import ClusterOutcome, Collector, collect_once
-from common.kinds import builtin_registry
+from common.kinds.registry import builtin_registry
 from common.redis_server import RedisServer
 from common.settings import Settings
 from kubesim.fleet import generate_fleet

@@ -15,7 +15,7 @@ import pytest
 import requests
 import yaml
 
-from common import keys
+from common.index import keys
 from tests.ui.conftest import EXTERNAL_URL, LISTER, Stack, shot
 
 pytestmark = pytest.mark.browser

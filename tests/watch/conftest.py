@@ -14,9 +14,10 @@ import redis
 from collector.clusters import ClusterSource
 from collector.sync import _collect
 from collector.watch_replica import WatchReplica
-from common import keys, registry
-from common.kinds import builtin_registry
-from common.leaf import LeafClient
+from common.index import keys
+from common.kinds.registry import builtin_registry
+from common.leaf import registry
+from common.leaf.client import LeafClient
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim

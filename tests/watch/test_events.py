@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import redis
 
-from common import keys, rows, syncstatus
-from common.grants import AccessResolver
-from common.rbac import UserInfo
+from common.index import keys, rows, syncstatus
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import AccessResolver
 from kubesim.server import KubeSim
 from tests.watch.conftest import REG, Running, full_sync_members, poll, stored
 

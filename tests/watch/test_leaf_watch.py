@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from common import registry
-from common.leaf import LeafClient, WatchExpired
+from common.leaf import registry
+from common.leaf.client import LeafClient, WatchExpired
 from kubesim.server import KubeSim
 from tests.watch.conftest import poll
 

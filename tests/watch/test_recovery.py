@@ -9,7 +9,7 @@ import redis
 
 from collector.clusters import ClusterSource
 from collector.jobs import Collector
-from common import keys, rows
+from common.index import keys, rows
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests.watch.conftest import REG, Running, full_sync_members, poll, stored

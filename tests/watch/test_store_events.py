@@ -1,4 +1,4 @@
-"""common.store_events against a real Redis: add, update (status index moves), delete, no-op
+"""common.index.store_events against a real Redis: add, update (status index moves), delete, no-op
 batches write nothing, counts fields vanish at zero, the generation moves only on a change, and a
 lost lease (fence) writes nothing."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import redis
 
-from common import keys, rows
 from common.errors import LockBusy
-from common.store import Fence
-from common.store_events import Change, apply_changes, kind_changes
+from common.index import keys, rows
+from common.index.store_events import Change, apply_changes, kind_changes
+from common.lease import Fence
 from tests import rowfactory
 
 C = "c1"

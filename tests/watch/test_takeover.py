@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from common import keys, rows
+from common.index import keys, rows
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests.watch.conftest import Running, poll

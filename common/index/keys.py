@@ -1,0 +1,143 @@
+"""Every Redis key fleetscope uses is built here, and only here.
+
+All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster multi-key work
+(MULTI/EXEC, Lua) runs on one shard of a Redis Cluster.
+
+| pattern                        | type | TTL  | written by                 | read by                  |
+|--------------------------------|------|------|----------------------------|--------------------------|
+| fs:{c:<cluster>}:rows          | zset | -    | collector, watcher         | query (pages), collector |
+| fs:{c:<cluster>}:st:<status>   | zset | -    | collector, watcher         | query (status filter)    |
+| fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
+| fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
+| fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
+| fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
+| fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
+| fs:{c:<cluster>}:lock:<work>   | str  | lock | collector                  | collector                |
+| fs:{c:<cluster>}:lease         | str  | lease| watcher                    | watcher                  |
+| fs:clusters                    | hash | -    | collector (registry)       | everyone                 |
+| fs:registry-problems           | str  | -    | collector (registry)       | query (status)           |
+| fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
+| fs:token-key                   | str  | -    | query (SET NX once)        | query                    |
+
+`clusters` fields are cluster names, values their registry record and `registry-problems` a JSON
+list of what could not be registered (both: common.index.registry_record, never credentials).
+`rows` and `st:<status>` members are encoded rows (common.index.rows); every status except `healthy`
+has an `st:` index. `counts` fields are `<kind> NUL <status>`. `names` fields are object names,
+values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index). `rbac`
+fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
+common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
+"""
+
+from __future__ import annotations
+
+import re
+
+from common.errors import InvalidInput
+
+PREFIX = "fs"
+CLUSTERS = f"{PREFIX}:clusters"
+REGISTRY_PROBLEMS = f"{PREFIX}:registry-problems"
+VERSION = f"{PREFIX}:version"
+TOKEN_KEY = f"{PREFIX}:token-key"
+
+
+class GrantsVersion:
+    """The value of `VERSION` as read (None when the key is missing): cached grants are valid
+    while it is unchanged. Typed so it is never confused with other values read beside it."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes | str | None) -> None:
+        self.raw = raw.encode() if isinstance(raw, str) else raw
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GrantsVersion) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __repr__(self) -> str:
+        return f"GrantsVersion({self.raw!r})"
+
+
+INDEXED_STATUSES = ("unhealthy", "progressing", "suspended", "unknown")
+
+# Cluster names become file names, URL segments and hash tags: keep them plain.
+CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+
+
+def valid_cluster_name(name: str) -> bool:
+    return bool(CLUSTER_NAME_RE.match(name))
+
+
+def check_cluster_name(name: str) -> str:
+    if not valid_cluster_name(name):
+        raise InvalidInput(
+            "cluster", f"{name[:80]!r} is not a cluster name (lower-case letters, digits, '.-_')"
+        )
+    return name
+
+
+def _tag(cluster: str) -> str:
+    return f"{PREFIX}:{{c:{check_cluster_name(cluster)}}}"
+
+
+def rows(cluster: str) -> str:
+    return f"{_tag(cluster)}:rows"
+
+
+def by_status(cluster: str, status: str) -> str:
+    if status not in INDEXED_STATUSES:
+        raise ValueError(f"status {status!r} has no index")
+    return f"{_tag(cluster)}:st:{status}"
+
+
+def counts(cluster: str) -> str:
+    return f"{_tag(cluster)}:counts"
+
+
+def names(cluster: str) -> str:
+    return f"{_tag(cluster)}:names"
+
+
+def generation(cluster: str) -> str:
+    return f"{_tag(cluster)}:gen"
+
+
+def sync(cluster: str) -> str:
+    return f"{_tag(cluster)}:sync"
+
+
+def rbac(cluster: str) -> str:
+    return f"{_tag(cluster)}:rbac"
+
+
+LOCK_WORK = ("objects", "rbac")
+
+
+def lock(cluster: str, work: str = "objects") -> str:
+    """The sync lock of one kind of work: object and RBAC syncs of a cluster run side by side."""
+    if work not in LOCK_WORK:
+        raise ValueError(f"lock work is one of {LOCK_WORK}")
+    return f"{_tag(cluster)}:lock:{work}"
+
+
+def lease(cluster: str) -> str:
+    return f"{_tag(cluster)}:lease"
+
+
+def cluster_keys(cluster: str) -> list[str]:
+    """Every key holding data of one cluster (deleted when the cluster leaves the registry)."""
+    fixed = [rows(cluster), counts(cluster), names(cluster), generation(cluster), sync(cluster)]
+    return fixed + [rbac(cluster)] + [by_status(cluster, s) for s in INDEXED_STATUSES]
+
+
+def subject(kind: str, name: str) -> str:
+    """A field of the `rbac` hash: `u:<user>` or `g:<group>` (service accounts are users)."""
+    if kind not in ("u", "g"):
+        raise ValueError("subject kind is 'u' (user) or 'g' (group)")
+    return f"{kind}:{name}"
+
+
+def counts_field(kind: str, status: str) -> str:
+    return f"{kind}\x00{status}"

@@ -1,0 +1,379 @@
+"""Page and count scans over the stored rows, RBAC-filtered, in (cluster, namespace, kind, name).
+
+`Reader.page` walks the caller's visible clusters in order from a keyset cursor, visiting only
+the ranges its access plan allows (common.index.reader_plan) with server-side Lua filtering, several
+clusters per pipelined round trip: a page costs O(page) Redis work at any depth, plus what
+skipping invisible rows needs. `Reader.facets` counts visible rows by cluster, kind and status.
+The client must not decode responses (members are compared as bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from common.index import keys, reader_lua, rows
+from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
+from common.index.reader_plan import visible_kinds_uniform as _uniform
+from common.index.rows import STATUS_CODES, Row, decode_page
+from common.kinds.status import STATUSES
+
+__all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
+
+
+_Call = tuple[str, str | tuple[str, ...], list[bytes]]  # script, key(s), ARGV
+PLANS_MAX = 4096  # remembered scan plans per process (see Reader._plan)
+NAME_DENSE = 256  # more rows matching a name filter in a cluster: scan instead of the index
+NAME_FIRST_BATCH = 4  # clusters in a name-filtered page's first round trip
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last row a page returned: its cluster and sort key (namespace, kind, name)."""
+
+    cluster: str
+    identity: bytes
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """One list page: the filters, how many rows, and where the previous page ended."""
+
+    filters: Filters
+    limit: int
+    cursor: Cursor | None = None
+
+
+@dataclass
+class Page:
+    members: list[tuple[str, bytes]]
+    """The page's rows as stored: (cluster, member)."""
+    cursor: Cursor | None
+    """Where the next page starts; None on the last page."""
+    scanned: int = 0
+    """Members Redis examined for this page (the cost the tests assert on)."""
+    round_trips: int = 0
+    version: keys.GrantsVersion | None = None
+    """The grants version, read in the page's first round trip when asked (`confirm_version`)."""
+
+    @property
+    def rows(self) -> list[Row]:
+        """The page's rows, decoded."""
+        return decode_page(self.members)
+
+
+@dataclass
+class Facets:
+    total: int = 0
+    clusters: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+    scanned: int = 0
+
+
+@dataclass
+class _Walk:
+    """One cluster's scan state within a request."""
+
+    cluster: str
+    ranges: list[Range]
+    start: bytes = b""
+
+
+def _bounds(rng: Range) -> list[bytes]:
+    lo = b"[" + rng.lo if rng.lo else b"-"
+    hi = b"(" + rng.hi if rng.hi is not None else b"+"
+    if rng.kinds is None:
+        return [lo, hi, b""]
+    return [lo, hi, reader_lua.kinds_arg(rng.kinds)]
+
+
+class Reader:
+    """RBAC-filtered page and count scans (one per process; thread-safe)."""
+
+    def __init__(
+        self,
+        r: redis.Redis,
+        all_kinds: Sequence[str],
+        budget: int = 4096,
+        window: int = 128,
+        max_batch: int = 32,
+    ) -> None:
+        self.r = r
+        self.all_kinds = tuple(all_kinds)
+        self.budget, self.window, self.max_batch = budget, window, max_batch
+        self._sha: dict[str, str] = {}
+        self._plans: dict[tuple[int, Filters], tuple[AccessLike, list[Range]]] = {}
+
+    # -- scripts -------------------------------------------------------------------------------
+
+    def _script(self, name: str) -> str:
+        if name not in self._sha:
+            self._sha[name] = str(self.r.script_load(getattr(reader_lua, name)))
+        return self._sha[name]
+
+    def _run(self, calls: Sequence[_Call], get: str = "") -> list[Any]:
+        """EVALSHA each (script, key, args) in one pipelined round trip, after a GET of `get`
+        when given (its value comes first); reload on NOSCRIPT."""
+        for attempt in (0, 1):
+            pipe = self.r.pipeline(transaction=False)
+            if get:
+                pipe.get(get)
+            for script, key, args in calls:
+                ks = (key,) if isinstance(key, str) else key  # NAMED reads 2 keys
+                pipe.evalsha(self._script(script), len(ks), *ks, *args)
+            try:
+                return pipe.execute()
+            except redis.exceptions.NoScriptError:
+                if attempt:
+                    raise
+                self._sha.clear()
+        raise AssertionError("unreachable")
+
+    def _sources(self, cluster: str, statuses: tuple[str, ...]) -> tuple[list[str], bytes]:
+        """The zsets to scan and the status codes to keep ("" = all)."""
+        if not statuses or "healthy" in statuses:
+            if not statuses or set(statuses) >= set(STATUSES):
+                return [keys.rows(cluster)], b""
+            return [keys.rows(cluster)], "".join(STATUS_CODES[s] for s in statuses).encode()
+        return [keys.by_status(cluster, s) for s in sorted(set(statuses))], b""
+
+    def _candidates(
+        self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
+    ) -> list[str]:
+        """The caller's clusters a scan may visit, in order (from the cursor's cluster on)."""
+        wanted = set(filters.clusters)
+        start = cursor.cluster if cursor is not None else ""
+        return [c for c in sorted(access) if (not wanted or c in wanted) and c >= start]
+
+    def _walk(
+        self, cluster: str, access: AccessLike, filters: Filters, cursor: Cursor | None
+    ) -> _Walk | None:
+        """One cluster's scan plan (None when the caller can see nothing there)."""
+        w = _Walk(cluster, self._plan(access, filters))
+        if cursor is not None and cluster == cursor.cluster:
+            w.start = after(cursor.identity)
+            w.ranges = clip_all(w.ranges, w.start)
+        return w if w.ranges else None
+
+    def _plan(self, access: AccessLike, filters: Filters) -> list[Range]:
+        """`plan`, remembered per (access object, filters): the resolver shares one immutable
+        Access per (cluster, grants hash, subjects), so a caller's next pages reuse the ranges
+        (planning a team member's namespaces was ~10% of their request). Never mutated."""
+        key = (id(access), filters)
+        hit = self._plans.get(key)
+        if hit is not None and hit[0] is access:  # `is`: an id is reused only after a free
+            return hit[1]
+        ranges = plan(access, filters, self.all_kinds)
+        if len(self._plans) >= PLANS_MAX:
+            self._plans.clear()
+        self._plans[key] = (access, ranges)
+        return ranges
+
+    def _walks(
+        self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
+    ) -> list[_Walk]:
+        walks = (
+            self._walk(c, access[c], filters, cursor)
+            for c in self._candidates(access, filters, cursor)
+        )
+        return [w for w in walks if w is not None]
+
+    def _args(self, limit: int, codes: bytes, name: str, ranges: list[Range]) -> list[bytes]:
+        args = [str(limit).encode(), str(self.budget).encode(), codes, name.encode()]
+        for rng in ranges:
+            args.extend(_bounds(rng))
+        return args
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    def page(
+        self, access: Mapping[str, AccessLike], request: PageRequest, confirm_version: bool = False
+    ) -> Page:
+        """Up to `request.limit` visible rows after its cursor; full unless it is the last page.
+        `confirm_version`: the grants version is read before the scans, in the same round trip
+        (`Page.version`), so cached grants can be confirmed at no extra cost."""
+        filters, limit, cursor = request.filters, request.limit, request.cursor
+        check_key = keys.VERSION if confirm_version else ""
+        need = limit + 1  # one more than asked: tells whether a next page exists
+        # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
+        # one or two of hundreds of clusters, and planning them all cost more than the scan.
+        pending = iter(self._candidates(access, filters, cursor))
+        walks: list[_Walk] = []
+        got: list[tuple[str, bytes]] = []
+        result = Page([], None)
+        first: list[Any] = []
+        # A name filter matches ~0.3% of rows: its page needs a few clusters, read at once.
+        i, batch = 0, (NAME_FIRST_BATCH if filters.name else 1)
+        while len(got) < need:
+            self._plan_more(walks, i + batch, pending, access, filters, cursor)
+            if i >= len(walks):
+                break
+            group = walks[i : i + batch]
+            calls, spans = self._page_calls(group, filters, need - len(got))
+            replies = self._run(calls, "" if result.round_trips else check_key)
+            if check_key and not result.round_trips:
+                first, replies = replies[:1], replies[1:]
+            result.round_trips += 1
+            pos = 0
+            for w, (nkeys, window_end) in zip(group, spans, strict=True):
+                members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
+                pos += nkeys
+                result.scanned += scanned
+                got.extend((w.cluster, m) for m in members[: need - len(got)])
+                if len(got) >= need:
+                    break
+                if bound is None:
+                    i += 1
+                    continue
+                w.start, w.ranges = bound, clip_all(w.ranges, bound)
+                break
+            batch = min(batch * 2, self.max_batch)
+        if check_key and not result.round_trips:
+            first = [self.r.get(check_key)]  # nothing to scan: read it alone
+        if check_key:
+            result.version = keys.GrantsVersion(first[0])
+        result.members = got[:limit]
+        if len(got) > limit:
+            c, m = got[limit - 1]
+            result.cursor = Cursor(c, rows.identity_bytes(m))
+        return result
+
+    def _plan_more(
+        self,
+        walks: list[_Walk],
+        upto: int,
+        pending: Iterator[str],
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        cursor: Cursor | None,
+    ) -> None:
+        """Plan clusters from `pending` until `walks` holds `upto` (or none are left)."""
+        while len(walks) < upto:
+            c = next(pending, None)
+            if c is None:
+                return
+            w = self._walk(c, access[c], filters, cursor)
+            if w is not None:
+                walks.append(w)
+
+    def _page_calls(
+        self, group: list[_Walk], filters: Filters, want: int
+    ) -> tuple[list[_Call], list[tuple[int, bytes | None]]]:
+        calls: list[_Call] = []
+        spans: list[tuple[int, bytes | None]] = []
+        for w in group:
+            window = w.ranges[: self.window]
+            window_end = window[-1].hi if len(w.ranges) > self.window else None
+            sources, codes = self._sources(w.cluster, filters.statuses)
+            args = self._args(want, codes, filters.name, window)
+            if filters.name:  # the name index first (common.index.name_index)
+                named = [str(NAME_DENSE).encode(), *args]
+                calls.extend(("NAMED", (key, keys.names(w.cluster)), named) for key in sources)
+            else:
+                calls.extend(("SCAN", key, args) for key in sources)
+            spans.append((len(sources), window_end))
+        return calls, spans
+
+    @staticmethod
+    def _merge(
+        replies: list[list[bytes]], window_end: bytes | None
+    ) -> tuple[list[bytes], bytes | None, int]:
+        """Members of one cluster's sources in order, up to the first position any stopped at."""
+        stops = [after(rows.identity_bytes(rep[2])) for rep in replies if rep[0] != b"done"]
+        scanned = sum(int(rep[1]) for rep in replies)
+        bound = min(stops) if stops else window_end
+        members = [m for reply in replies for m in reply[3:]]
+        if bound is not None:
+            # A member sorts at or after its identity (a prefix of it): when the member is below
+            # the bound, so is its identity, and most are, so the slicing is rarely needed.
+            members = [m for m in members if m < bound or rows.identity_bytes(m) < bound]
+        if len(replies) > 1:
+            members.sort(key=rows.identity_bytes)
+        return members, bound, scanned
+
+    # -- facets --------------------------------------------------------------------------------
+
+    def facets(self, access: Mapping[str, AccessLike], filters: Filters) -> Facets:
+        """Counts of visible rows by cluster, kind and status under `filters`."""
+        out = Facets()
+        walks = self._walks(access, filters, None)
+        fast = [
+            w
+            for w in walks
+            if not filters.namespaces
+            and not filters.name
+            and _uniform(access[w.cluster], filters, self.all_kinds)
+        ]
+        self._count_hashes(fast, access, filters, out)
+        tasks: list[tuple[str, str, bytes, list[Range]]] = []
+        for w in walks:
+            if w not in fast:
+                sources, codes = self._sources(w.cluster, filters.statuses)
+                tasks.extend((w.cluster, key, codes, w.ranges) for key in sources)
+        while tasks:
+            calls = [
+                self._count_call(cluster, key, codes, filters.name, ranges[: self.window])
+                for cluster, key, codes, ranges in tasks
+            ]
+            pending = []
+            for (cluster, key, codes, ranges), reply in zip(tasks, self._run(calls), strict=True):
+                out.scanned += int(reply[1])
+                for f, n in zip(reply[3::2], reply[4::2], strict=True):
+                    kind, status = rows.parse_count_field(f)
+                    self._add(out, cluster, kind, status, int(n))
+                if reply[0] != b"done":
+                    pending.append(
+                        (
+                            cluster,
+                            key,
+                            codes,
+                            clip_all(ranges, after(rows.identity_bytes(reply[2]))),
+                        )
+                    )
+                elif len(ranges) > self.window:
+                    pending.append((cluster, key, codes, ranges[self.window :]))
+            tasks = pending
+        return out
+
+    def _count_call(
+        self, cluster: str, key: str, codes: bytes, name: str, ranges: list[Range]
+    ) -> _Call:
+        args = self._args(0, codes, name, ranges)
+        if not name:
+            return ("COUNT", key, args)
+        dense = str(NAME_DENSE).encode()  # the name index first (common.index.name_index)
+        return ("NAMED_COUNT", (key, keys.names(cluster)), [dense, *args])
+
+    def _count_hashes(
+        self,
+        walks: list[_Walk],
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        out: Facets,
+    ) -> None:
+        if not walks:
+            return
+        pipe = self.r.pipeline(transaction=False)
+        for w in walks:
+            pipe.hgetall(keys.counts(w.cluster))
+        statuses = set(filters.statuses or STATUSES)
+        for w, h in zip(walks, pipe.execute(), strict=True):
+            visible = access[w.cluster].cluster_wide
+            for f, n in h.items():
+                kind, status = rows.parse_count_field(f)
+                wanted = not filters.kinds or kind in filters.kinds
+                if wanted and kind in visible and status in statuses:
+                    self._add(out, w.cluster, kind, status, int(n))
+
+    @staticmethod
+    def _add(out: Facets, cluster: str, kind: str, status: str, n: int) -> None:
+        if n <= 0:
+            return
+        out.total += n
+        out.clusters[cluster] = out.clusters.get(cluster, 0) + n
+        out.kinds[kind] = out.kinds.get(kind, 0) + n
+        out.statuses[status] = out.statuses.get(status, 0) + n

@@ -1,0 +1,128 @@
+"""Scan plans: which lex ranges of a cluster's row zset a caller's page or count must visit.
+
+A plan is the ordered list of identity ranges (namespace prefixes, or the whole key space split
+around namespaces with extra grants), each with the kinds allowed in it. It is built from the
+caller's access on one cluster and the filters, so rows the caller cannot list are never read
+when they can be skipped by range (namespace grants), and filtered server-side otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from common.index.rows import kind_prefix, namespace_prefix
+
+TOP = b"\xff"  # sorts after every byte a member can hold right after a NUL-terminated prefix
+
+
+class AccessLike(Protocol):
+    """What the reader needs of `common.rbac.grants.Access` (one cluster, one caller)."""
+
+    @property
+    def cluster_wide(self) -> frozenset[str]: ...
+
+    @property
+    def namespaces(self) -> Mapping[str, frozenset[str]]: ...
+
+
+@dataclass(frozen=True)
+class Filters:
+    """List/facet filters; empty tuples mean "any". Values are already validated."""
+
+    clusters: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Identities `lo <= id < hi` (hi None = no upper bound); `kinds` None = any kind."""
+
+    lo: bytes
+    hi: bytes | None
+    kinds: frozenset[str] | None
+
+    def clip(self, start: bytes) -> Range | None:
+        """This range from `start` on, or None when it ends before `start`."""
+        if self.hi is not None and self.hi <= start:
+            return None
+        return self if start <= self.lo else Range(start, self.hi, self.kinds)
+
+
+ns_prefix = namespace_prefix
+
+
+def after(identity: bytes) -> bytes:
+    """The first position strictly after every member with this identity."""
+    return identity + TOP
+
+
+def plan(access: AccessLike, filters: Filters, all_kinds: Iterable[str]) -> list[Range]:
+    """Ordered, disjoint ranges covering exactly the rows the caller may see under `filters`."""
+    universe = frozenset(all_kinds)
+    wanted = frozenset(filters.kinds) if filters.kinds else universe
+    cw = access.cluster_wide & wanted
+    ns_filter = sorted(set(filters.namespaces), key=str.encode) if filters.namespaces else None
+
+    def kinds_at(ns: str) -> frozenset[str]:
+        return (cw | access.namespaces.get(ns, frozenset())) & wanted
+
+    def simplify(kinds: frozenset[str]) -> frozenset[str] | None:
+        return None if kinds >= universe else kinds
+
+    if ns_filter is not None:
+        return _per_namespace(((ns, kinds_at(ns)) for ns in ns_filter), simplify)
+    if not cw:
+        names = sorted(access.namespaces, key=str.encode)
+        return _per_namespace(((ns, kinds_at(ns)) for ns in names), simplify)
+    # Cluster-wide kinds: the whole key space, split around namespaces that add more kinds.
+    out: list[Range] = []
+    start = b""
+    for ns in sorted(access.namespaces, key=str.encode):
+        extra = kinds_at(ns)
+        if extra <= cw:
+            continue
+        prefix = ns_prefix(ns)
+        out.append(Range(start, prefix, simplify(cw)))
+        out.append(Range(prefix, prefix + TOP, simplify(extra)))
+        start = prefix + TOP
+    out.append(Range(start, None, simplify(cw)))
+    return [r for r in out if r.hi is None or r.lo < r.hi]
+
+
+def _per_namespace(
+    items: Iterable[tuple[str, frozenset[str]]],
+    simplify: Callable[[frozenset[str]], frozenset[str] | None],
+) -> list[Range]:
+    out: list[Range] = []
+    for ns, kinds in items:
+        if not kinds:
+            continue
+        prefix = ns_prefix(ns)
+        if len(kinds) <= 4:  # few kinds: one exact range each, nothing to filter server-side
+            for kind in sorted(kinds, key=str.encode):
+                lo = kind_prefix(ns, kind)
+                out.append(Range(lo, lo + TOP, None))
+        else:
+            out.append(Range(prefix, prefix + TOP, simplify(kinds)))
+    return out
+
+
+def clip_all(ranges: Sequence[Range], start: bytes) -> list[Range]:
+    out = []
+    for r in ranges:
+        c = r.clip(start)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def visible_kinds_uniform(access: AccessLike, filters: Filters, all_kinds: Iterable[str]) -> bool:
+    """True when the visible kinds are the same in every namespace (counts hash usable)."""
+    wanted = frozenset(filters.kinds) if filters.kinds else frozenset(all_kinds)
+    cw = access.cluster_wide & wanted
+    return bool(cw) and all((k & wanted) <= cw for k in access.namespaces.values())

@@ -1,0 +1,146 @@
+"""The watcher's side of the row store: a batch of row changes (watch events) becomes one delta
+for the one writer (common.index.writer), which applies it with everything derived from rows.
+
+A row's old member is found by ZRANGEBYLEX on its sort-key prefix (namespace, kind, name), so the
+watcher keeps no copy of what it stored. Every effective batch INCRs the cluster's generation:
+a full sync (common.index.store) that read the rows before it retries its diff instead of undoing it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from common import lease
+from common.errors import LockBusy
+from common.index import keys, rows, syncstatus, writer
+from common.lease import Fence
+from common.redis_client import text
+
+_TOP = b"\xff"  # sorts after every UTF-8 byte that follows a row's sort-key prefix
+
+
+@dataclass(frozen=True)
+class Change:
+    """One row's new state: `member` is the encoded row, None when the object was deleted."""
+
+    identity: str  # rows.sort_key(namespace, kind, name)
+    member: str | None
+
+    @classmethod
+    def of(cls, member: str) -> Change:
+        return cls(rows.identity(member), member)
+
+
+@dataclass(frozen=True)
+class EventStats:
+    """What one batch did: rows added, removed and replaced, and the cluster's new total."""
+
+    added: int = 0
+    removed: int = 0
+    updated: int = 0
+    total: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed or self.updated)
+
+
+class _Events:
+    """The writer plan of a batch of changes: read each identity's stored member (ZRANGEBYLEX on
+    its prefix), keep only the changes that alter something."""
+
+    def __init__(self, latest: dict[str, str | None]) -> None:
+        self.latest = latest
+        self.names = sorted({rows.split_identity(i)[2] for i in latest})
+        self.stats: Counter[str] = Counter()
+
+    def queue_reads(self, cluster: str, reads: Any) -> None:
+        for identity in self.latest:
+            prefix = identity.encode()
+            reads.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + _TOP)
+
+    def delta(self, replies: list[Any]) -> writer.Delta:
+        removed: list[str] = []
+        added: list[str] = []
+        self.stats = Counter()
+        for new, old_raw in zip(self.latest.values(), replies, strict=True):
+            old = [text(m) for m in old_raw]
+            if old == ([new] if new is not None else []):
+                continue  # nothing visible changed (e.g. a resync event)
+            removed.extend(old)
+            if new is not None:
+                added.append(new)
+            if old and new is not None:
+                self.stats["updated"] += 1
+            else:
+                self.stats["added" if new is not None else "removed"] += 1
+        return writer.Delta(removed, added)
+
+
+def apply_changes(
+    r: redis.Redis,
+    cluster: str,
+    changes: Sequence[Change],
+    fence: Fence | None = None,
+    sync_fields: dict[str, Any] | None = None,
+) -> EventStats:
+    """Apply `changes` in order (the last change of an identity wins); also HSET `sync_fields`
+    (sync status). Raises LockBusy when the fence (the watcher's lease) is no longer ours."""
+    plan = _Events({c.identity: c.member for c in changes})
+    done = writer.write(r, cluster, plan, fence, sync_fields)
+    st = plan.stats
+    return EventStats(st["added"], st["removed"], st["updated"], done.total)
+
+
+def kind_changes(
+    r: redis.Redis, cluster: str, kind_key: str, members: Iterable[str]
+) -> list[Change]:
+    """The changes that make one kind's stored rows equal `members` (after a list or relist)."""
+    new = {rows.identity(m): m for m in members}
+    changes: list[Change] = []
+    stored: list[str | bytes] = r.zrange(keys.rows(cluster), 0, -1)  # type: ignore[assignment]
+    for raw in stored:
+        m = text(raw)
+        if rows.kind_of(m) != kind_key:
+            continue
+        identity = rows.identity(m)
+        want = new.pop(identity, None)
+        if want != m:
+            changes.append(Change(identity, want))
+    changes.extend(Change(i, m) for i, m in new.items())
+    return changes
+
+
+def heartbeat(
+    r: redis.Redis,
+    cluster: str,
+    fence: Fence | None,
+    objects: bool,
+    rbac: bool,
+    now: float | None = None,
+) -> None:
+    """The watch is healthy: keep `last_success` (objects) and `rbac_synced_at` (RBAC) fresh,
+    so the cluster is not reported stale nor its rows hidden. Fenced like `apply_changes`."""
+    now = round(time.time() if now is None else now, 3)
+    fields: dict[str, Any] = {}
+    if objects:
+        fields.update(state="ok", last_success=now, last_error="")
+    if rbac:
+        fields.update(rbac_synced_at=now, rbac_error="")
+    if not fields:
+        return
+    pipe: Any
+    with r.pipeline(transaction=True) as pipe:
+        lease.check(pipe, fence, f"cluster {cluster}: heartbeat")
+        pipe.multi()
+        pipe.hset(keys.sync(cluster), mapping=syncstatus.encode(**fields))
+        try:
+            pipe.execute()
+        except redis.WatchError as e:
+            raise LockBusy(f"cluster {cluster}: watch lease moved during a heartbeat") from e

@@ -1,0 +1,219 @@
+"""The one writer of a cluster's rows: applies a delta (rows removed and added) to the rows and
+everything derived from them (status indexes, counts, name index), the generation and the sync
+status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
+policy. The full sync (common.index.store) and the watcher (common.index.store_events) only say
+what to read and how to turn it into a delta (a `Plan`).
+
+Every effective write INCRs the generation, so a writer that read before it retries instead of
+undoing it; readers see the state before a write or after it, never a mix.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import redis
+
+from common.errors import LockBusy, RedisUnavailable
+from common.index import keys, name_index, rows, syncstatus
+from common.lease import Fence
+from common.redis_client import text
+
+WATCH_RETRIES = 10
+CHUNK = 1000  # members per ZADD/ZREM/HSET inside the transaction
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Rows to remove and to add (encoded members). `snapshot`, when set, is the whole new row
+    set: derived structures are then rebuilt from it and compared with what is stored (a full
+    sync repairs any drift), instead of adjusted."""
+
+    removed: Collection[str]
+    added: Collection[str]
+    snapshot: Collection[str] | None = None
+
+
+class Plan(Protocol):
+    """What one writer reads (after the WATCH, in the writer's one read round trip) and how the
+    replies become a delta."""
+
+    @property
+    def names(self) -> Sequence[str] | None:
+        """The object names the delta can touch (their name-index entries are read); None: all."""
+
+    def queue_reads(self, cluster: str, reads: Any) -> None: ...
+
+    def delta(self, replies: list[Any]) -> Delta: ...
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one write did."""
+
+    removed: int = 0
+    added: int = 0
+    total: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    superseded: bool = False
+    """True when newer writes landed since `since_generation`: rows left alone."""
+
+
+def write(
+    r: redis.Redis,
+    cluster: str,
+    plan: Plan,
+    fence: Fence | None = None,
+    status: dict[str, Any] | None = None,
+    since_generation: int | None = None,
+) -> Written:
+    """Apply `plan`'s delta and HSET `status` (sync status fields; `objects` and `kinds` are
+    filled in from the counts). `since_generation`: leave rows alone (`superseded`) when the
+    generation moved since then. Raises LockBusy when the fence is no longer ours."""
+    fields = syncstatus.encode(**(status or {}))
+    try:
+        for _ in range(WATCH_RETRIES):
+            try:
+                return _write(r, cluster, plan, fence, fields, since_generation)
+            except redis.WatchError:
+                continue  # another writer (or the fence) moved under us: read again
+    except redis.ConnectionError as e:
+        raise RedisUnavailable(f"Redis unavailable while writing cluster {cluster}") from e
+    raise RedisUnavailable(f"cluster {cluster}: rows kept changing under the writer; retry")
+
+
+def _write(
+    r: redis.Redis,
+    cluster: str,
+    plan: Plan,
+    fence: Fence | None,
+    fields: dict[str, str],
+    since_generation: int | None,
+) -> Written:
+    tx: Any  # redis-py's pipeline typing is loose
+    with r.pipeline(transaction=True) as tx:
+        tx.watch(keys.generation(cluster), *([fence.key] if fence else []))
+        # Reads on a second connection after the WATCH, in one round trip: any write since
+        # the WATCH aborts the EXEC below.
+        reads: Any = r.pipeline(transaction=False)
+        if fence is not None:
+            reads.get(fence.key)
+        if since_generation is not None:
+            reads.get(keys.generation(cluster))
+        reads.hgetall(keys.counts(cluster))
+        names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
+        if names is None:
+            reads.hgetall(keys.names(cluster))
+        elif len(names) > 1:
+            reads.hmget(keys.names(cluster), names)
+        plan.queue_reads(cluster, reads)
+        replies = reads.execute()
+        if fence is not None and text(replies.pop(0)) != fence.token:
+            raise LockBusy(f"cluster {cluster}: {fence.key} is no longer ours; nothing written")
+        if since_generation is not None and int(replies.pop(0) or 0) != since_generation:
+            tx.multi()
+            tx.hset(keys.sync(cluster), mapping=_without_totals(fields))
+            tx.execute()
+            return Written(superseded=True)
+        old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
+        if names is None:
+            stored_names = {text(k): text(v) for k, v in replies.pop(0).items()}
+        elif len(names) > 1:
+            got = zip(names, replies.pop(0), strict=True)
+            stored_names = {n: text(v) for n, v in got if v is not None}
+        else:
+            stored_names = {}
+        rest = replies
+        delta = plan.delta(rest)
+        counts = _new_counts(old_counts, delta)
+        names_set, names_gone = _new_names(stored_names, delta)
+        counts_set = {k: v for k, v in counts.items() if old_counts.get(k) != v}
+        counts_gone = [k for k in old_counts if k not in counts]
+        kinds = _kinds(counts)
+        totals = syncstatus.encode(objects=sum(kinds.values()), kinds=kinds)
+        tx.multi()
+        if delta.removed or delta.added or counts_set or counts_gone or names_set or names_gone:
+            _write_members(tx, cluster, delta.removed, delta.added)
+            _write_hash(tx, keys.counts(cluster), counts_set, counts_gone)
+            _write_hash(tx, keys.names(cluster), names_set, names_gone)
+            tx.incr(keys.generation(cluster))
+            tx.hset(keys.sync(cluster), mapping={**fields, **totals})
+        elif fields or delta.snapshot is not None:
+            tx.hset(keys.sync(cluster), mapping={**fields, **totals})
+        tx.execute()
+    return Written(len(delta.removed), len(delta.added), sum(kinds.values()), kinds)
+
+
+def _new_counts(old: dict[str, int], delta: Delta) -> dict[str, int]:
+    if delta.snapshot is not None:
+        return dict(Counter(rows.count_field(m) for m in delta.snapshot))
+    counts = Counter(old)
+    counts.subtract(rows.count_field(m) for m in delta.removed)
+    counts.update(rows.count_field(m) for m in delta.added)
+    return {k: n for k, n in counts.items() if n > 0}
+
+
+def _new_names(stored: dict[str, str], delta: Delta) -> tuple[dict[str, str], list[str]]:
+    if delta.snapshot is not None:
+        return name_index.diff(stored, name_index.build(delta.snapshot))
+    if not delta.removed and not delta.added:
+        return {}, []
+    return name_index.update(stored, delta.removed, delta.added)
+
+
+def _kinds(counts: dict[str, int]) -> dict[str, int]:
+    """Rows per kind (the sync status' `kinds`), from the counts."""
+    kinds: Counter[str] = Counter()
+    for count_field, n in counts.items():
+        kinds[rows.count_field_kind(count_field)] += n
+    return dict(sorted(kinds.items()))
+
+
+def _without_totals(fields: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in fields.items() if k not in ("objects", "kinds")}
+
+
+def _write_members(tx: Any, cluster: str, removed: Iterable[str], added: Iterable[str]) -> None:
+    gone, new = sorted(removed), sorted(added)
+    for chunk in _chunks(gone):
+        tx.zrem(keys.rows(cluster), *chunk)
+    for chunk in _chunks(new):
+        tx.zadd(keys.rows(cluster), dict.fromkeys(chunk, 0))
+    gone_by, new_by = _by_status(gone), _by_status(new)
+    for status in keys.INDEXED_STATUSES:
+        index = keys.by_status(cluster, status)
+        for chunk in _chunks(gone_by.get(status, [])):
+            tx.zrem(index, *chunk)
+        for chunk in _chunks(new_by.get(status, [])):
+            tx.zadd(index, dict.fromkeys(chunk, 0))
+
+
+def _by_status(members: list[str]) -> dict[str, list[str]]:
+    """Members of the indexed (non-healthy) statuses, by status."""
+    out: dict[str, list[str]] = {}
+    for m in members:
+        status = rows.status_of(m)
+        if status != "healthy":
+            out.setdefault(status, []).append(m)
+    return out
+
+
+def _write_hash(tx: Any, key: str, changed: dict[str, Any], gone: list[str]) -> None:
+    for chunk in _chunks(gone):
+        tx.hdel(key, *chunk)
+    items = list(changed.items())
+    for i in range(0, len(items), CHUNK):
+        tx.hset(key, mapping=dict(items[i : i + CHUNK]))
+
+
+def _chunks(items: list[str]) -> Iterable[list[str]]:
+    for i in range(0, len(items), CHUNK):
+        yield items[i : i + CHUNK]
+
+
+def generation(r: Any, cluster: str) -> int:
+    """The cluster's write generation (bumped by every write that changes rows)."""
+    return int(r.get(keys.generation(cluster)) or 0)

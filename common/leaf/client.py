@@ -1,0 +1,404 @@
+"""Leaf-cluster access: the only module that talks to a leaf cluster's Kubernetes API.
+
+`ClusterConfig` wraps one kubeconfig; the `kubernetes` client's own loader turns it into host,
+CA, client certificate and bearer token (exec plugins and token refresh included). `LeafClient`
+then sends raw HTTP through the client's urllib3 pool and parses raw JSON (typed models are far
+too slow at fleet scale). Credentials never reach logs, errors, reprs or Redis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes.client import Configuration
+from kubernetes.client.rest import RESTClientObject
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import KubeConfigLoader
+
+from common.errors import (
+    ClusterError,
+    ClusterUnreachable,
+    Forbidden,
+    NotFound,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from common.kinds.registry import Kind, KindRegistry
+
+log = logging.getLogger(__name__)
+ERROR_TEXT_MAX = 200
+MAX_RELISTS = 3
+RETRY_AFTER_MAX_S = 300.0
+
+
+@dataclass(frozen=True, repr=False)
+class ClusterConfig:
+    """One leaf cluster's kubeconfig. `origin` says where it came from (a path or a Secret)."""
+
+    name: str
+    source: str  # "dir" | "secret"
+    origin: str
+    kubeconfig: dict[str, Any] = field(compare=False)
+    base_path: str = ""
+    _loaded: list[Configuration] = field(default_factory=list, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False)
+
+    def __repr__(self) -> str:
+        return f"ClusterConfig(name={self.name!r}, source={self.source!r}, server={self.server!r})"
+
+    @property
+    def server(self) -> str:
+        """The API server URL of the current context (not a credential)."""
+        try:
+            ctx_name = self.kubeconfig.get("current-context")
+            ctx = _named(self.kubeconfig.get("contexts"), ctx_name)
+            cluster = _named(self.kubeconfig.get("clusters"), ctx.get("context", {}).get("cluster"))
+            return str(cluster.get("cluster", {}).get("server", ""))
+        except (AttributeError, TypeError):
+            return ""
+
+    def configuration(self) -> Configuration:
+        """The kubernetes client Configuration (loaded once; the token refreshes itself)."""
+        with self._lock:
+            if not self._loaded:
+                self._loaded.append(self._load())
+            return self._loaded[0]
+
+    def _load(self) -> Configuration:
+        config = Configuration()
+        try:
+            loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
+                self.kubeconfig, config_base_path=self.base_path or None
+            )
+            loader.load_and_set(config)  # type: ignore[no-untyped-call]
+        except (ConfigException, KeyError, TypeError, ValueError, OSError) as e:
+            raise ClusterError(
+                f"cluster {self.name}: kubeconfig from {self.origin} is unusable "
+                f"({type(e).__name__}: {_cut(str(e))})"
+            ) from None  # the loader's exception may carry config contents: do not chain
+        if not config.verify_ssl:
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+            log.warning("TLS verification is off for this cluster", extra={"cluster": self.name})
+        return config
+
+
+def _named(items: Any, name: Any) -> dict[str, Any]:
+    for item in items or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return item
+    return {}
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_TEXT_MAX else text[: ERROR_TEXT_MAX - 1] + "\u2026"
+
+
+class LeafClient:
+    """Raw JSON access to one leaf cluster; `requests` counts the HTTP requests sent."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        timeout_s: float = 10.0,
+        page_size: int = 500,
+        pool_size: int | None = None,
+    ):
+        self.config = config
+        self.name = config.name
+        self.timeout_s = timeout_s
+        self.page_size = page_size
+        self.requests = 0
+        self._configuration = config.configuration()
+        pool_config = self._configuration
+        if pool_size is not None:
+            # A watcher keeps one streaming connection per watched resource: size the pool to it.
+            pool_config = copy.copy(pool_config)
+            pool_config.connection_pool_maxsize = pool_size
+        self._pool = RESTClientObject(pool_config).pool_manager
+        self._host = self._configuration.host.rstrip("/")
+
+    def close(self) -> None:
+        self._pool.clear()
+
+    def discover(self, registry: KindRegistry) -> dict[str, str]:
+        """Kind key -> apiVersion for the registered kinds this cluster serves."""
+        groups = self._served_groups()
+        served: dict[str, str] = {}
+        resources: dict[str, set[str]] = {}
+        for kind in registry:
+            versions = groups.get(kind.group)
+            if not versions:
+                continue  # e.g. no Istio on this cluster: normal, not an error
+            preferred = [v for v in kind.versions if v in versions] + [
+                v for v in versions if v not in kind.versions
+            ]
+            for version in preferred:
+                gv = kind.api_version(version)
+                if gv not in resources:
+                    resources[gv] = self._resources(gv)
+                if kind.plural in resources[gv]:
+                    served[kind.key] = gv
+                    break
+        return served
+
+    def _served_groups(self) -> dict[str, list[str]]:
+        """Group -> served versions, the server's preferred version first."""
+        data = self._get_json("/apis")
+        groups: dict[str, list[str]] = {"": ["v1"]}
+        for g in data.get("groups") or []:
+            versions = [v["version"] for v in g.get("versions") or []]
+            pref = (g.get("preferredVersion") or {}).get("version")
+            if pref in versions:
+                versions.remove(pref)
+                versions.insert(0, pref)
+            groups[g["name"]] = versions
+        return groups
+
+    def _resources(self, group_version: str) -> set[str]:
+        path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+        try:
+            data = self._get_json(path)
+        except ClusterError:
+            return set()  # a group-version listed but not answering discovery: treat as absent
+        return {str(res.get("name")) for res in data.get("resources") or []}
+
+    def list_all(self, kind: Kind, api_version: str) -> Iterator[dict[str, Any]]:
+        """Every object of `kind` in all namespaces (paginated; relisted from scratch on 410)."""
+        return self.list_resource(api_version, kind.plural)
+
+    def list_resource(self, api_version: str, plural: str) -> Iterator[dict[str, Any]]:
+        """Every object of a resource (`rbac.authorization.k8s.io/v1`, `roles`), all namespaces.
+
+        A whole list is buffered before it is yielded, so a restart after 410 Gone (expired
+        continue token) never hands out a mix of two lists.
+        """
+        return iter(self.list_snapshot(api_version, plural)[0])
+
+    def list_snapshot(self, api_version: str, plural: str) -> tuple[list[dict[str, Any]], str]:
+        """Every object of a resource and the list's resourceVersion (to watch from)."""
+        base = _collection_path(api_version, plural)
+        for _attempt in range(MAX_RELISTS):
+            items: list[dict[str, Any]] = []
+            token = ""
+            try:
+                while True:
+                    query = {"limit": str(self.page_size)}
+                    if token:
+                        query["continue"] = token
+                    page = self._get_json(f"{base}?{urlencode(query)}")
+                    items.extend(page.get("items") or [])
+                    meta = page.get("metadata") or {}
+                    token = meta.get("continue") or ""
+                    if not token:
+                        return items, str(meta.get("resourceVersion") or "")
+            except _Gone:
+                log.info(
+                    "list of %s expired (410); relisting", plural, extra={"cluster": self.name}
+                )
+        raise ClusterUnreachable(f"cluster {self.name}: list of {plural} kept expiring (410)")
+
+    def watch(
+        self, api_version: str, plural: str, resource_version: str, timeout_s: float, idle_s: float
+    ) -> WatchStream:
+        """A watch of a resource in all namespaces from `resource_version`, with bookmarks.
+
+        The server ends it after `timeout_s`; no byte for `idle_s` counts as a broken stream.
+        """
+        query = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(int(timeout_s)),
+        }
+        path = f"{_collection_path(api_version, plural)}?{urlencode(query)}"
+        self.requests += 1
+        try:
+            resp = self._pool.request(
+                "GET",
+                self._host + path,
+                headers=self._headers(),
+                timeout=urllib3.Timeout(connect=self.timeout_s, read=idle_s),
+                retries=False,
+                preload_content=False,
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise ClusterUnreachable(f"cluster {self.name}: watch: {type(e).__name__}") from None
+        if resp.status >= 400:
+            body = resp.read()
+            resp.release_conn()
+            _raise_for(self.name, resp.status, body, path, False)
+        return WatchStream(self.name, resp)
+
+    def _headers(self) -> urllib3.HTTPHeaderDict:
+        headers = urllib3.HTTPHeaderDict({"Accept": "application/json"})
+        token = self._configuration.get_api_key_with_prefix("BearerToken")
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+    def get_object(
+        self,
+        kind: Kind,
+        api_version: str,
+        namespace: str,
+        name: str,
+        impersonate_user: str | None = None,
+        impersonate_groups: tuple[str, ...] | list[str] = (),
+    ) -> dict[str, Any]:
+        """One live object, read as the impersonated user when given (the leaf's RBAC decides).
+
+        Raises NotFound, Forbidden, UpstreamTimeout, UpstreamError or ClusterUnreachable.
+        """
+        path = f"{_collection_path(api_version, kind.plural, namespace)}/{quote(name, safe='')}"
+        headers = urllib3.HTTPHeaderDict()
+        if impersonate_user:
+            headers.add("Impersonate-User", impersonate_user)
+            for group in impersonate_groups:
+                headers.add("Impersonate-Group", group)
+        try:
+            return self._get_json(path, headers, detail=True)
+        except ClusterError as e:
+            raise UpstreamError(str(e)) from e
+
+    def _get_json(
+        self, path: str, extra: urllib3.HTTPHeaderDict | None = None, detail: bool = False
+    ) -> dict[str, Any]:
+        headers = self._headers()
+        for k, v in (extra or {}).items():
+            headers.add(k, v)
+        self.requests += 1
+        try:
+            resp = self._pool.request(
+                "GET",
+                self._host + path,
+                headers=headers,
+                timeout=urllib3.Timeout(connect=self.timeout_s, read=self.timeout_s),
+                retries=False,
+            )
+        except urllib3.exceptions.NewConnectionError:
+            raise ClusterUnreachable(f"cluster {self.name}: connection failed") from None
+        except urllib3.exceptions.TimeoutError:
+            if detail:
+                raise UpstreamTimeout(f"cluster {self.name} did not answer in time") from None
+            raise ClusterUnreachable(f"cluster {self.name}: timed out") from None
+        except urllib3.exceptions.HTTPError as e:
+            raise ClusterUnreachable(f"cluster {self.name}: {type(e).__name__}") from None
+        if resp.status >= 400:
+            retry_after = _retry_after_s(resp.headers.get("Retry-After"))
+            _raise_for(self.name, resp.status, resp.data, path, detail, retry_after)
+        try:
+            data = json.loads(resp.data)
+        except ValueError:
+            raise ClusterError(f"cluster {self.name}: {path.split('?')[0]} sent no JSON") from None
+        if not isinstance(data, dict):
+            raise ClusterError(f"cluster {self.name}: {path.split('?')[0]} sent no JSON object")
+        return data
+
+
+class _Gone(Exception):
+    """410 Gone: the continue token expired."""
+
+
+class WatchExpired(ClusterUnreachable):
+    """The watch's resourceVersion is older than the server keeps (410): list again."""
+
+
+class WatchStream:
+    """The events of one open watch: iterate for `(type, object)`; `close()` from any thread
+    ends a blocked read. Raises WatchExpired on a 410 ERROR event, ClusterUnreachable when the
+    stream breaks or stays silent too long."""
+
+    def __init__(self, cluster: str, resp: urllib3.BaseHTTPResponse) -> None:
+        self.cluster = cluster
+        self._resp = resp
+        self.closed = False
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        buf = b""
+        try:
+            for chunk in self._resp.stream(2**16, decode_content=True):
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for raw in lines:
+                    if raw.strip():
+                        yield self._event(raw)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as e:
+            if not self.closed:
+                raise ClusterUnreachable(
+                    f"cluster {self.cluster}: watch broke ({type(e).__name__})"
+                ) from None
+        finally:
+            self.closed = True
+            self._resp.close()  # the server ends watches with `Connection: close` anyway
+            self._resp.release_conn()
+
+    def _event(self, raw: bytes) -> tuple[str, dict[str, Any]]:
+        try:
+            event = json.loads(raw)
+            kind, obj = str(event["type"]), event["object"]
+        except (ValueError, KeyError, TypeError):
+            raise ClusterError(f"cluster {self.cluster}: watch sent a malformed event") from None
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            text = _cut(str(obj.get("message") or "")) if isinstance(obj, dict) else ""
+            if code == 410:
+                raise WatchExpired(f"cluster {self.cluster}: watch expired (410): {text}")
+            raise ClusterUnreachable(f"cluster {self.cluster}: watch error {code}: {text}")
+        return kind, obj
+
+    def close(self) -> None:
+        """End the stream from another thread: shuts the socket down to wake a blocked read
+        (the iterating thread then closes the connection)."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(OSError, AttributeError):
+            self._resp.shutdown()
+
+
+def _collection_path(api_version: str, plural: str, namespace: str = "") -> str:
+    root = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    ns = f"/namespaces/{quote(namespace, safe='')}" if namespace else ""
+    return f"{root}{ns}/{plural}"
+
+
+def _retry_after_s(raw: str | None) -> float:
+    """Seconds from a Retry-After header (delta-seconds form), capped at 5 minutes; 0 = none."""
+    try:
+        return min(max(float(raw or 0), 0.0), RETRY_AFTER_MAX_S)
+    except ValueError:
+        return 0.0  # the HTTP-date form: kube-apiserver does not send it
+
+
+def _raise_for(
+    cluster: str, status: int, body: bytes, path: str, detail: bool, retry_after_s: float = 0.0
+) -> None:
+    """Translate an HTTP error answer; the leaf's message is kept short (it never holds tokens)."""
+    try:
+        message = str(json.loads(body).get("message") or "")
+    except (ValueError, AttributeError):
+        message = ""
+    what = f"cluster {cluster}: {path.split('?')[0]}: HTTP {status}"
+    text = f"{what}: {_cut(message)}" if message else what
+    if status == 410 and not detail:
+        raise _Gone(text)
+    if detail and status == 404:
+        raise NotFound(text)
+    if detail and status == 403:
+        raise Forbidden(text)
+    if status == 429 or status >= 500:
+        if detail:
+            raise UpstreamError(text)
+        delay_s = max(retry_after_s, 10.0 if status == 429 else 5.0)
+        raise ClusterUnreachable(text, delay_s=delay_s)
+    raise ClusterError(text)

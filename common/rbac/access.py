@@ -1,0 +1,265 @@
+"""A user's access per cluster, resolved from the compiled grants in Redis and cached.
+
+`AccessResolver.resolve` costs one GET of `fs:version` per call while nothing changed; when the
+version moved it re-reads each cluster's grants hash (`#hash`, one pipelined round trip), and
+it loads only the subjects (user, groups) it has not parsed for that hash (one more). Parsed
+subjects and merged results are cached per (cluster, content hash), so users with the same
+groups share the work. The caller hides clusters whose RBAC data is stale (see common.index.syncstatus).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import redis
+
+from common.index import keys
+from common.kinds.registry import KindRegistry
+from common.rbac.authorizer import UserInfo
+from common.rbac.encoding import ALL_NAMESPACES, HASH_FIELD, decode_grants, decode_reasons
+
+_NONE: frozenset[str] = frozenset()
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one user may list in one cluster. `namespaces` holds, in sorted order, the kinds
+    granted in a namespace beyond `cluster_wide` (namespaces with nothing extra are absent)."""
+
+    cluster_wide: frozenset[str] = _NONE
+    namespaces: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    sorted_namespaces: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls, cluster_wide: frozenset[str], namespaces: Mapping[str, frozenset[str]]
+    ) -> Access:
+        reduced: dict[int, frozenset[str]] = {}
+        out: dict[str, frozenset[str]] = {}
+        for ns in sorted(namespaces):
+            kinds = namespaces[ns]
+            extra = reduced.get(id(kinds))
+            if extra is None:
+                extra = reduced[id(kinds)] = kinds - cluster_wide
+            if extra:
+                out[ns] = extra
+        return cls(cluster_wide, out, list(out))
+
+    def kinds_in(self, namespace: str) -> frozenset[str]:
+        extra = self.namespaces.get(namespace)
+        return self.cluster_wide | extra if extra else self.cluster_wide
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.cluster_wide and not self.namespaces
+
+
+NO_ACCESS = Access()
+
+
+def merge(accesses: Iterable[Access]) -> Access:
+    """The union of several subjects' access (shared sets are unioned once per pair)."""
+    parts = [a for a in accesses if not a.is_empty]
+    if len(parts) <= 1:
+        return parts[0] if parts else NO_ACCESS
+    cluster_wide = frozenset().union(*(a.cluster_wide for a in parts))
+    namespaces: dict[str, frozenset[str]] = {}
+    unions: dict[tuple[int, int], frozenset[str]] = {}
+    for a in parts:
+        for ns, kinds in a.namespaces.items():
+            prev = namespaces.get(ns)
+            if prev is None or kinds <= prev:
+                namespaces[ns] = prev or kinds
+                continue
+            pair = (id(prev), id(kinds))
+            if pair not in unions:
+                unions[pair] = prev | kinds
+            namespaces[ns] = unions[pair]
+    return Access.build(cluster_wide, namespaces)
+
+
+class _Lru(Generic[V]):
+    """A small thread-safe LRU map (gunicorn runs several threads per worker)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Hashable, V] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Hashable) -> V | None:
+        with self.lock:
+            value = self.data.get(key)
+            if value is not None:
+                self.data.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+
+
+def _s(v: Any) -> str | None:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class AccessResolver:
+    """Resolves users' access over many clusters from `fs:{c:X}:rbac`; one per process."""
+
+    def __init__(self, r: redis.Redis, registry: KindRegistry, cache_size: int = 50_000) -> None:
+        self.r = r
+        self.known = frozenset(registry.keys())
+        self.cache: _Lru[Access] = _Lru(cache_size)
+        # Whole answers per (user's subjects, clusters), valid while its hashes are `_state`'s.
+        self.answers: _Lru[tuple[dict[str, str], dict[str, Access]]] = _Lru(4096)
+        # (fs:version as read, each cluster's grants hash at that version): one tuple replaced
+        # as a whole, never mutated, so a reader never pairs one version with another's hashes.
+        self._state: tuple[keys.GrantsVersion | None, dict[str, str]] = (None, {})  # None: unread
+        self.round_trips = 0  # Redis round trips made (for tests and metrics)
+        self.subjects_loaded = 0  # subject fields read from Redis (cache misses)
+
+    @staticmethod
+    def _subjects(user: UserInfo) -> tuple[str, tuple[str, ...]]:
+        return keys.subject("u", user.name), tuple(
+            sorted({keys.subject("g", g) for g in user.groups})
+        )
+
+    def cached(
+        self, user: UserInfo, clusters: list[str]
+    ) -> tuple[dict[str, Access], keys.GrantsVersion] | None:
+        """The answer `resolve` gave last time and the `fs:version` value it is valid for, with
+        no Redis call; None when there is none. Unchecked: the caller must read `fs:version`
+        (in the same round trip as its data) and use the answer only if it still equals it."""
+        version, hashes = self._state
+        answer = self.answers.get((*self._subjects(user), tuple(clusters)))
+        if answer is None or answer[0] is not hashes or version is None:
+            return None
+        return answer[1], version
+
+    def resolve(self, user: UserInfo, clusters: list[str]) -> dict[str, Access]:
+        """Access per cluster (NO_ACCESS where the cluster has no grants stored)."""
+        own, groups = self._subjects(user)
+        hashes = self._current_hashes(clusters)
+        answer_key = (own, groups, tuple(clusters))
+        answer = self.answers.get(answer_key)
+        if answer is not None and answer[0] is hashes:
+            return dict(answer[1])
+        out: dict[str, Access] = {}
+        todo: dict[str, str] = {}
+        for c in clusters:
+            h = hashes.get(c, "")
+            cached = self._combined(c, h, own, groups) if h else NO_ACCESS
+            if cached is None:
+                todo[c] = h
+            else:
+                out[c] = cached
+        for _ in range(3):  # a cluster whose grants change mid-read is read again
+            if not todo:
+                break
+            todo = self._load(todo, own, groups, out)
+        for c in todo:
+            out[c] = NO_ACCESS  # still changing under us: fail closed for this request
+        if not todo:
+            self.answers.put(answer_key, (hashes, out))
+        return dict(out)
+
+    def _current_hashes(self, clusters: list[str]) -> dict[str, str]:
+        version = keys.GrantsVersion(self.r.get(keys.VERSION))
+        self.round_trips += 1
+        known, hashes = self._state
+        hashes = hashes if version == known else {}
+        need = [c for c in clusters if c not in hashes]
+        if not need:
+            return hashes
+        pipe = self.r.pipeline(transaction=False)
+        for c in need:
+            pipe.hget(keys.rbac(c), HASH_FIELD)
+        fetched = {c: _s(h) or "" for c, h in zip(need, pipe.execute(), strict=True)}
+        self.round_trips += 1
+        hashes = {**hashes, **fetched}
+        self._state = (version, hashes)
+        return hashes
+
+    def _combined(self, c: str, h: str, own: str, groups: tuple[str, ...]) -> Access | None:
+        """The user's merged access from cached parts, or None if a part is not cached."""
+        mine, shared = self.cache.get((c, h, own)), self._groups(c, h, groups)
+        if mine is None or shared is None:
+            return None
+        if mine.is_empty or shared.is_empty:
+            return shared if mine.is_empty else mine
+        key = (c, h, own, groups)
+        merged = self.cache.get(key)
+        if merged is None:
+            merged = merge([mine, shared])
+            self.cache.put(key, merged)
+        return merged
+
+    def _groups(self, c: str, h: str, groups: tuple[str, ...]) -> Access | None:
+        key = (c, h, groups)
+        merged = self.cache.get(key)
+        if merged is None:
+            parts = [self.cache.get((c, h, g)) for g in groups]
+            if any(p is None for p in parts):
+                return None
+            merged = merge(p for p in parts if p is not None)
+            self.cache.put(key, merged)
+        return merged
+
+    def _load(
+        self, todo: dict[str, str], own: str, groups: tuple[str, ...], out: dict[str, Access]
+    ) -> dict[str, str]:
+        """Fetch the subjects not cached for each cluster's hash; returns clusters to retry."""
+        pipe = self.r.pipeline(transaction=False)
+        plan = []
+        for c, h in todo.items():
+            need = [s for s in (own, *groups) if self.cache.get((c, h, s)) is None]
+            pipe.hmget(keys.rbac(c), [HASH_FIELD, *need])
+            plan.append((c, h, need))
+            self.subjects_loaded += len(need)
+        retry: dict[str, str] = {}
+        for (c, h, need), values in zip(plan, pipe.execute(), strict=True):
+            got = _s(values[0]) or ""
+            if got != h:
+                if got:
+                    retry[c] = got
+                else:
+                    out[c] = NO_ACCESS
+                continue
+            for subject, raw in zip(need, values[1:], strict=True):
+                value = _s(raw)
+                parsed = Access.build(*decode_grants(value, self.known)) if value else NO_ACCESS
+                self.cache.put((c, h, subject), parsed)
+            out[c] = self._combined(c, h, own, groups) or NO_ACCESS
+        self.round_trips += 1
+        return retry
+
+    def explain(self, user: UserInfo, cluster: str) -> list[dict[str, Any]]:
+        """The caller's own grants in one cluster and the bindings behind them, for
+        `GET /api/v1/access`: [{namespace ("*" = all), kinds, binding, subject}]."""
+        subjects = [("User", user.name)] + [("Group", g) for g in sorted(set(user.groups))]
+        fields = [keys.subject("u" if kind == "User" else "g", name) for kind, name in subjects]
+        out: list[dict[str, Any]] = []
+        for (kind, name), raw in zip(
+            subjects, self.r.hmget(keys.rbac(cluster), fields), strict=True
+        ):
+            value = _s(raw)
+            for ns, kinds, binding in decode_reasons(value) if value else []:
+                visible = sorted(kinds & self.known)
+                if visible:
+                    out.append(
+                        {
+                            "namespace": ns,
+                            "kinds": visible,
+                            "binding": binding,
+                            "subject": f"{kind} {name}",
+                        }
+                    )
+        out.sort(key=lambda e: (e["namespace"] != ALL_NAMESPACES, e["namespace"], e["binding"]))
+        return out

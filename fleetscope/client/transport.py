@@ -1,0 +1,161 @@
+"""HTTP to the fleetscope API: one session, the caller's identity, and every failure mapped to a
+ClientError (one boundary for requests' exceptions and the API's error answers).
+
+`-v 6` (like kubectl) logs each request's method, URL, status and time to stderr; `-v 8` adds
+the request headers, with the token masked. Nothing ever prints a token.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import requests
+
+from fleetscope.client.config import Target
+from fleetscope.client.errors import (
+    BadInput,
+    ClientError,
+    Refused,
+    Unauthenticated,
+    Unreachable,
+)
+from fleetscope.client.features import Features
+
+USER_HEADER, GROUP_HEADER = "X-Remote-User", "X-Remote-Group"
+Params = Sequence[tuple[str, str]]
+
+
+class Api:
+    def __init__(
+        self, target: Target, timeout_s: float = 30.0, verbosity: int = 0, log: TextIO | None = None
+    ) -> None:
+        self.target = target
+        self.timeout_s = timeout_s or None
+        self.verbosity = verbosity
+        self.log = log or sys.stderr
+        self.session = requests.Session()
+        self._headers: dict[str, str] | None = None
+        self._features: Features | None = None
+
+    def get(self, path: str, params: Params = ()) -> dict[str, Any]:
+        """GET `path` (under the server URL) as the caller: the JSON object it answers."""
+        url = self.target.server + path
+        headers = self._identity()
+        started = time.monotonic()
+        try:
+            # `verify` per request: requests lets REQUESTS_CA_BUNDLE override a session's.
+            resp = self.session.get(
+                url,
+                params=list(params),
+                headers=headers,
+                timeout=self._timeout(),
+                verify=self.target.verify,
+            )
+        except requests.exceptions.RequestException as e:
+            raise unreachable(self.target.server, e, self.timeout_s) from e
+        self._trace(resp, headers, started)
+        return answer(resp)
+
+    def features(self) -> Features:
+        """What this server offers, from its OpenAPI document (fetched once, when needed)."""
+        if self._features is None:
+            try:
+                doc = self.get("/api/v1/openapi.json")
+            except Refused:
+                doc = {}  # an older server or a proxy that hides it: assume the basics only
+            self._features = Features.from_openapi(doc)
+        return self._features
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _identity(self) -> dict[str, str]:
+        if self._headers is None:
+            headers = {"Accept": "application/json", "User-Agent": "fleetscope-cli"}
+            token = self.target.credential.token()
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            if self.target.as_user:
+                headers[USER_HEADER] = self.target.as_user
+            if self.target.as_groups:
+                headers[GROUP_HEADER] = ",".join(self.target.as_groups)
+            self._headers = headers
+        return self._headers
+
+    def _timeout(self) -> tuple[float, float] | None:
+        if self.timeout_s is None:
+            return None
+        return min(10.0, self.timeout_s), self.timeout_s
+
+    def _trace(self, resp: requests.Response, headers: dict[str, str], started: float) -> None:
+        if self.verbosity < 6:
+            return
+        ms = (time.monotonic() - started) * 1000
+        print(
+            f"GET {resp.url} {resp.status_code} {resp.reason} in {ms:.0f} milliseconds",
+            file=self.log,
+        )
+        if self.verbosity >= 8:
+            for name, value in headers.items():
+                shown = "Bearer <masked>" if name == "Authorization" else value
+                print(f"    {name}: {shown}", file=self.log)
+
+
+def answer(resp: requests.Response) -> dict[str, Any]:
+    """The JSON object of a 2xx answer; any other answer as the ClientError it means."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if 200 <= resp.status_code < 300:
+        if not isinstance(body, dict):
+            raise ClientError(
+                f"the answer from {resp.url} is not a JSON object; is it the fleetscope API?"
+            )
+        return body
+    message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str) or not message:
+        message = f"the server answered {resp.status_code} {resp.reason or ''}".strip()
+    code = resp.status_code
+    if code == 400:
+        raise BadInput(message)
+    if code == 401:
+        raise Unauthenticated(message)
+    if code in (403, 404):
+        raise Refused(message, "forbidden" if code == 403 else "not found")
+    raise ClientError(f"{message} (HTTP {code})")
+
+
+def unreachable(
+    server: str, e: requests.exceptions.RequestException, timeout_s: float | None
+) -> ClientError:
+    """requests' exception, as one line saying why `server` could not be reached."""
+    text = str(e)
+    if isinstance(e, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
+        return BadInput(f"invalid server URL {server!r}")
+    if isinstance(e, requests.exceptions.Timeout):
+        why = f"no answer within {timeout_s:g} s" if timeout_s else "timed out"
+    elif isinstance(e, requests.exceptions.SSLError):
+        why = "TLS failed: " + (
+            "certificate verify failed (set certificate-authority to the server's CA)"
+            if "CERTIFICATE_VERIFY_FAILED" in text
+            else "handshake failed (is the server speaking TLS?)"
+        )
+    elif "Connection refused" in text:
+        why = "connection refused"
+    elif any(
+        s in text
+        for s in (
+            "Name or service not known",
+            "nodename nor servname",
+            "Temporary failure in name resolution",
+            "No address",
+        )
+    ):
+        why = "host name not found (DNS)"
+    else:
+        why = "connection failed"
+    return Unreachable(f"cannot reach {server}: {why}")

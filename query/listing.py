@@ -1,0 +1,33 @@
+"""The one list-page flow: the caller's grants come from the resolver's cache with no Redis call,
+are confirmed by the grants version read in the page's own first round trip, and when that
+version moved the page is read again under freshly checked grants. Views stay thin."""
+
+from __future__ import annotations
+
+from common.index.reader import Filters, Page, PageRequest
+from common.rbac.authorizer import UserInfo
+from common.rbac.grants import Access
+from query import metrics
+from query.scope import Scope
+from query.state import QueryState
+
+
+def list_page(st: QueryState, user: UserInfo, request: PageRequest) -> tuple[Page, Scope]:
+    """One page of what `user` may list, and the scope it was read under."""
+    scope = st.scope(user, optimistic=True)
+    access = scoped_access(scope, request.filters)
+    page = st.reader.page(access, request, confirm_version=not scope.checked)
+    if page.version is not None and page.version != scope.version:
+        metrics.ROWS_SCANNED.inc(page.scanned)  # read, then thrown away: still a cost
+        scope = st.scope(user)
+        page = st.reader.page(scoped_access(scope, request.filters), request)
+    metrics.ROWS_SCANNED.inc(page.scanned)
+    return page, scope
+
+
+def scoped_access(scope: Scope, filters: Filters) -> dict[str, Access]:
+    """The visible clusters' access, narrowed to the `cluster` filter."""
+    if not filters.clusters:
+        return scope.visible  # shared, read-only
+    wanted = set(filters.clusters)
+    return {c: a for c, a in scope.visible.items() if c in wanted}

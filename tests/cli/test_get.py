@@ -1,0 +1,166 @@
+"""`fleetscope get` as a subprocess against a real query service on a kubesim fleet: its table
+shows exactly the API's rows for each kind of user, pages are followed lazily and printed as
+they arrive, json/yaml parse back to the API's items, and the filters mean what the API's do."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.cli.conftest import REPO, Stack
+from tests.cli.tables import expected_cells, parse_table, shown_cells
+
+USERS = ("admin-0", "dev-team-00", "solo", "nobody")
+
+
+def who(stack: Stack, name: str) -> list[str]:
+    return ["--server", stack.base, *stack.users[name].flags()]
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_table_rows_are_the_api_rows_for_each_user(stack: Stack, cli, user: str) -> None:
+    want = stack.api_rows(stack.users[user])
+    res = cli("get", *who(stack, user))
+    assert res.code == 0, res.err
+    if user == "nobody":
+        assert want == [] and res.out == "" and res.err == "No resources found\n"
+        return
+    assert want, f"{user} should see something in this fleet"
+    header, *lines = parse_table(res.out, 7)
+    assert header == ["CLUSTER", "NAMESPACE", "KIND", "NAME", "STATUS", "AGE", "MESSAGE"]
+    assert [shown_cells(c) for c in lines] == [expected_cells(r) for r in want]
+    for cells, row in zip(lines, want, strict=True):
+        assert (cells[5] == "<unknown>") == (row["lastTransitionTime"] is None)
+    if user == "admin-0":
+        statuses = {r["status"] for r in want}
+        assert {"unhealthy", "suspended"} <= statuses, "the fixture's faults are visible"
+
+
+def test_wide_adds_revision_and_api_version(stack: Stack, cli) -> None:
+    want = stack.api_rows(stack.users["admin-0"], kind="Kustomization")
+    res = cli("get", "ks", "-o", "wide", "--no-headers", *who(stack, "admin-0"))
+    assert res.code == 0, res.err
+    lines = parse_table(res.out, 9)
+    assert [(c[3], c[6], c[7]) for c in lines] == [
+        (r["name"], r["revision"] or "<none>", r["apiVersion"]) for r in want
+    ]
+
+
+def test_many_small_pages_are_followed_to_the_end(stack: Stack, cli) -> None:
+    want = stack.api_rows(stack.users["admin-0"])
+    res = cli("get", "--chunk-size", "7", "--no-headers", "-v", "6", *who(stack, "admin-0"))
+    assert res.code == 0, res.err
+    assert [shown_cells(c) for c in parse_table(res.out, 7)] == [expected_cells(r) for r in want]
+    requests = [line for line in res.err.splitlines() if "/api/v1/objects?" in line]
+    assert len(requests) >= math.ceil(len(want) / 7) > 10
+    assert all("limit=7" in line for line in requests)
+    assert all("continue=" in line for line in requests[1:])
+
+
+def test_limit_stops_fetching_once_enough_rows_are_printed(stack: Stack, cli) -> None:
+    want = stack.api_rows(stack.users["admin-0"])[:10]
+    res = cli(
+        "get",
+        "--limit",
+        "10",
+        "--chunk-size",
+        "4",
+        "--no-headers",
+        "-v",
+        "6",
+        *who(stack, "admin-0"),
+    )
+    assert res.code == 0, res.err
+    assert [shown_cells(c) for c in parse_table(res.out, 7)] == [expected_cells(r) for r in want]
+    limits = [line.split("limit=")[1].split("&")[0].split()[0] for line in res.err.splitlines()]
+    assert limits == ["4", "4", "2"], "three requests, the last one only for what is missing"
+
+
+@pytest.mark.parametrize("args", [[], ["-o", "json", "--chunk-size", "6"]])
+def test_pages_are_printed_as_they_arrive(stack: Stack, args: list[str], home) -> None:
+    """stdout and stderr in one pipe: each page's rows come before the next page's request."""
+    cmd = [sys.executable, "-m", "fleetscope", "get", "--chunk-size", "6", "-v", "6", *args]
+    out = subprocess.run(
+        [*cmd, *who(stack, "admin-0")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    marks = [i for i, line in enumerate(out.splitlines()) if line.startswith("GET ")]
+    gaps = [b - a for a, b in itertools.pairwise(marks)]
+    assert len(marks) > 3 and all(g > 1 for g in gaps), out[:2000]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-o", "json"],
+        ["-o", "yaml"],
+        ["-o", "json", "--chunk-size", "5"],
+        ["-o", "yaml", "--chunk-size", "5"],
+    ],
+)
+@pytest.mark.parametrize("user", ["admin-0", "dev-team-00", "nobody"])
+def test_json_and_yaml_parse_back_to_the_api_items(
+    stack: Stack, cli, args: list[str], user: str
+) -> None:
+    res = cli("get", *args, *who(stack, user))
+    assert res.code == 0, res.err
+    doc = yaml.safe_load(res.out)  # JSON is YAML too; json.loads for the JSON ones below
+    if args[1] == "json":
+        assert doc == res.json()
+    assert doc["apiVersion"] == "v1" and doc["kind"] == "List"
+    assert doc["items"] == stack.api_rows(stack.users[user])
+
+
+def test_name_output_is_what_describe_takes(stack: Stack, cli) -> None:
+    want = stack.api_rows(stack.users["dev-team-00"])
+    res = cli("get", "-o", "name", *who(stack, "dev-team-00"))
+    assert res.code == 0, res.err
+    assert res.out.splitlines() == [
+        f"{r['cluster']}/{r['namespace']}/{r['kind']}/{r['name']}" for r in want
+    ]
+
+
+def test_filters_mean_what_the_api_filters_mean(stack: Stack, cli) -> None:
+    admin = stack.users["admin-0"]
+    rows = stack.api_rows(admin)
+    cluster, ns = rows[0]["cluster"], rows[0]["namespace"]
+    cases = [
+        (
+            ["KS,hr", "-n", ns, "--cluster", cluster],
+            {"kind": "Kustomization,HelmRelease", "namespace": ns, "cluster": cluster},
+        ),
+        (["virtualservices", "dr"], {"kind": "VirtualService,DestinationRule"}),
+        (["--status", "unhealthy"], {"status": "unhealthy"}),
+        (["--name", "WEB", "-A"], {"name": "web"}),
+        (["--suspended"], {"status": "suspended"}),
+        (["--no-suspended", "--status", "healthy,suspended"], {"status": "healthy"}),
+    ]
+    for args, params in cases:
+        want = stack.api_rows(admin, **params)
+        assert want, f"{args}: the fleet should have rows for this filter"
+        res = cli("get", "--no-headers", *args, *who(stack, "admin-0"))
+        assert res.code == 0, (args, res.err)
+        got = [shown_cells(c) for c in parse_table(res.out, 7)]
+        assert got == [expected_cells(r) for r in want], args
+
+
+def test_features_this_server_lacks_are_bad_input(stack: Stack, cli) -> None:
+    sort = cli("get", "--sort-by", "lastTransitionTime", *who(stack, "admin-0"))
+    assert sort.code == 2
+    assert (
+        sort.err == "error: bad input: this server does not support sorting (no `sort` parameter)\n"
+    )
+    groups = cli("groups", *who(stack, "admin-0"))
+    assert groups.code == 2 and "does not offer groups" in groups.err
+    both = cli("get", "--suspended", "--status", "unhealthy", *who(stack, "admin-0"))
+    assert both.code == 2 and "suspension as a status" in both.err
