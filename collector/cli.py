@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
     settings = settings or Settings.from_env()
     logs.configure(settings)
     r = redis_client.connect(settings.redis_url)
-    source = ClusterSource(settings)
+    source = ClusterSource(settings, r=r)
     try:
         c = Collector(settings, r, load_registry(settings.kinds_file), source)
         outcomes = collect_once(c, args.cluster, args.parallel)
@@ -59,13 +59,13 @@ def print_summary(outcomes: list[ClusterOutcome], out: TextIO | None = None) -> 
         lines.append(
             (
                 o.cluster,
-                "ok" if o.ok else "error",
+                "not ready" if obj.skipped else "ok" if o.ok else "error",
                 str(obj.objects),
                 f"+{obj.added}/-{obj.removed}",
                 str(obj.requests + rb.requests),
                 f"{obj.duration_s + rb.duration_s:.2f}",
                 "ok" if rb.ok else "error",
-                (obj.error or rb.error)[:120],
+                (obj.error or rb.error or obj.skipped)[:120],
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
@@ -73,5 +73,7 @@ def print_summary(outcomes: list[ClusterOutcome], out: TextIO | None = None) -> 
         cells = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)]
         print("  ".join([*cells, line[-1]]).rstrip(), file=out)
     failed = sum(1 for o in outcomes if not o.ok)
+    skipped = sum(1 for o in outcomes if o.objects.skipped)
     total = sum(o.objects.objects for o in outcomes)
-    print(f"{len(outcomes)} clusters, {failed} failed, {total} objects", file=out)
+    note = f", {skipped} not ready" if skipped else ""
+    print(f"{len(outcomes)} clusters, {failed} failed{note}, {total} objects", file=out)

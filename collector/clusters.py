@@ -1,52 +1,89 @@
 """A per-process cache of cluster configs and leaf clients for the collector.
 
-Configs are re-read at most every `registry_interval_s`; a cluster whose kubeconfig did not
+Claims are re-read at most every `registry_interval_s`; a cluster whose kubeconfig did not
 change keeps its ClusterConfig and LeafClient (loaded token, exec plugin result, open
-connections), so a sync does not re-run exec plugins or reconnect.
+connections), so a sync does not re-run exec plugins or reconnect, while a rotated token is
+used from the next re-read on. A management-cluster source that cannot be read keeps the claims
+it had. Only ready clusters have a config; a name two sources claim goes to the one registered
+in Redis (`fs:clusters`), as `common.leaf.registry.reconcile` decides.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+
+import redis
 
 from common.errors import ClusterError
+from common.index.registry_record import Record, read_records
 from common.leaf import registry
 from common.leaf.client import ClusterConfig, LeafClient
+from common.leaf.management import Management
 from common.settings import Settings
 
 
 class ClusterSource:
-    def __init__(self, settings: Settings, core_api: Any = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        management: Management | None = None,
+        r: redis.Redis | None = None,
+    ) -> None:
         self.settings = settings
-        self.core_api = core_api
+        self.r = r
+        self._management = management
+        self._own_management = management is None
+        self._claims = registry.Claims()
         self._configs: dict[str, ClusterConfig] = {}
         self._clients: dict[str, LeafClient] = {}
         self._loaded_at = float("-inf")
         self._lock = threading.Lock()
 
     def configs(self, refresh: bool = False) -> dict[str, ClusterConfig]:
-        """The configured clusters (re-read when older than `registry_interval_s`)."""
+        """The clusters to sync (re-read when older than `registry_interval_s`)."""
         with self._lock:
-            age = time.monotonic() - self._loaded_at
-            if refresh or age > self.settings.registry_interval_s:
-                self._reload()
+            self._maybe_reload(refresh)
             return dict(self._configs)
 
+    def claims(self, refresh: bool = False) -> registry.Claims:
+        """What the sources say (for `registry.reconcile`), re-read like `configs`."""
+        with self._lock:
+            self._maybe_reload(refresh)
+            return self._claims
+
+    def _maybe_reload(self, refresh: bool) -> None:
+        if refresh or time.monotonic() - self._loaded_at > self.settings.registry_interval_s:
+            self._reload()
+
     def _reload(self) -> None:
-        fresh = registry.load_cluster_configs(self.settings, self.core_api)
-        kept: dict[str, ClusterConfig] = {}
-        for name, cfg in fresh.items():
+        claims = registry.load_claims(self.settings, self._mgmt())
+        kept = [c for c in self._claims.claims if c.source in claims.failed]
+        claims.claims += kept  # an unreadable source keeps what it had
+        settled, _ = registry.settle(claims.claims, self._registered())
+        kept_configs: dict[str, ClusterConfig] = {}
+        for name, claim in settled.items():
+            cfg = claim.config
+            if not claim.ready or cfg is None:
+                continue
             old = self._configs.get(name)
-            same = old is not None and old.kubeconfig == cfg.kubeconfig
-            kept[name] = old if same and old is not None else cfg
+            same = old is not None and old.kubeconfig == cfg.kubeconfig and old == cfg
+            kept_configs[name] = old if same and old is not None else cfg
         for name, client in list(self._clients.items()):
-            if kept.get(name) is not client.config:
+            if kept_configs.get(name) is not client.config:
                 client.close()
                 del self._clients[name]
-        self._configs = kept
+        self._claims, self._configs = claims, kept_configs
         self._loaded_at = time.monotonic()
+
+    def _mgmt(self) -> Management | None:
+        """The management cluster client, made on first need (none while no source is on)."""
+        if self._management is None and registry.enabled_sources(self.settings):
+            self._management = Management.connect(self.settings)
+        return self._management
+
+    def _registered(self) -> dict[str, Record]:
+        return {} if self.r is None else read_records(self.r)
 
     def client(self, name: str) -> LeafClient:
         """The leaf client of a configured cluster (ClusterError when it is not configured)."""
@@ -69,3 +106,6 @@ class ClusterSource:
             for client in self._clients.values():
                 client.close()
             self._clients.clear()
+            if self._management is not None and self._own_management:
+                self._management.close()
+                self._management = None

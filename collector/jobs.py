@@ -14,7 +14,8 @@ from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
 from collector.sync import SyncResult, Work, error_text, record_failure, run
 from common.errors import FleetscopeError, LockBusy, TemporaryError
-from common.index import keys, store, syncstatus
+from common.index import store, syncstatus
+from common.index.registry_record import read_record
 from common.kinds.registry import KindRegistry
 from common.leaf import registry
 from common.settings import Settings
@@ -46,11 +47,15 @@ class Collector:
     source: ClusterSource
 
     def run(self, work: Work, cluster: str) -> SyncResult:
-        """One sync of a registered cluster under its lock for `work` (LockBusy when another
-        worker has it); raises after recording a failure. A cluster removed from the registry
-        while it synced has the keys this sync wrote deleted again."""
-        if not self.r.hexists(keys.CLUSTERS, cluster):
+        """One sync of a registered, ready cluster under its lock for `work` (LockBusy when
+        another worker has it); raises after recording a failure. A not-ready cluster is
+        skipped (its record says why); a cluster removed from the registry while it synced
+        has the keys this sync wrote deleted again."""
+        record = read_record(self.r, cluster)
+        if record is None:
             return SyncResult(cluster, work, error="cluster is not registered")
+        if not record.ready:
+            return SyncResult(cluster, work, skipped=f"not ready: {record.reason}")
         try:
             with ClusterLock(self.r, cluster, self.settings.lock_ttl_s, work) as lock:
                 try:
@@ -61,7 +66,7 @@ class Collector:
                 fence = lock.fence if work is Work.OBJECTS else None
                 return run(self.r, work, client, self.kinds, fence)
         finally:
-            if not self.r.hexists(keys.CLUSTERS, cluster):
+            if read_record(self.r, cluster) is None:
                 store.delete_cluster(self.r, cluster)
 
     def sync_objects(self, cluster: str) -> SyncResult:
@@ -72,7 +77,7 @@ class Collector:
 
     def reconcile(self) -> registry.Reconciled:
         """Re-read the configured clusters and mirror them into Redis."""
-        result = registry.reconcile(self.r, self.source.configs(refresh=True))
+        result = registry.reconcile(self.r, self.source.claims(refresh=True))
         if result.changed:
             log.info(
                 "registry: %d added, %d removed, %d updated",
@@ -84,6 +89,10 @@ class Collector:
 
     def registered(self) -> list[str]:
         return syncstatus.registered_clusters(self.r)
+
+    def syncable(self) -> list[str]:
+        """Registered clusters that are ready (the others are not synced at all)."""
+        return syncstatus.ready_clusters(self.r)
 
 
 @dataclass

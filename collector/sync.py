@@ -37,11 +37,12 @@ class Work(StrEnum):
 
 @dataclass
 class SyncResult:
-    """What one sync did; `error` is empty on success."""
+    """What one sync did; `error` is empty on success, `skipped` says why it did not run."""
 
     cluster: str
     what: Work
     error: str = ""
+    skipped: str = ""
     objects: int = 0
     added: int = 0
     removed: int = 0

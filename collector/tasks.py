@@ -34,11 +34,12 @@ def runtime_factory(settings: Settings) -> Callable[[], Collector]:
 
     @functools.cache
     def runtime() -> Collector:
+        r = redis_client.connect(settings.redis_url)
         return Collector(
             settings,
-            redis_client.connect(settings.redis_url),
+            r,
             load_registry(settings.kinds_file),
-            ClusterSource(settings),
+            ClusterSource(settings, r=r),
         )
 
     return runtime
@@ -71,7 +72,9 @@ def register(app: Celery, settings: Settings) -> Callable[[], Collector]:
         except FleetscopeError as e:
             _retry_or_log(task, e, "registry reconcile failed")
             return
-        for name in result.added:  # new clusters are collected now, not an interval later
+        # New clusters, rotated credentials and clusters that became ready are collected now,
+        # not an interval later.
+        for name in result.to_sync:
             sync_rbac.delay(name)
             sync_objects.delay(name)
 
@@ -96,8 +99,8 @@ def _retry_or_log(task: Any, e: FleetscopeError, what: str, cluster: str = "") -
 
 
 def _fan_out(task: Any, collector: Collector, interval_s: float) -> int:
-    """Enqueue one sync per registered cluster; unrun ones expire at the next round."""
-    clusters = collector.registered()
+    """Enqueue one sync per ready registered cluster; unrun ones expire at the next round."""
+    clusters = collector.syncable()
     for name in clusters:
         task.apply_async((name,), expires=interval_s)
     return len(clusters)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
     r = redis_client.connect(settings.redis_url)
-    source = ClusterSource(settings)
+    source = ClusterSource(settings, r=r)
     replica = WatchReplica(
         settings, r, load_registry(settings.kinds_file), source, args.name, args.reconcile
     )

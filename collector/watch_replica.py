@@ -79,7 +79,7 @@ class WatchReplica:
             self.reconcile
             and time.monotonic() - self._reconciled_at > self.settings.registry_interval_s
         ):
-            registry.reconcile(self.r, self.source.configs(refresh=True))
+            registry.reconcile(self.r, self.source.claims(refresh=True))
             self._reconciled_at = time.monotonic()
         registered = set(syncstatus.registered_clusters(self.r))
         configs = self.source.configs()

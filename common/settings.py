@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -39,6 +40,27 @@ class Settings:
 
     management_kubeconfig: str = ""
     """Kubeconfig for the management cluster; empty = in-cluster service account."""
+
+    gitopsclusters: bool = False
+    """Also read leaf clusters from Weave GitOps `GitopsCluster` objects on the management cluster."""
+
+    gitopsclusters_namespace: str = ""
+    """Namespace of the `GitopsCluster` objects to read; empty = all namespaces."""
+
+    capi_clusters: bool = False
+    """Also read leaf clusters from Cluster API `Cluster` objects and their `<name>-kubeconfig` Secrets."""
+
+    capi_clusters_namespace: str = ""
+    """Namespace of the Cluster API `Cluster` objects to read; empty = all namespaces."""
+
+    argocd_clusters: bool = False
+    """Also read leaf clusters from Argo CD cluster Secrets (`argocd.argoproj.io/secret-type=cluster`)."""
+
+    argocd_clusters_namespace: str = "argocd"
+    """Namespace of the Argo CD cluster Secrets; empty = all namespaces."""
+
+    argocd_include_in_cluster: bool = False
+    """Also register Argo CD's in-cluster entry, reached as the management cluster is."""
 
     kinds_file: str = ""
     """YAML file of extra kinds to collect, added to the built-in Flux and Istio kinds."""
@@ -184,6 +206,7 @@ class Settings:
 
     def validate(self) -> None:
         """Fail fast on values that parse but make no sense."""
+        _check_namespaces(self)
         for f in setting_fields():
             value = getattr(self, f.name)
             if f.name.endswith("_s") and value <= 0:
@@ -218,6 +241,21 @@ class Settings:
 def setting_fields() -> list[dataclasses.Field[Any]]:
     """The documented settings (every field except `extra`)."""
     return [f for f in dataclasses.fields(Settings) if f.name != "extra"]
+
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _check_namespaces(s: Settings) -> None:
+    """Namespaces of the cluster registry's sources must be namespace names (or empty)."""
+    for name in (
+        "gitopsclusters_namespace",
+        "capi_clusters_namespace",
+        "argocd_clusters_namespace",
+    ):
+        value = getattr(s, name)
+        if value and not _NAMESPACE.match(value):
+            raise ConfigError(f"{env_name(name)}: {value!r} is not a namespace name")
 
 
 def env_name(field_name: str) -> str:

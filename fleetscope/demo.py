@@ -35,6 +35,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ready-timeout", type=float, default=120.0, help="seconds to wait for `ready`"
     )
+    parser.add_argument(
+        "--registry",
+        default="dir",
+        choices=sorted(REGISTRY_SWITCHES),
+        help="how the fleet is registered: a kubeconfig directory (default), or a simulated "
+        "management cluster's GitopsClusters, Cluster API Clusters, Argo CD or fleetscope Secrets",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +69,8 @@ def _run_stack(
     args: argparse.Namespace, workdir: Path, sup: Supervisor, redis_url: str, stop: list[int]
 ) -> int:
     kubeconfigs = workdir / "clusters"
+    registry_args, registry_env = registry_setup(args.registry, workdir)
+    sup.env.update(registry_env)
     say(f"fleetscope demo: Redis at {redis_url}; files in {workdir}")
     say(f"starting kubesim (fleet {args.preset}, seed {args.seed})")
     sup.start(
@@ -79,6 +88,7 @@ def _run_stack(
             str(free_port()),
             "--host",
             "127.0.0.1",
+            *registry_args,
         ),
     )
     _wait(lambda: _ready_line(sup, "kubesim"), 120, sup, stop, "kubesim to serve its fleet")
@@ -114,6 +124,32 @@ def _run_stack(
         _check_children(sup)
         time.sleep(0.5)
     return 0
+
+
+REGISTRY_SWITCHES = {
+    "dir": "",
+    "gitopscluster": "FLEETSCOPE_GITOPSCLUSTERS",
+    "capi": "FLEETSCOPE_CAPI_CLUSTERS",
+    "argocd": "FLEETSCOPE_ARGOCD_CLUSTERS",
+    "secret": "FLEETSCOPE_CLUSTER_SECRETS",
+}
+
+
+def registry_setup(registry: str, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """kubesim arguments and settings that register the demo fleet through `registry`: the
+    kubeconfig directory, or one source on a management cluster kubesim simulates (its objects
+    name the clusters as kubesim does, so the demo users' access still applies)."""
+    if registry == "dir":
+        return [], {}
+    kubeconfig = workdir / "management.yaml"
+    args = ["--register-with", registry, "--management-kubeconfig", str(kubeconfig)]
+    env = {
+        "FLEETSCOPE_CLUSTERS_DIR": "",
+        "FLEETSCOPE_MANAGEMENT_KUBECONFIG": str(kubeconfig),
+        REGISTRY_SWITCHES[registry]: "true",
+        "FLEETSCOPE_UI_DEMO_USERS_FILE": str(workdir / "kubesim-users.json"),
+    }
+    return args, env
 
 
 def _child_env(redis_url: str, workdir: Path, port: int) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """The resource types kubesim serves, and the discovery documents that describe them.
 
 Core `namespaces`, the four RBAC kinds, and every kind of the fleetscope kind registry (Flux,
-Istio, plus `FLEETSCOPE_KINDS_FILE` extras) at its preferred version. Manifests may add more
-types (`Catalog.ensure`). Discovery answers are JSON built once and cached until a type is added.
+Istio, plus `FLEETSCOPE_KINDS_FILE` extras) at its preferred version; plus what a management
+cluster holds for fleetscope's cluster registry (Secrets, ConfigMaps, Weave GitOps
+`GitopsCluster`, Cluster API `Cluster`). Manifests may add more types (`Catalog.ensure`).
+Discovery answers are JSON built once and cached until a type is added.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Resource:
     namespaced: bool = True
     short_names: tuple[str, ...] = ()
     status_rule: str = ""  # the fleetscope status rule of registry kinds ("" for others)
+    status_subresource: bool = False  # a `status` subresource without a fleetscope status rule
 
     @property
     def key(self) -> tuple[str, str]:
@@ -44,7 +47,7 @@ class Resource:
 
     @property
     def has_status(self) -> bool:
-        return bool(self.status_rule) and self.status_rule != "static"
+        return self.status_subresource or (bool(self.status_rule) and self.status_rule != "static")
 
     def discovery_entry(self) -> dict[str, object]:
         entry: dict[str, object] = {
@@ -71,6 +74,17 @@ CORE = (
 NAMESPACES = CORE[0]
 ROLES, ROLE_BINDINGS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS = CORE[1:]
 RBAC_KEYS = frozenset(r.key for r in CORE[1:])
+# What a management cluster holds for the cluster registry (common.leaf.registry's sources), at the
+# versions upstream serves: Weave GitOps v1alpha1, Cluster API v1beta1.
+MANAGEMENT = (
+    Resource("", "v1", "Secret", "secrets"),
+    Resource("", "v1", "ConfigMap", "configmaps", short_names=("cm",)),
+    Resource("gitops.weave.works", "v1alpha1", "GitopsCluster", "gitopsclusters",
+             short_names=("gc",), status_subresource=True),
+    Resource("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters",
+             short_names=("cl",), status_subresource=True),
+)  # fmt: skip
+SECRETS = MANAGEMENT[0]
 
 _SHORT = {"Kustomization": ("ks",), "HelmRelease": ("hr",), "GitRepository": ("gitrepo",)}
 
@@ -95,7 +109,7 @@ class Catalog:
     @classmethod
     def default(cls, registry: KindRegistry | None = None) -> Catalog:
         cat = cls()
-        for res in CORE:
+        for res in (*CORE, *MANAGEMENT):
             cat.add(res)
         for k in registry or builtin_registry():
             short = _SHORT.get(k.kind, ())

@@ -3,6 +3,8 @@
 fleetscope kubesim --preset S --kubeconfig-dir ./clusters
 fleetscope kubesim --clusters 3 --namespaces 20 --seed 7 --port 16443
 fleetscope kubesim --from ./manifests --kubeconfig-dir ./clusters
+fleetscope kubesim --preset S --register-with gitopscluster   # plus a management cluster
+fleetscope kubesim --from kubesim/examples/fleet --management-cluster management
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from common.errors import ConfigError
 from common.index.keys import valid_cluster_name
 from kubesim.fleet import PRESETS, generate_fleet
 from kubesim.manifests import ManifestFleet
+from kubesim.registration import MANAGEMENT, SOURCES, ManagementFleet
 from kubesim.server import KubeSim
 from kubesim.users import write_users
 
@@ -45,6 +48,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-tls", action="store_true", help="plain HTTP (kubectl then sends no token)"
     )
+    parser.add_argument(
+        "--register-with",
+        choices=SOURCES,
+        help=f"also serve a cluster {MANAGEMENT!r} that registers the fleet through this "
+        "source of fleetscope's cluster registry",
+    )
+    parser.add_argument(
+        "--management-cluster",
+        metavar="NAME",
+        help="the served cluster NAME plays the management cluster (with --from)",
+    )
+    parser.add_argument(
+        "--management-kubeconfig",
+        metavar="FILE",
+        help="where to write the management cluster's kubeconfig "
+        "(default: kubesim-management.yaml next to the kubeconfig dir)",
+    )
 
 
 def build_fleet(args: argparse.Namespace) -> tuple[object, bool]:
@@ -61,8 +81,24 @@ def build_fleet(args: argparse.Namespace) -> tuple[object, bool]:
     return generate_fleet(clusters, namespaces, args.seed), True
 
 
+def _serve_management(sim: KubeSim, args: argparse.Namespace, kube_dir: Path) -> str:
+    """Load the management cluster now (a Secret naming an unknown cluster fails here, not on
+    the first request) and write its kubeconfig beside the leaves' directory."""
+    try:
+        sim.warm_cluster(sim.management)
+        path = args.management_kubeconfig or kube_dir.resolve().parent / "kubesim-management.yaml"
+        written = sim.write_management_kubeconfig(path)
+    except BaseException:
+        sim.stop()
+        raise
+    return f"; management cluster {sim.management}: kubeconfig {written}"
+
+
 def run(args: argparse.Namespace) -> int:
     fleet, generated = build_fleet(args)
+    leaves = fleet
+    if args.register_with:
+        fleet = ManagementFleet(fleet, args.register_with)
     bad = [n for n in fleet.cluster_names if not valid_cluster_name(n)]  # type: ignore[attr-defined]
     if bad:
         raise ConfigError(f"cluster names must be lower-case DNS-like names: {bad[:5]}")
@@ -74,14 +110,17 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         advertise_host=args.advertise_host,
         tls=not args.no_tls,
+        management=args.management_cluster or "",
     )
     if args.warm:
         sim.warm()
     users_note = ""
     if generated:
         users = Path(args.users_file or kube_dir.resolve().parent / "kubesim-users.json")
-        write_users(fleet, users)  # type: ignore[arg-type]
+        write_users(leaves, users)  # type: ignore[arg-type]
         users_note = f"; users in {users}"
+    if sim.management:
+        users_note += _serve_management(sim, args, kube_dir)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -33,6 +34,21 @@ def kubeconfig(cluster: str, server: str, tokens: Tokens, ca_pem: bytes) -> dict
         ],
         "current-context": cluster,
         "preferences": {},
+    }
+
+
+def collector_kubeconfig(cluster: str, server: str, token: str, ca_pem: bytes) -> dict[str, Any]:
+    """A kubeconfig with one context: `token` at `server` (what a registration Secret holds)."""
+    entry: dict[str, str] = {"server": server}
+    if ca_pem:
+        entry["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": entry}],
+        "users": [{"name": COLLECTOR_USER, "user": {"token": token}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": COLLECTOR_USER}}],
+        "current-context": cluster,
     }
 
 

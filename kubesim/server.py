@@ -26,6 +26,7 @@ from kubesim.cluster import SimCluster
 from kubesim.faults import Fault, RequestRecord
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.patch import merge_patch
+from kubesim.registration import Credentials, ManagementFleet, fill_credentials
 from kubesim.store import ClusterStore, Obj, now_iso
 from kubesim.tls import make_serving_cert
 
@@ -46,6 +47,8 @@ class KubeSim:
     ) -> None:
         self.fleet, self.host, self.advertise_host = fleet, host, advertise_host
         self.catalog = catalog
+        # The cluster playing the management cluster: its kubeconfig is not a leaf's.
+        self.management = fleet.name if isinstance(fleet, ManagementFleet) else ""
         self.cert = make_serving_cert([advertise_host]) if tls else None
         self.tokens = Tokens.create()
         self.kubeconfig_dir: Path | None = None
@@ -64,17 +67,24 @@ class KubeSim:
         bookmark_interval_s: float = 10.0,
         catalog: Catalog | None = None,
         tls: bool = True,
+        management: str = "",
     ) -> KubeSim:
-        """Serve every cluster of `fleet`: port `port + i` for cluster i, or free ports (0)."""
+        """Serve every cluster of `fleet`: port `port + i` for cluster i, or free ports (0).
+        `management` names the cluster playing the management cluster (a ManagementFleet's
+        own by default): it gets no kubeconfig in `kubeconfig_dir`."""
         catalog = catalog or getattr(fleet, "catalog", None) or Catalog.default()
         sim = cls(fleet, host, advertise_host or _advertise(host), catalog, tls)
+        if management:
+            if management not in fleet.cluster_names:
+                raise KeyError(f"kubesim serves no cluster {management!r}")
+            sim.management = management
         context = sim.cert.server_context() if sim.cert else None
         for i, name in enumerate(fleet.cluster_names):
             sim._clusters[name] = SimCluster(
                 name,
                 catalog,
                 sim.tokens,
-                functools.partial(fleet.load, name),
+                functools.partial(sim._load, name),
                 host,
                 port + i if port else 0,
                 bookmark_interval_s,
@@ -89,6 +99,12 @@ class KubeSim:
             sim.stop()
             raise
         return sim
+
+    def _load(self, name: str, store: ClusterStore) -> None:
+        """Fill a cluster on first use; annotated Secrets get the leaves' credentials."""
+        self.fleet.load(name, store)
+        if fill_credentials(store, self.credentials):
+            store.compact()  # loading is not history
 
     async def _start_all(self) -> None:
         for cluster in self._clusters.values():
@@ -163,9 +179,23 @@ class KubeSim:
     def admin_token(self) -> str:
         return self.tokens.admin
 
-    def token_for(self, user: str, groups: tuple[str, ...] = ()) -> str:
-        """A bearer token that authenticates as `user` with `groups` on every cluster."""
-        return self._call(lambda: self.tokens.add(UserInfo(user, tuple(groups))))
+    def token_for(self, user: str, groups: tuple[str, ...] = (), token: str = "") -> str:
+        """A bearer token (`token`, else a random one) that authenticates as `user` with
+        `groups` on every cluster."""
+        return self._call(lambda: self.tokens.add(UserInfo(user, tuple(groups)), token))
+
+    def revoke_token(self, token: str) -> None:
+        """The token stops authenticating (401), as a deleted service-account token does."""
+        self._call(lambda: self.tokens.by_token.pop(token, None))
+
+    def credentials(self, cluster: str, token: str = "") -> Credentials:
+        """Server, CA and the collector's (or `token`) bearer token of one cluster."""
+        server = self.url(cluster)
+        return Credentials(cluster, server, token or self.tokens.collector, self.ca_pem)
+
+    def kubeconfig(self, cluster: str, token: str = "") -> dict[str, Any]:
+        """An in-memory kubeconfig of one cluster with one user (the collector, or `token`)."""
+        return self.credentials(cluster, token).kubeconfig()
 
     def write_kubeconfigs(self, directory: str | Path) -> list[Path]:
         """One kubeconfig per cluster (`<cluster>.yaml`), usable as FLEETSCOPE_CLUSTERS_DIR."""
@@ -174,7 +204,19 @@ class KubeSim:
         return [
             write_kubeconfig(self.kubeconfig_dir, name, self.url(name), self.tokens, self.ca_pem)
             for name in self._clusters
+            if name != self.management
         ]
+
+    def write_management_kubeconfig(self, path: str | Path) -> Path:
+        """The management cluster's kubeconfig (the collector identity, which reads all)."""
+        if not self.management:
+            raise RuntimeError("no management cluster: serve a ManagementFleet")
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written = write_kubeconfig(
+            target.parent, self.management, self.url(self.management), self.tokens, self.ca_pem
+        )
+        return written if written == target else written.replace(target)
 
     def kubeconfig_path(self, cluster: str) -> Path:
         if self.kubeconfig_dir is None:
@@ -263,6 +305,10 @@ class KubeSim:
         so requests to other clusters are served in between)."""
         for name in self.clusters:
             self._call(self._cluster(name).ensure_loaded)
+
+    def warm_cluster(self, cluster: str) -> None:
+        """Generate or load one cluster now (errors in its manifests surface here)."""
+        self._call(self._cluster(cluster).ensure_loaded)
 
     def compact(self, cluster: str) -> None:
         """Drop history like an etcd compaction: older continue tokens and watches get 410."""

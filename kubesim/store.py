@@ -8,6 +8,7 @@ watch event. Not thread-safe: the server calls it from its event loop thread onl
 
 from __future__ import annotations
 
+import base64
 import bisect
 import json
 import time
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim.catalog import NAMESPACES, RBAC_KEYS, Catalog, Resource
+from kubesim.catalog import NAMESPACES, RBAC_KEYS, SECRETS, Catalog, Resource
 from kubesim.errors import KubeError
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -185,6 +186,8 @@ class ClusterStore:
             meta["generation"] = 1
         if res is NAMESPACES:
             obj["status"] = {"phase": "Active"}
+        if res.key == SECRETS.key:
+            _string_data(obj)
         return self._write(res, namespace, name, obj, "ADDED")
 
     def replace(self, res: Resource, namespace: str, name: str, obj: Obj, sub: str = "") -> Obj:
@@ -255,6 +258,8 @@ class ClusterStore:
             merged["metadata"] = meta
             if res.status_rule and _spec_of(merged) != _spec_of(old):
                 meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+            if res.key == SECRETS.key:
+                _string_data(merged)
         meta = merged["metadata"]
         return self._write(res, meta.get("namespace", ""), meta["name"], merged, "MODIFIED")
 
@@ -273,6 +278,16 @@ class ClusterStore:
         self.events.append(event)
         for watcher in list(self.watchers):
             watcher(event)
+
+
+def _string_data(secret: Obj) -> None:
+    """A Secret's `stringData` merged into `data` (base64), as kube-apiserver does on writes."""
+    strings = secret.pop("stringData", None)
+    if isinstance(strings, dict) and strings:
+        data = dict(secret.get("data") or {})
+        for key, value in strings.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        secret["data"] = data
 
 
 def _spec_of(obj: Obj) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from common.index.registry_record import read_problems, registry_view
 from common.index.syncstatus import ClusterSync
 from query import params
 from query.scope import Scope, iso
@@ -31,7 +32,21 @@ def _cluster(scope: Scope, s: ClusterSync) -> dict[str, Any]:
         "objects": s.objects,
         "rbacAgeS": round(age, 1) if age is not None else None,
         "rbacFresh": s.rbac_fresh(settings.rbac_max_age_s, scope.now),
+        "source": s.record.source,
+        "ready": s.ready,
+        "notReadyReason": s.record.reason or None,
+        "registryError": s.record.conflict or None,
     }
+
+
+def _registry(scope: Scope) -> dict[str, Any]:
+    """Registry problems and not-ready clusters; names only for clusters in the caller's scope,
+    or for callers who see every cluster that has access data (the platform team)."""
+    known = [c for c, s in scope.syncs.items() if s.rbac_synced_at is not None]
+    fleet_wide = bool(known) and all(c in scope.access for c in known)
+    not_ready = {c: s.record for c, s in scope.syncs.items() if not s.ready}
+    problems = read_problems(state().r)
+    return registry_view(problems, not_ready, set(scope.access), fleet_wide)
 
 
 @bp.get("/status")
@@ -45,6 +60,7 @@ def status() -> dict[str, Any]:
         "collected": scope.fleet.collected,
         "total": scope.fleet.total,
         "clusters": [_cluster(scope, scope.syncs[c]) for c in scope.access],
+        "registry": _registry(scope),
     }
 
 

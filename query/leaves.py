@@ -9,7 +9,10 @@ from __future__ import annotations
 import threading
 import time
 
+import redis
+
 from common.errors import UpstreamError
+from common.index.registry_record import read_records
 from common.leaf import registry
 from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
@@ -20,8 +23,9 @@ RELOAD_MIN_INTERVAL_S = 5.0
 class LeafPool:
     """Leaf clients per cluster from the registry's kubeconfigs; reloaded on registry change."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, r: redis.Redis | None = None) -> None:
         self.settings = settings
+        self.r = r  # the registry's records: a name two sources claim stays with the registered
         self._configs: dict[str, ClusterConfig] = {}
         self._clients: dict[str, LeafClient] = {}
         self._version: object = object()
@@ -44,6 +48,7 @@ class LeafPool:
             return current
 
     def _reload(self, version: object) -> None:
-        self._configs = registry.load_cluster_configs(self.settings)
+        registered = {} if self.r is None else read_records(self.r)
+        self._configs = registry.load_cluster_configs(self.settings, registered=registered)
         self._clients = {c: v for c, v in self._clients.items() if c in self._configs}
         self._version, self._loaded_at = version, time.monotonic()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.index.keys import CLUSTER_NAME_RE
+from common.index.registry_record import PROBLEM_TYPES
 from common.kinds.registry import KindRegistry
 from common.kinds.status import STATUSES
 from query.params import (
@@ -97,6 +98,29 @@ SCHEMAS: S = {
             "objects": _INT,
             "rbacAgeS": {"type": "number", "nullable": True},
             "rbacFresh": _BOOL,
+            "source": _STR,
+            "ready": _BOOL,
+            "notReadyReason": _NSTR,
+            "registryError": _NSTR,
+        }
+    ),
+    "RegistryProblem": _obj(
+        {
+            "type": {"type": "string", "enum": list(PROBLEM_TYPES)},
+            "message": _STR,
+            "cluster": _STR,
+            "source": _STR,
+            "origins": {"type": "array", "items": _STR},
+        }
+    ),
+    "Registry": _obj(
+        {
+            "notReady": {
+                "type": "array",
+                "items": _obj({"cluster": _STR, "source": _STR, "reason": _STR}),
+            },
+            "problems": {"type": "array", "items": _ref("RegistryProblem")},
+            "hidden": _INT,
         }
     ),
     "Status": _obj(
@@ -106,6 +130,7 @@ SCHEMAS: S = {
             "collected": _INT,
             "total": _INT,
             "clusters": {"type": "array", "items": _ref("ClusterStatus")},
+            "registry": _ref("Registry"),
         }
     ),
     "Clusters": _obj({"clusters": {"type": "array", "items": _ref("ClusterStatus")}}),

@@ -48,7 +48,7 @@ class QueryState:
             resolver=AccessResolver(r, registry),
             fleet=FleetView(r),
             authenticate=make_authenticator(settings),
-            leaves=LeafPool(settings),
+            leaves=LeafPool(settings, r),
         )
 
     @property

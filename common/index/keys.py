@@ -15,9 +15,12 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:lock:<work>   | str  | lock | collector                  | collector                |
 | fs:{c:<cluster>}:lease         | str  | lease| watcher                    | watcher                  |
 | fs:clusters                    | hash | -    | collector (registry)       | everyone                 |
+| fs:registry-problems           | str  | -    | collector (registry)       | query (status)           |
 | fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
 | fs:token-key                   | str  | -    | query (SET NX once)        | query                    |
 
+`clusters` fields are cluster names, values their registry record and `registry-problems` a JSON
+list of what could not be registered (both: common.index.registry_record, never credentials).
 `rows` and `st:<status>` members are encoded rows (common.index.rows); every status except `healthy`
 has an `st:` index. `counts` fields are `<kind> NUL <status>`. `names` fields are object names,
 values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index). `rbac`
@@ -33,6 +36,7 @@ from common.errors import InvalidInput
 
 PREFIX = "fs"
 CLUSTERS = f"{PREFIX}:clusters"
+REGISTRY_PROBLEMS = f"{PREFIX}:registry-problems"
 VERSION = f"{PREFIX}:version"
 TOKEN_KEY = f"{PREFIX}:token-key"
 

@@ -16,10 +16,15 @@ freshness block of every list answer. Fields of the hash (all strings):
 | rbac_synced_at | epoch seconds of the last successful RBAC sync ("" = never)    |
 | rbac_hash      | content hash of the compiled grants (cache key for the query)  |
 | rbac_error     | short error text of the last failed RBAC sync                  |
+
+`read_all` adds each cluster's registry record (`fs:clusters`): a cluster that is registered
+but not ready (common.index.registry_record) is never synced, so it neither keeps the fleet
+`rebuilding` nor counts as stale; it makes the fleet `degraded` ("N not ready").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -28,6 +33,7 @@ from typing import Any
 import redis
 
 from common.index import keys
+from common.index.registry_record import Record
 from common.redis_client import text
 
 STATES = ("pending", "syncing", "ok", "error")
@@ -49,6 +55,13 @@ class ClusterSync:
     rbac_synced_at: float | None = None
     rbac_hash: str = ""
     rbac_error: str = ""
+    record: Record = field(default_factory=Record)
+    """The cluster's registry record (source, readiness); the default when not read."""
+
+    @property
+    def ready(self) -> bool:
+        """Ready to be synced (a not-ready cluster is registered but left alone)."""
+        return self.record.ready
 
     @property
     def collected(self) -> bool:
@@ -111,14 +124,18 @@ def encode(**fields: Any) -> dict[str, str]:
 
 
 def read_all(r: redis.Redis, clusters: list[str]) -> dict[str, ClusterSync]:
-    """Sync status of many clusters in one pipelined round trip."""
+    """Sync status and registry records of many clusters in one pipelined round trip."""
+    if not clusters:
+        return {}
     pipe = r.pipeline(transaction=False)
     for c in clusters:
         pipe.hgetall(keys.sync(c))
+    pipe.hmget(keys.CLUSTERS, clusters)
+    *hashes, records = pipe.execute()
     out: dict[str, ClusterSync] = {}
-    for c, raw in zip(clusters, pipe.execute(), strict=True):
+    for c, raw, record in zip(clusters, hashes, records, strict=True):
         h = {text(k): text(v) for k, v in raw.items()}
-        out[c] = parse(c, h)
+        out[c] = dataclasses.replace(parse(c, h), record=Record.decode(record))
     return out
 
 
@@ -127,10 +144,16 @@ def registered_clusters(r: redis.Redis) -> list[str]:
     return sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
 
 
+def ready_clusters(r: redis.Redis) -> list[str]:
+    """Registered clusters that are ready to be synced, sorted."""
+    raw = r.hgetall(keys.CLUSTERS)
+    return sorted(text(c) for c, v in raw.items() if Record.decode(v).ready)
+
+
 @dataclass(frozen=True)
 class FleetState:
-    """The overall state: `rebuilding` while any registered cluster was never collected,
-    `degraded` while any is stale or has stale access data, else `ready`."""
+    """The overall state: `rebuilding` while any ready registered cluster was never collected,
+    `degraded` while any is stale, has stale access data or is not ready, else `ready`."""
 
     state: str
     collected: int
@@ -144,17 +167,22 @@ def fleet_state(
     now = time.time() if now is None else now
     total = len(syncs)
     collected = sum(1 for s in syncs if s.collected)
-    if total == 0 or collected < total:
+    ready = [s for s in syncs if s.ready]
+    not_ready = total - len(ready)
+    if total == 0 or any(not s.collected for s in ready):
+        note = f" ({not_ready} not ready)" if not_ready else ""
         return FleetState(
             "rebuilding",
             collected,
             total,
-            f"Rebuilding index: {collected} of {total} clusters collected",
+            f"Rebuilding index: {collected} of {total} clusters collected{note}",
         )
-    stale = [s.cluster for s in syncs if s.stale(stale_after_s, now)]
-    no_access = [s.cluster for s in syncs if not s.rbac_fresh(rbac_max_age_s, now)]
-    if stale or no_access:
+    stale = [s.cluster for s in ready if s.stale(stale_after_s, now)]
+    no_access = [s.cluster for s in ready if not s.rbac_fresh(rbac_max_age_s, now)]
+    if stale or no_access or not_ready:
         parts = []
+        if not_ready:
+            parts.append(f"{not_ready} not ready")
         if stale:
             parts.append(f"{len(stale)} stale")
         if no_access:

@@ -20,6 +20,7 @@ def test_exact_key_strings() -> None:
     assert keys.lock("east-1", "rbac") == "fs:{c:east-1}:lock:rbac"
     assert keys.lease("east-1") == "fs:{c:east-1}:lease"
     assert keys.CLUSTERS == "fs:clusters"
+    assert keys.REGISTRY_PROBLEMS == "fs:registry-problems"
     assert keys.VERSION == "fs:version"
     assert keys.subject("g", "team-a") == "g:team-a"
     assert keys.counts_field("Kustomization", "healthy") == "Kustomization\x00healthy"

@@ -1,22 +1,27 @@
-"""common.leaf.registry: clusters from a kubeconfig directory and from labelled Secrets, and
-`reconcile` mirroring them into `fs:clusters` on a real redis-server (adds, updates, removals
-that delete a cluster's data), with no credentials stored."""
+"""common.leaf.registry without a management cluster: clusters from a kubeconfig directory, the
+naming rule, how claims are settled (conflicts, the same Secret through two sources), Argo CD's
+cluster config turned into a kubeconfig, Cluster API readiness, the records and problems in
+Redis and who sees them, and `reconcile` mirroring claims into `fs:clusters` on a real
+redis-server (adds, updates, removals that delete a cluster's data, conflicts), with no
+credentials stored. Sources on a management cluster: test_registry_management.py."""
 
 from __future__ import annotations
 
-import base64
+import json
+import logging
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
 import yaml
 
-from common.errors import ClusterError, ClusterUnreachable, ConfigError
-from common.index import keys, store
-from common.leaf import registry
-from common.settings import Settings
+from common.errors import ClusterError, ConfigError
+from common.index import keys, store, syncstatus
+from common.index.registry_record import Problem, Record, read_problems, registry_view
+from common.leaf import registry, registry_argocd, registry_capi
+from common.leaf.client import ClusterConfig
+from common.leaf.registry import Claim, Claims
 
 TOKEN = "registry-SECRET-token-777"
 
@@ -59,49 +64,6 @@ def test_missing_dir_is_a_config_error(tmp_path: Path) -> None:
         registry.load_dir(str(tmp_path / "nope"))
 
 
-class FakeCoreApi:
-    """Stands in for CoreV1Api.list_namespaced_secret (the label selector is checked)."""
-
-    def __init__(self, secrets: list[tuple[str, dict[str, str], bytes]], fail: bool = False):
-        self.secrets, self.fail, self.calls = secrets, fail, []
-
-    def list_namespaced_secret(self, namespace: str, label_selector: str) -> Any:
-        self.calls.append((namespace, label_selector))
-        if self.fail:
-            raise OSError("connection refused")
-        items = [
-            SimpleNamespace(
-                metadata=SimpleNamespace(name=n, labels=labels),
-                data={"kubeconfig": base64.b64encode(content).decode()},
-            )
-            for n, labels, content in self.secrets
-        ]
-        return SimpleNamespace(items=items)
-
-
-def test_secrets_named_by_label_else_secret_name(tmp_path: Path) -> None:
-    content = yaml.safe_dump(kubeconfig()).encode()
-    api = FakeCoreApi(
-        [
-            ("s1", {"fleetscope.io/cluster-name": "edge-7"}, content),
-            ("plain", {}, content),
-            ("dup", {"fleetscope.io/cluster-name": "fromdir"}, content),
-        ]
-    )
-    write(tmp_path, "fromdir.yaml", kubeconfig("https://dir:1"))
-    settings = Settings(clusters_dir=str(tmp_path), cluster_secrets=True)
-    configs = registry.load_cluster_configs(settings, core_api=api)
-    assert sorted(configs) == ["edge-7", "fromdir", "plain"]
-    assert configs["fromdir"].source == "dir"
-    assert configs["edge-7"].origin == "secret fleetscope/s1"
-    assert api.calls == [("fleetscope", "fleetscope.io/cluster=true")]
-
-
-def test_unreachable_management_cluster_is_temporary() -> None:
-    with pytest.raises(ClusterUnreachable):
-        registry.load_secrets(FakeCoreApi([], fail=True), "fleetscope")
-
-
 def test_reconcile_adds_updates_and_removes(r: redis.Redis, tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", kubeconfig("https://user:pw@a:6443"))
     write(tmp_path, "b.yaml", kubeconfig())
@@ -131,3 +93,235 @@ def test_no_credentials_in_redis(r: redis.Redis, tmp_path: Path) -> None:
     registry.reconcile(r, registry.load_dir(str(tmp_path)))
     dump = " ".join(str(r.hgetall(k)) for k in r.keys("*") if r.type(k) == "hash")
     assert "a.yaml" in dump and TOKEN not in dump
+
+
+def _claim(name: str, source: str, origin: str, credentials: str = "", **kw: Any) -> Claim:
+    config = ClusterConfig(name, source, origin, kubeconfig())
+    return Claim(name, source, origin, config, credentials=credentials, **kw)
+
+
+def test_names_follow_the_label_else_the_rule_and_must_be_valid() -> None:
+    assert registry.qualified("fleet", "prod-eu") == "fleet.prod-eu"
+    meta = {"name": "x", "labels": {"fleetscope.io/cluster-name": "edge-7"}}
+    assert registry.claim_name(meta, "fleet.x", "capi", "capi cluster fleet/x") == "edge-7"
+    assert registry.claim_name({"name": "x"}, "fleet.x", "capi", "o") == "fleet.x"
+    long = registry.claim_name(
+        {}, registry.qualified("n" * 40, "c" * 40), "capi", "capi cluster n/c"
+    )
+    assert isinstance(long, Problem) and long.type == "invalid-name"
+    assert "fleetscope.io/cluster-name" in long.message and long.origins == ("capi cluster n/c",)
+    upper = registry.claim_name({}, "Prod EU", "argocd", "argocd secret argocd/x")
+    assert isinstance(upper, Problem)
+
+
+def test_settle_one_claim_per_name() -> None:
+    a = _claim("prod", "dir", "/k/prod.yaml")
+    b = _claim("prod", "argocd", "argocd secret argocd/prod")
+    c = _claim("solo", "capi", "capi cluster fleet/solo")
+    settled, problems = registry.settle([a, b, c], {})
+    assert sorted(settled) == ["solo"]  # nobody had `prod`: nobody gets it
+    assert [p.type for p in problems] == ["conflict"]
+    assert problems[0].cluster == "prod"
+    assert problems[0].origins == ("/k/prod.yaml", "argocd secret argocd/prod")
+    assert "none is registered" in problems[0].message
+
+    registered = {"prod": Record(source="dir", origin="/k/prod.yaml")}
+    settled, problems = registry.settle([b, a, c], registered)
+    assert settled["prod"].origin == "/k/prod.yaml"  # the registered one keeps it
+    assert "registered first" in settled["prod"].conflict
+    assert settled["prod"].record().conflict == settled["prod"].conflict
+    assert len(problems) == 1
+
+
+def test_settle_the_same_secret_through_two_sources_is_one_cluster() -> None:
+    ref = "secret fleet/prod-us-kubeconfig"
+    gc = _claim("fleet.prod-us", "gitopscluster", "gitopscluster fleet/prod-us", ref)
+    capi = _claim("fleet.prod-us", "capi", "capi cluster fleet/prod-us", ref)
+    settled, problems = registry.settle([gc, capi], {})
+    assert settled["fleet.prod-us"].source == "gitopscluster" and problems == []
+
+
+def test_reconcile_reports_conflicts_once_and_keeps_the_registered_cluster(
+    r: redis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, "prod.yaml", kubeconfig())
+    first = registry.reconcile(r, registry.load_dir(str(tmp_path)))
+    assert first.added == ["prod"]
+    dup = _claim("prod", "argocd", "argocd secret argocd/prod")
+    claims = Claims([*Claims.of(registry.load_dir(str(tmp_path))).claims, dup])
+    caplog.set_level(logging.WARNING)
+    result = registry.reconcile(r, claims)
+    assert result.updated == ["prod"]  # its record now names the conflict
+    record = Record.decode(r.hget(keys.CLUSTERS, "prod"))
+    assert record.source == "dir" and "argocd secret argocd/prod" in record.conflict
+    assert [p.cluster for p in read_problems(r)] == ["prod"]
+    assert "cluster name prod is claimed by" in caplog.text
+    caplog.clear()
+    registry.reconcile(r, claims)
+    assert "claimed by" not in caplog.text  # logged when it appears, not every round
+
+
+def test_a_source_that_cannot_be_read_keeps_its_clusters(r: redis.Redis) -> None:
+    claim = _claim("edge", "argocd", "argocd secret argocd/edge")
+    assert registry.reconcile(r, Claims([claim])).added == ["edge"]
+    failed = Claims(
+        [], [Problem("source-error", "argocd: unreachable", source="argocd")], {"argocd"}
+    )
+    assert not registry.reconcile(r, failed).changed
+    assert r.hexists(keys.CLUSTERS, "edge")
+    assert read_problems(r)[0].type == "source-error"
+    assert registry.reconcile(r, Claims()).removed == ["edge"]
+
+
+def test_not_ready_clusters_are_registered_with_why(r: redis.Redis) -> None:
+    ready = _claim("a", "capi", "capi cluster fleet/a")
+    waiting = Claim("b", "capi", "capi cluster fleet/b", None, "control plane not ready: x",
+                    server="https://user:pw@b.example:6443")  # fmt: skip
+    result = registry.reconcile(r, Claims([ready, waiting]))
+    assert result.added == ["a", "b"] and result.not_ready == ["b"] and result.to_sync == ["a"]
+    record = Record.decode(r.hget(keys.CLUSTERS, "b"))
+    assert (record.ready, record.reason, record.server) == (
+        False,
+        "control plane not ready: x",
+        "https://b.example:6443",
+    )
+    assert syncstatus.ready_clusters(r) == ["a"]
+    syncs = syncstatus.read_all(r, ["a", "b"])
+    assert syncs["a"].ready and not syncs["b"].ready
+
+
+def test_records_leave_defaults_out_and_read_old_ones() -> None:
+    assert json.loads(Record("dir", "/k/a.yaml", "https://a").encode()) == {
+        "source": "dir",
+        "origin": "/k/a.yaml",
+        "server": "https://a",
+    }
+    old = Record.decode('{"source": "secret", "origin": "secret fleetscope/x", "server": "s"}')
+    assert old.ready and old.reason == "" and old.revision == ""
+    assert Record.decode(b"not json") == Record()
+    rec = Record("capi", "o", "", ready=False, reason="r", revision="7")
+    assert Record.decode(rec.encode()) == rec
+
+
+def test_registry_view_names_clusters_only_to_those_who_see_them() -> None:
+    problems = [
+        Problem("conflict", "cluster name twin is claimed by a and b", cluster="twin"),
+        Problem("source-error", "argocd: refused", source="argocd"),
+        Problem("conflict", "cluster name mine is claimed by c and d", cluster="mine"),
+    ]
+    not_ready = {"fleet.b": Record("capi", "o", ready=False, reason="waiting")}
+    admin = registry_view(problems, not_ready, {"mine", "other"}, fleet_wide=True)
+    assert len(admin["problems"]) == 3 and admin["notReady"][0]["reason"] == "waiting"
+    assert admin["hidden"] == 0
+    member = registry_view(problems, not_ready, {"mine"}, fleet_wide=False)
+    assert [p["cluster"] for p in member["problems"]] == ["mine"]
+    assert member["notReady"] == [] and member["hidden"] == 3
+
+
+def test_fleet_state_counts_not_ready_clusters_apart() -> None:
+    waiting = Record("capi", "o", ready=False, reason="r")
+    fresh = {"state": "ok", "last_success": "1000", "rbac_synced_at": "1000"}
+    ok = syncstatus.parse("a", fresh)
+    never = syncstatus.ClusterSync("b", record=waiting)
+    state = syncstatus.fleet_state([ok, never], 180, 300, now=1010)
+    assert (state.state, state.collected, state.total) == ("degraded", 1, 2)
+    assert "1 not ready" in state.message and "stale" not in state.message
+    pending = syncstatus.ClusterSync("c")
+    state = syncstatus.fleet_state([ok, never, pending], 180, 300, now=1010)
+    assert state.state == "rebuilding" and "(1 not ready)" in state.message
+
+
+# -- Argo CD's cluster config and Cluster API readiness (pure functions) --------------------
+
+
+def test_argocd_config_becomes_a_kubeconfig_the_client_loads() -> None:
+    config = {
+        "bearerToken": TOKEN,
+        "tlsClientConfig": {"caData": "Q0E=", "serverName": "api.internal", "insecure": False},
+    }
+    kc, unusable = registry_argocd.argocd_kubeconfig("prod", "https://10.0.0.9:6443", config)
+    assert unusable == ""
+    cluster, user = kc["clusters"][0]["cluster"], kc["users"][0]["user"]
+    assert cluster == {
+        "server": "https://10.0.0.9:6443",
+        "certificate-authority-data": "Q0E=",
+        "tls-server-name": "api.internal",
+    }
+    assert user == {"token": TOKEN}
+    basic, _ = registry_argocd.argocd_kubeconfig(
+        "p", "https://x", {"username": "u", "password": "pw", "tlsClientConfig": {"insecure": True,
+                           "caData": "Q0E=", "certData": "Y2VydA==", "keyData": "a2V5"}}
+    )  # fmt: skip
+    assert basic["clusters"][0]["cluster"] == {
+        "server": "https://x",
+        "insecure-skip-tls-verify": True,
+    }
+    assert basic["users"][0]["user"] == {
+        "client-certificate-data": "Y2VydA==",
+        "client-key-data": "a2V5",
+        "username": "u",
+        "password": "pw",
+    }
+    cfg = ClusterConfig("prod", "argocd", "argocd secret argocd/prod", kc)
+    assert cfg.configuration().get_api_key_with_prefix("BearerToken") == f"Bearer {TOKEN}"
+
+
+def test_argocd_exec_and_aws_need_their_commands(tmp_path: Path, monkeypatch) -> None:
+    exec_cfg = {
+        "execProviderConfig": {
+            "command": "argocd-k8s-auth",
+            "args": ["gcp"],
+            "env": {"X": "1"},
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "installHint": "install argocd-k8s-auth",
+        }
+    }
+    monkeypatch.setenv("PATH", str(tmp_path))
+    kc, unusable = registry_argocd.argocd_kubeconfig("p", "https://x", exec_cfg)
+    assert "argocd-k8s-auth" in unusable and "not on PATH" in unusable
+    assert kc["users"][0]["user"]["exec"]["env"] == [{"name": "X", "value": "1"}]
+    _, unusable = registry_argocd.argocd_kubeconfig(
+        "p", "https://x", {"awsAuthConfig": {"clusterName": "eks-1", "roleARN": "arn:x"}}
+    )
+    assert "aws CLI" in unusable
+    for name in ("argocd-k8s-auth", "aws"):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\n")
+        tool.chmod(0o755)
+    assert registry_argocd.argocd_kubeconfig("p", "https://x", exec_cfg)[1] == ""
+    kc, unusable = registry_argocd.argocd_kubeconfig(
+        "p", "https://x", {"awsAuthConfig": {"clusterName": "eks-1", "profile": "ops"}}
+    )
+    plugin = kc["users"][0]["user"]["exec"]
+    assert unusable == "" and plugin["command"] == "aws"
+    assert plugin["args"][:4] == ["eks", "get-token", "--cluster-name", "eks-1"]
+    assert plugin["env"] == [{"name": "AWS_PROFILE", "value": "ops"}]
+
+
+@pytest.mark.parametrize(
+    ("status", "meta", "ready"),
+    [
+        ({"controlPlaneReady": True}, {}, True),
+        ({"conditions": [{"type": "Ready", "status": "True"}]}, {}, True),
+        ({"conditions": [{"type": "ControlPlaneReady", "status": "True"}]}, {}, True),
+        ({"initialization": {"controlPlaneInitialized": True}}, {}, True),  # v1beta2
+        ({"controlPlaneReady": False, "phase": "Provisioning"}, {}, False),
+        ({}, {}, False),
+        ({"controlPlaneReady": True}, {"deletionTimestamp": "2026-01-01T00:00:00Z"}, False),
+    ],
+)
+def test_capi_control_plane_readiness(status: dict, meta: dict, ready: bool) -> None:
+    reason = registry_capi.control_plane_not_ready({"metadata": meta, "status": status})
+    assert (reason == "") is ready
+    if not ready:
+        assert reason
+
+
+def test_capi_not_ready_reason_quotes_the_condition() -> None:
+    cond = {"type": "ControlPlaneReady", "status": "False", "reason": "WaitingForControlPlane",
+            "message": "0 of 3 control plane machines are ready"}  # fmt: skip
+    reason = registry_capi.control_plane_not_ready({"status": {"conditions": [cond]}})
+    assert reason == (
+        "control plane not ready: ControlPlaneReady=False (WaitingForControlPlane): "
+        "0 of 3 control plane machines are ready"
+    )

@@ -5,7 +5,9 @@ fleetscope's own RBAC engine, leaf role covering every built-in kind, known sett
 
 from __future__ import annotations
 
+import os
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +40,9 @@ def _container(deployment: dict[str, Any]) -> dict[str, Any]:
     return containers[0]
 
 
-@pytest.mark.parametrize("path", ["k8s/base", "k8s/leaf", "k8s/examples/managed-redis"])
+@pytest.mark.parametrize(
+    "path", ["k8s/base", "k8s/leaf", "k8s/examples/managed-redis", "k8s/examples/registry-sources"]
+)
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_every_object_validates_against_the_kubernetes_schema(path: str, version: str) -> None:
     kv = pytest.importorskip(
@@ -206,3 +210,91 @@ def test_managed_redis_example_drops_the_bundled_redis() -> None:
     for deployment in _deployments(objects).values():
         env_from = _container(deployment)["envFrom"]
         assert {"secretRef": {"name": "fleetscope-env", "optional": True}} in env_from
+
+
+# Registry sources (docs/operations.md#registry-sources): each component switches its source on
+# and adds read access to exactly what that source reads; (group, resource, namespace or None
+# for every namespace).
+REGISTRY_COMPONENTS = {
+    "gitopsclusters": (
+        "FLEETSCOPE_GITOPSCLUSTERS",
+        {("gitops.weave.works", "gitopsclusters", None), ("cluster.x-k8s.io", "clusters", None),
+         ("", "secrets", None)},
+    ),
+    "capi-clusters": (
+        "FLEETSCOPE_CAPI_CLUSTERS",
+        {("cluster.x-k8s.io", "clusters", None), ("", "secrets", None)},
+    ),
+    "argocd-clusters": ("FLEETSCOPE_ARGOCD_CLUSTERS", {("", "secrets", "argocd")}),
+}  # fmt: skip
+PROBES = [
+    ("", "secrets"),
+    ("", "configmaps"),
+    ("", "pods"),
+    ("apps", "deployments"),
+    ("gitops.weave.works", "gitopsclusters"),
+    ("cluster.x-k8s.io", "clusters"),
+    ("cluster.x-k8s.io", "machines"),
+    ("rbac.authorization.k8s.io", "roles"),
+]
+
+
+def _overlay(tmp_path: Path, components: list[str]) -> str:
+    """A kustomization in tmp_path: the base plus `components` (paths relative to it)."""
+    rel = os.path.relpath(ROOT / "k8s", tmp_path)
+    lines = ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization"]
+    lines += ["resources:", f"  - {rel}/base", "components:"]
+    lines += [f"  - {rel}/components/{c}" for c in components]
+    (tmp_path / "kustomization.yaml").write_text("\n".join(lines) + "\n")
+    return str(tmp_path)
+
+
+def _management_authorizer(objects: list[dict[str, Any]]) -> Authorizer:
+    def of(kind: str) -> list[dict[str, Any]]:
+        return [o for o in objects if o["kind"] == kind]
+
+    return Authorizer(
+        RbacObjects(
+            roles=of("Role"),
+            cluster_roles=of("ClusterRole"),
+            role_bindings=of("RoleBinding"),
+            cluster_role_bindings=of("ClusterRoleBinding"),
+        )
+    )
+
+
+@pytest.mark.parametrize("component", sorted(REGISTRY_COMPONENTS))
+def test_registry_component_adds_exactly_what_its_source_reads(
+    component: str, tmp_path: Path
+) -> None:
+    variable, reads = REGISTRY_COMPONENTS[component]
+    objects = kustomize(_overlay(tmp_path, [component]))
+    config = find(objects, "ConfigMap", "fleetscope-config")
+    assert config["data"][variable] == "true"
+    assert set(config["data"]) <= KNOWN_ENV
+    authz = _management_authorizer(objects)
+    sa = service_account_user("fleetscope", "fleetscope")
+    base = {("", "secrets", "fleetscope")}  # the base's Role: fleetscope's own Secrets
+    for group, resource in PROBES:
+        for ns in ("fleetscope", "argocd", "fleet", None):
+            granted = any(
+                (g, r) == (group, resource) and where in (None, ns) for g, r, where in reads | base
+            )
+            for verb in ("get", "list", "watch"):
+                assert authz.allowed(sa, verb, group, resource, ns) == granted, (
+                    verb, group, resource, ns,
+                )  # fmt: skip
+            for verb in ("create", "update", "patch", "delete", "deletecollection"):
+                assert not authz.allowed(sa, verb, group, resource, ns), (verb, resource, ns)
+    for obj in objects:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fleetscope"
+
+
+def test_registry_sources_example_switches_every_source_on() -> None:
+    objects = kustomize("k8s/examples/registry-sources")
+    data = find(objects, "ConfigMap", "fleetscope-config")["data"]
+    assert {v for v, _ in REGISTRY_COMPONENTS.values()} <= {
+        k for k, v in data.items() if v == "true"
+    }
+    # the base itself stays namespace-bound (components add the rest)
+    assert find(objects, "Role", "fleetscope-argocd-clusters")["metadata"]["namespace"] == "argocd"
