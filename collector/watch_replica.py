@@ -49,6 +49,9 @@ class WatchReplica:
         self.ttl_ms = lease.ttl_ms(settings.watch_lease_ttl_s)
         self.watches: dict[str, ClusterWatch] = {}
         self.make_client: Callable[[str], LeafClient] = self._client
+        # Called after every round, failed ones too: a liveness signal that the loop turns
+        # (`fleetscope watch --heartbeat-file`), not that Redis or the leaves are well.
+        self.after_tick: Callable[[], None] = lambda: None
         self.reconcile = reconcile
         # Lists are the heavy part (a cluster start or relist): a few at a time per replica.
         self.list_slots = threading.BoundedSemaphore(LIST_CONCURRENCY)
@@ -69,6 +72,7 @@ class WatchReplica:
                         first = False
                 except (FleetscopeError, redis.RedisError) as e:
                     log.warning("watcher tick failed: %s", e)
+                self.after_tick()
                 stop.wait(self.tick_s)
         finally:
             self.close()

