@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from fleetscope.client.command import add_connection_flags, connect, run_command
 from fleetscope.client.printers import print_document
@@ -38,13 +38,35 @@ def _status(args: argparse.Namespace) -> int:
     if clusters:
         out.write("\n")
         write_table(out, None if args.no_headers else COLUMNS, [cluster_cells(c) for c in clusters])
+    registry = body.get("registry")
+    if isinstance(registry, dict):
+        write_registry(out, registry)
     return 0
+
+
+def write_registry(out: TextIO, registry: dict[str, Any]) -> None:
+    """The cluster registry's problems: clusters registered but not ready, names two sources
+    claim, sources that could not be read (only what the caller may see; the rest counted)."""
+    lines = [
+        f"  {n.get('cluster')} ({n.get('source')}): not ready: {n.get('reason')}"
+        for n in registry.get("notReady") or []
+        if isinstance(n, dict)
+    ]
+    for p in registry.get("problems") or []:
+        if isinstance(p, dict):
+            where = p.get("cluster") or p.get("source") or ""
+            lines.append(f"  {where}: {p.get('type')}: {' '.join(str(p.get('message')).split())}")
+    if registry.get("hidden"):
+        lines.append(f"  ({registry['hidden']} more not visible to you)")
+    if lines:
+        out.write("\nRegistry:\n" + "\n".join(lines) + "\n")
 
 
 def cluster_cells(c: dict[str, Any]) -> list[str]:
     state = str(c.get("state") or "")
     state += ",stale" if c.get("stale") else ""
     state += ",not-collected" if c.get("collected") is False else ""
+    state += ",not-ready" if c.get("ready") is False else ""
     synced = age_since(c.get("lastSuccess")) if c.get("lastSuccess") else "<never>"
     age = c.get("rbacAgeS")
     rbac = "fresh" if c.get("rbacFresh") else "stale"

@@ -241,3 +241,28 @@ def test_list_printers_stream_the_same_document(fmt: str, pages: list[list[dict]
     doc = json.loads(texts[0]) if fmt == "json" else yaml.safe_load(texts[0])
     assert doc["kind"] == "List" and doc["apiVersion"] == "v1"
     assert doc["items"] == [r for page in pages for r in page]
+
+
+def test_status_lists_the_registrys_problems() -> None:
+    from fleetscope.client.status import cluster_cells, write_registry
+
+    out = io.StringIO()
+    write_registry(
+        out,
+        {
+            "notReady": [
+                {"cluster": "ns.a", "source": "capi", "reason": "control plane not ready"}
+            ],
+            "problems": [
+                {"type": "conflict", "message": "claimed twice", "cluster": "b", "source": ""}
+            ],
+            "hidden": 2,
+        },
+    )
+    text = out.getvalue()
+    assert "ns.a (capi): not ready: control plane not ready" in text
+    assert "b: conflict: claimed twice" in text and "(2 more not visible to you)" in text
+    empty = io.StringIO()
+    write_registry(empty, {"notReady": [], "problems": [], "hidden": 0})
+    assert empty.getvalue() == ""
+    assert "not-ready" in cluster_cells({"cluster": "x", "state": "pending", "ready": False})[1]
