@@ -9,6 +9,7 @@ function cell(child) {
 }
 
 function stateBadge(c) {
+  if (c.ready === false) return el("span", "not ready", "badge badge-progressing");
   const word = c.stale ? "stale" : c.state;
   const cls = c.stale || c.state === "error" ? "unhealthy" : c.state === "ok" ? "healthy" : "progressing";
   return el("span", word, `badge badge-${cls}`);
@@ -29,7 +30,7 @@ function row(c) {
     cell(timeElement(c.lastSuccess)),
     cell(timeElement(c.lastAttempt)),
     cell(access(c)),
-    el("td", c.lastError || "", "message"),
+    el("td", [c.notReadyReason, c.registryError, c.lastError].filter(Boolean).join("; "), "message"),
   );
   return tr;
 }
