@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError
-from common.redis_server import RedisServer, free_port, start_redis_server
+from common.redis_server import RedisServer, start_redis_server
 from fleetscope.demo_users import DemoUser, pick_demo_users
-from fleetscope.supervisor import Supervisor, python_module
+from fleetscope.supervisor import Child, Supervisor, python_module
+from query.cli import listening_port
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=8080, help="query API port (default 8080)")
+    parser.add_argument(
+        "--port", type=int, default=8080, help="query API port (default 8080; 0 = any free port)"
+    )
     parser.add_argument("--preset", default="S", choices=["S", "M", "L"], help="fleet size")
     parser.add_argument("--seed", type=int, default=1, help="fleet generator seed")
     parser.add_argument("--workdir", help="keep kubeconfigs and logs here (default: a temp dir)")
@@ -64,7 +67,8 @@ def _run_stack(
     kubeconfigs = workdir / "clusters"
     say(f"fleetscope demo: Redis at {redis_url}; files in {workdir}")
     say(f"starting kubesim (fleet {args.preset}, seed {args.seed})")
-    sup.start(
+    _start(
+        sup,
         "kubesim",
         python_module(
             "fleetscope",
@@ -75,8 +79,6 @@ def _run_stack(
             str(args.seed),
             "--kubeconfig-dir",
             str(kubeconfigs),
-            "--port",
-            str(free_port()),
             "--host",
             "127.0.0.1",
         ),
@@ -84,13 +86,15 @@ def _run_stack(
     _wait(lambda: _ready_line(sup, "kubesim"), 120, sup, stop, "kubesim to serve its fleet")
     clusters = sorted(p.stem for p in kubeconfigs.glob("*.yaml"))
     say(f"kubesim serves {len(clusters)} clusters; starting Celery worker and beat")
-    sup.start(
+    _start(
+        sup,
         "worker",
         python_module(
             "celery", "-A", "collector", "worker", "--loglevel", "INFO", "--concurrency", "2"
         ),
     )
-    sup.start(
+    _start(
+        sup,
         "beat",
         python_module(
             "celery",
@@ -103,8 +107,9 @@ def _run_stack(
             str(workdir / "beat-schedule"),
         ),
     )
-    sup.start("query", python_module("fleetscope", "serve", "--bind", f"127.0.0.1:{args.port}"))
-    base = f"http://127.0.0.1:{args.port}"
+    _start(sup, "query", python_module("fleetscope", "serve", "--bind", f"127.0.0.1:{args.port}"))
+    port = _wait(lambda: _query_port(sup, args.port), 60, sup, stop, "the query API to listen")
+    base = f"http://127.0.0.1:{port}"
     _wait(lambda: _get(base + "/readyz") is not None, 60, sup, stop, "the query API")
     _print_banner(base, pick_demo_users(kubeconfigs))
     if not _follow_status(base, args.ready_timeout, sup, stop):
@@ -174,20 +179,49 @@ def _get(url: str) -> dict[str, Any] | None:
         return None
 
 
+def _start(sup: Supervisor, name: str, argv: list[str]) -> Child:
+    """Start a child, remembering where its log ends now (a kept --workdir appends to old logs)."""
+    path = sup.log_dir / f"{name}.log"
+    _LOG_START[name] = path.stat().st_size if path.exists() else 0
+    return sup.start(name, argv)
+
+
+_LOG_START: dict[str, int] = {}
+
+
+def _new_log(sup: Supervisor, name: str) -> str:
+    """What the child `name` has logged since this run started it."""
+    try:
+        with open(sup.log_dir / f"{name}.log", "rb") as f:
+            f.seek(_LOG_START.get(name, 0))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _ready_line(sup: Supervisor, name: str) -> bool:
-    child = next(c for c in sup.children if c.name == name)
-    return "ready" in child.tail(50).lower()
+    return "ready" in _new_log(sup, name).lower()
 
 
-def _wait(cond: Any, timeout_s: float, sup: Supervisor, stop: list[int], what: str) -> None:
+def _query_port(sup: Supervisor, asked: int) -> int | None:
+    """The port gunicorn listens on, from its log (`--port 0`: the one the OS picked)."""
+    log = _new_log(sup, "query")
+    if "Connection in use" in log:  # gunicorn's words for EADDRINUSE; it would retry 5 s
+        raise ConfigError(_port_in_use(asked))
+    return listening_port(log)
+
+
+def _wait(cond: Any, timeout_s: float, sup: Supervisor, stop: list[int], what: str) -> Any:
+    """Poll `cond` until it returns something truthy (returned), a child dies, or Ctrl-C."""
     deadline = time.monotonic() + timeout_s
-    while not cond():
+    while not (value := cond()):
         _check_children(sup)
         if stop:
             raise KeyboardInterrupt
         if time.monotonic() > deadline:
             raise ConfigError(f"timed out waiting for {what}; logs in {sup.log_dir}")
         time.sleep(0.2)
+    return value
 
 
 def _check_children(sup: Supervisor) -> None:
@@ -199,11 +233,25 @@ def _check_children(sup: Supervisor) -> None:
 
 
 def _check_port_free(port: int) -> None:
+    """Fail early, in plain words, when something already listens on the API port.
+
+    SO_REUSEADDR as gunicorn sets it: connections of an earlier run still in TIME_WAIT on the
+    port do not stop gunicorn from listening there, so they must not stop the demo either."""
+    if port == 0:
+        return
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError as e:
-            raise ConfigError(f"port {port} is in use; choose another with --port") from e
+            raise ConfigError(_port_in_use(port)) from e
+
+
+def _port_in_use(port: int) -> str:
+    return (
+        f"port {port} on 127.0.0.1 is in use (another fleetscope demo?); choose another with "
+        "--port, or --port 0 for any free port"
+    )
 
 
 def _install_signal_handlers() -> list[int]:

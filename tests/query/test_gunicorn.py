@@ -13,15 +13,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from common.redis_server import free_port
-from query.cli import command
+from query.cli import command, listening_port
 from tests.query.conftest import USERS, headers, oracle
 from tests.query.fleet import order
 
 
 @pytest.fixture
 def server(seeded, redis_url: str, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
     log = tmp_path / "gunicorn.log"
     env = {
         **os.environ,
@@ -35,17 +33,19 @@ def server(seeded, redis_url: str, tmp_path: Path) -> Iterator[str]:
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     with log.open("wb") as err:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(
-            command(f"127.0.0.1:{port}"),
+            command("127.0.0.1:0"),  # the OS picks the port; gunicorn logs it
             env=env,
             cwd=Path(__file__).parents[2],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-    url = f"http://127.0.0.1:{port}"
+    url = ""
     deadline = time.monotonic() + 30
     while True:
+        port = listening_port(log.read_text(errors="replace"))
+        url = f"http://127.0.0.1:{port}"
         try:
-            if requests.get(url + "/healthz", timeout=1).status_code == 200:
+            if port and requests.get(url + "/healthz", timeout=1).status_code == 200:
                 break
         except requests.RequestException:
             pass
