@@ -78,7 +78,7 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
         if getattr(sender, "app", None) is not app:
             return
         metrics.prepare_worker(settings)
-        metrics.serve(settings, lambda: tasks.runtime(settings).r)
+        metrics.serve(settings)
 
     def beat_init(sender: Any = None, **_: Any) -> None:
         # Start collecting at once instead of one interval after beat starts.

@@ -78,7 +78,7 @@ def test_pages_and_metrics_through_gunicorn(server: str, seeded) -> None:
     assert calls > 2
     text = requests.get(server + "/metrics", timeout=10).text
     m = re.search(
-        r'fleetscope_query_request_seconds_count\{route="/api/v1/objects",'
+        r'fleetscope_query_request_duration_seconds_count\{route="/api/v1/objects",'
         r'status="200"\} (\S+)',
         text,
     )
