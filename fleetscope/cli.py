@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+from common.buildinfo import version
 from common.errors import ConfigError
 
 SUBCOMMANDS = {
@@ -29,6 +30,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         prog="fleetscope",
         description="A single pane of glass for Flux and Istio objects across many clusters.",
     )
+    parser.add_argument("--version", action="version", version=f"fleetscope {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
