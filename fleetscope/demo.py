@@ -43,6 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fleetscope-demo-"))
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    _rotate_logs(workdir / "logs")
     _check_port_free(args.port)
     stop = _install_signal_handlers()
     redis_server: RedisServer | None = None
@@ -67,8 +68,7 @@ def _run_stack(
     kubeconfigs = workdir / "clusters"
     say(f"fleetscope demo: Redis at {redis_url}; files in {workdir}")
     say(f"starting kubesim (fleet {args.preset}, seed {args.seed})")
-    _start(
-        sup,
+    sup.start(
         "kubesim",
         python_module(
             "fleetscope",
@@ -86,15 +86,13 @@ def _run_stack(
     _wait(lambda: _ready_line(sup, "kubesim"), 120, sup, stop, "kubesim to serve its fleet")
     clusters = sorted(p.stem for p in kubeconfigs.glob("*.yaml"))
     say(f"kubesim serves {len(clusters)} clusters; starting Celery worker and beat")
-    _start(
-        sup,
+    sup.start(
         "worker",
         python_module(
             "celery", "-A", "collector", "worker", "--loglevel", "INFO", "--concurrency", "2"
         ),
     )
-    _start(
-        sup,
+    sup.start(
         "beat",
         python_module(
             "celery",
@@ -107,7 +105,7 @@ def _run_stack(
             str(workdir / "beat-schedule"),
         ),
     )
-    _start(sup, "query", python_module("fleetscope", "serve", "--bind", f"127.0.0.1:{args.port}"))
+    sup.start("query", python_module("fleetscope", "serve", "--bind", f"127.0.0.1:{args.port}"))
     port = _wait(lambda: _query_port(sup, args.port), 60, sup, stop, "the query API to listen")
     base = f"http://127.0.0.1:{port}"
     _wait(lambda: _get(base + "/readyz") is not None, 60, sup, stop, "the query API")
@@ -179,33 +177,24 @@ def _get(url: str) -> dict[str, Any] | None:
         return None
 
 
-def _start(sup: Supervisor, name: str, argv: list[str]) -> Child:
-    """Start a child, remembering where its log ends now (a kept --workdir appends to old logs)."""
-    path = sup.log_dir / f"{name}.log"
-    _LOG_START[name] = path.stat().st_size if path.exists() else 0
-    return sup.start(name, argv)
+def _rotate_logs(log_dir: Path) -> None:
+    """A kept --workdir: the previous run's logs become `*.log.1`, so that what this run reads
+    back from its children's logs (ready lines, gunicorn's port) is this run's."""
+    for log in log_dir.glob("*.log"):
+        log.replace(log.with_name(log.name + ".1"))
 
 
-_LOG_START: dict[str, int] = {}
-
-
-def _new_log(sup: Supervisor, name: str) -> str:
-    """What the child `name` has logged since this run started it."""
-    try:
-        with open(sup.log_dir / f"{name}.log", "rb") as f:
-            f.seek(_LOG_START.get(name, 0))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
+def _child(sup: Supervisor, name: str) -> Child:
+    return next(c for c in sup.children if c.name == name)
 
 
 def _ready_line(sup: Supervisor, name: str) -> bool:
-    return "ready" in _new_log(sup, name).lower()
+    return "ready" in _child(sup, name).tail(50).lower()
 
 
 def _query_port(sup: Supervisor, asked: int) -> int | None:
     """The port gunicorn listens on, from its log (`--port 0`: the one the OS picked)."""
-    log = _new_log(sup, "query")
+    log = _child(sup, "query").tail(200)
     if "Connection in use" in log:  # gunicorn's words for EADDRINUSE; it would retry 5 s
         raise ConfigError(_port_in_use(asked))
     return listening_port(log)

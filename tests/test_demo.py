@@ -95,6 +95,11 @@ def busy_machine() -> Iterator[list[int]]:
 
 @pytest.fixture
 def demo(tmp_path: Path, busy_machine: list[int]) -> Iterator[DemoRun]:
+    # A kept --workdir: what the last run logged must not be read as this run's.
+    logs = tmp_path / "work" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "kubesim.log").write_text("kubesim ready: 10 clusters on 127.0.0.1 ports 1-10\n")
+    (logs / "query.log").write_text("[INFO] Listening at: http://127.0.0.1:1 (1)\n")
     run = DemoRun(tmp_path)  # --port 0: the API on a port the OS picks
     yield run
     if run.proc.poll() is None:
@@ -160,6 +165,8 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
         time.sleep(0.1)
     assert [p for p in children if _alive(p)] == []
     assert "stopped" in demo.output()
+    logs = demo.out_path.parent / "work" / "logs"
+    assert "127.0.0.1:1 " in (logs / "query.log.1").read_text(), "the last run's log, kept"
 
 
 def test_a_taken_port_is_said_plainly(tmp_path: Path) -> None:
