@@ -47,10 +47,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/fleetscope-newcomer.XXXXXX")
 fi
 self=$(readlink -f "$0")
 
-# Keeps about COUNT client sockets in TIME_WAIT: a third of them made every 20 s (they last 60).
+# Keeps at least COUNT client sockets in TIME_WAIT (they last 60 s): COUNT at once, says
+# "held", then a third of COUNT more every 20 s.
 pressure_py='
 import socket, sys, time
-count = int(sys.argv[1]) // 3
+count = int(sys.argv[1])
 while True:
     lst = socket.socket(); lst.bind(("127.0.0.1", 0)); lst.listen(1024)
     made = 0
@@ -61,6 +62,9 @@ while True:
         for s in servers: s.recv(1); s.close()
         made += len(clients)
     lst.close()
+    if count == int(sys.argv[1]):
+        print("held", flush=True)
+        count //= 3
     time.sleep(20)
 '
 
@@ -79,7 +83,11 @@ one_run() {
   local i=$1
   local dir="$work/run-$i" log="$work/run-$i.log" pressure="" demo rc verdict="pass"
   if [ "$time_wait" -gt 0 ]; then
-    python3 -c "$pressure_py" "$time_wait" & pressure=$!
+    python3 -c "$pressure_py" "$time_wait" >"$log.pressure" & pressure=$!
+    while ! grep -q held "$log.pressure"; do  # until the first COUNT are in place
+      kill -0 "$pressure" 2>/dev/null || { echo "run $i: FAIL (TIME_WAIT generator died)"; return 1; }
+      sleep 0.1
+    done
   fi
   local started=$SECONDS tw
   (cd "$dir" && exec ./dev demo ${port:+--port "$port"}) >"$log" 2>&1 & demo=$!
