@@ -81,7 +81,11 @@ class Listener:
         sock, self._reserved = self._reserved, None
         opts: dict[str, Any] = {"limit": MAX_HEAD_BYTES, "ssl": self.tls}
         if sock is not None:  # back from "down": listen on the socket that kept the port
-            self._server = await asyncio.start_server(self._connection, sock=sock, **opts)
+            try:
+                self._server = await asyncio.start_server(self._connection, sock=sock, **opts)
+            except OSError:
+                sock.close()
+                raise
         else:
             self._server = await asyncio.start_server(
                 self._connection, self.host, self.port, reuse_address=True, **opts
@@ -90,8 +94,9 @@ class Listener:
 
     async def stop(self, keep_port: bool = False) -> None:
         """Close the socket and drop open connections. With `keep_port` (a cluster going
-        "down") the port stays bound but not listening: clients get connection refused, and no
-        other process can take the port before `start()` listens on it again."""
+        "down") the port stays bound but not listening: clients get connection refused, and
+        neither another program's outgoing connection nor a plain bind can take the port
+        before `start()` listens on it again."""
         server, self._server = self._server, None
         if server is None:
             return
