@@ -22,12 +22,14 @@ usage: newcomer-check.sh [options]
   --test-args ARGS    also run `./dev test ARGS` in each clone (implies --tests)
   --port N            pass --port N to the demo (default: none, i.e. the README's 8080)
   --ready-timeout S   seconds to wait for "ready." once .venv exists (default 300)
+  --rev REV           check out REV in each clone (default: the committed HEAD), e.g. to
+                      compare with an older commit under the same conditions
   --keep              keep the clones (default: removed after each run that passed)
 USAGE
 }
 
 if [ -z "${NEWCOMER_CHECK_RUN:-}" ]; then  # else: re-executed in a namespace, settings in env
-runs=10 time_wait=0 netns=0 tests=0 test_args="" port="" ready_timeout=300 keep=0
+runs=10 time_wait=0 netns=0 tests=0 test_args="" port="" ready_timeout=300 keep=0 rev=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) runs=$2; shift 2 ;;
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
     --test-args) tests=1; test_args=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
     --ready-timeout) ready_timeout=$2; shift 2 ;;
+    --rev) rev=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -73,6 +76,7 @@ prepare() {
   local i=$1
   local dir="$work/run-$i" started=$SECONDS
   git clone -q "$repo" "$dir"
+  [ -z "$rev" ] || git -C "$dir" checkout -q "$rev"
   (cd "$dir" && ./dev shell </dev/null >/dev/null 2>"$work/run-$i.venv.log") || {
     echo "run $i: FAIL creating .venv (log: $work/run-$i.venv.log)"; return 1; }
   echo $((SECONDS - started)) >"$work/run-$i.venv-seconds"
