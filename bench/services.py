@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import gunicorn as gunicorn_pkg
 import requests
 
-from common.redis_server import free_port
+from query.cli import listening_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY_S = 86400
@@ -36,33 +38,42 @@ def bench_env(redis_url: str, port: int) -> dict[str, str]:
 
 @contextmanager
 def gunicorn(app: str, redis_url: str, probe: str) -> Iterator[str]:
-    """Serve `app` (module:attr) under gunicorn with the query service's config; yields its URL."""
-    port = free_port()
+    """Serve `app` (module:attr) under gunicorn with the query service's config; yields its URL.
+
+    gunicorn binds port 0 and the URL comes from its "Listening at" line, so no port is picked
+    beforehand for someone else to take."""
     cmd = [sys.executable, "-m", "gunicorn", "--config", "python:query.gunicorn_conf"]
-    cmd += ["--no-control-socket", app]  # two servers side by side; no shared control socket
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=bench_env(redis_url, port))
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait(proc, base + probe)
-        yield base
-    finally:
-        proc.terminate()
+    if gunicorn_pkg.version_info >= (25, 1):  # the control socket came in 25.1
+        cmd += ["--no-control-socket"]  # two servers side by side: no shared control socket
+    cmd += [app]
+    with tempfile.NamedTemporaryFile(prefix="fleetscope-bench-gunicorn-", suffix=".log") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=bench_env(redis_url, 0), stderr=log, stdout=subprocess.DEVNULL
+        )
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            yield _wait(proc, Path(log.name), probe)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
-def _wait(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 60.0) -> None:
+def _wait(proc: subprocess.Popen[bytes], log: Path, probe: str, timeout_s: float = 60.0) -> str:
+    """The base URL once gunicorn answers `probe`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"gunicorn exited with {proc.returncode}")
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"gunicorn exited with {proc.returncode}:\n{tail}")
+        port = listening_port(log.read_text(errors="replace"))
+        base = f"http://127.0.0.1:{port}"
         try:
-            if requests.get(url, timeout=2).status_code < 500:
-                return
+            if port and requests.get(base + probe, timeout=2).status_code < 500:
+                return base
         except (requests.ConnectionError, requests.Timeout):
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout_s}s")
+    raise RuntimeError(f"gunicorn did not answer {probe} within {timeout_s}s")

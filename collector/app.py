@@ -4,13 +4,11 @@ metrics). `create_celery(settings)` connects to nothing; `collector.celery.app` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, signals
 
 from collector import metrics, tasks
-from collector.jobs import Collector
 from common import logs
 from common.settings import Settings
 
@@ -44,8 +42,8 @@ def create_celery(settings: Settings) -> Celery:
         timezone="UTC",
         beat_schedule=beat_schedule(settings),
     )
-    runtime = tasks.register(app, settings)
-    _connect_signals(app, settings, runtime)
+    tasks.register(app, settings)
+    _connect_signals(app, settings)
     return app
 
 
@@ -70,7 +68,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
     }
 
 
-def _connect_signals(app: Celery, settings: Settings, runtime: Callable[[], Collector]) -> None:
+def _connect_signals(app: Celery, settings: Settings) -> None:
     celery_app = app
 
     def setup_logging(**_: Any) -> None:
@@ -80,7 +78,7 @@ def _connect_signals(app: Celery, settings: Settings, runtime: Callable[[], Coll
         if getattr(sender, "app", None) is not app:
             return
         metrics.prepare_worker(settings)
-        metrics.serve(settings, lambda: runtime().r)
+        metrics.serve(settings)
 
     def beat_init(sender: Any = None, **_: Any) -> None:
         # Start collecting at once instead of one interval after beat starts.

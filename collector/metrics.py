@@ -1,30 +1,30 @@
-"""Collector metrics (prometheus-client): sync duration, objects, requests, errors, lag.
+"""Collector metrics (prometheus-client): what this worker's syncs did (duration, requests,
+errors), by `what` (objects | rbac) and never by cluster, so their size does not grow with the
+fleet. Per-cluster and fleet-wide freshness (lag, stale clusters) is the query service's, which
+computes it from the sync status in Redis once, however many workers run (query/fleet_metrics.py).
 
 A Celery worker runs syncs in prefork children, so `prepare_worker` switches prometheus-client
 to multiprocess mode (a fresh directory under FLEETSCOPE_METRICS_DIR, or a temporary one) before
 anything imports it, and `serve` exposes the merged values of all children on
-`worker_metrics_port`. Lag and RBAC age are computed from Redis at scrape time, so they keep
-growing while a cluster fails or no worker runs. Outside a worker the default registry is used.
+`worker_metrics_port`. Outside a worker the default registry is used.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import redis
-
-from common.index import syncstatus
+from common.buildinfo import BuildInfoCollector
 from common.settings import Settings
 
 if TYPE_CHECKING:
     from collector.sync import SyncResult
 
+log = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _metrics: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -39,13 +39,13 @@ def _get() -> dict[str, Any]:
 
 
 def _create() -> None:
-    from prometheus_client import Counter, Gauge, Histogram
+    from prometheus_client import Counter, Histogram
 
-    labels = ["cluster", "what"]
+    labels = ["what"]
     _metrics.update(
         duration=Histogram(
             "fleetscope_collector_sync_duration_seconds",
-            "Duration of one cluster sync (what = objects | rbac).",
+            "Duration of one cluster sync (what = objects | rbac), failed ones included.",
             labels,
             buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
         ),
@@ -55,32 +55,15 @@ def _create() -> None:
             labels,
         ),
         errors=Counter("fleetscope_collector_sync_errors", "Failed cluster syncs.", labels),
-        objects=Gauge(
-            "fleetscope_collector_objects",
-            "Rows stored for the cluster by its last successful object sync.",
-            ["cluster"],
-            multiprocess_mode="mostrecent",
-        ),
-        last_success=Gauge(
-            "fleetscope_collector_last_success_timestamp_seconds",
-            "Unix time of the cluster's last successful sync.",
-            labels,
-            multiprocess_mode="max",
-        ),
     )
 
 
 def record_sync(result: SyncResult) -> None:
     m = _get()
-    labels = (result.cluster, result.what)
-    m["duration"].labels(*labels).observe(result.duration_s)
-    m["requests"].labels(*labels).inc(result.requests)
+    m["duration"].labels(result.what).observe(result.duration_s)
+    m["requests"].labels(result.what).inc(result.requests)
     if not result.ok:
-        m["errors"].labels(*labels).inc()
-        return
-    m["last_success"].labels(*labels).set(time.time())
-    if result.what == "objects":
-        m["objects"].labels(result.cluster).set(result.objects)
+        m["errors"].labels(result.what).inc()
 
 
 def prepare_worker(settings: Settings) -> str:
@@ -97,9 +80,10 @@ def prepare_worker(settings: Settings) -> str:
     return path
 
 
-def serve(settings: Settings, redis_client: Callable[[], redis.Redis]) -> None:
+def serve(settings: Settings) -> None:
     """Expose /metrics on `worker_metrics_port` (0 = off) from the worker's parent process."""
-    if not settings.worker_metrics_port:
+    port = settings.worker_metrics_port
+    if not port:
         return
     from prometheus_client import CollectorRegistry, start_http_server
 
@@ -108,40 +92,13 @@ def serve(settings: Settings, redis_client: Callable[[], redis.Redis]) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    registry.register(LagCollector(redis_client))
-    start_http_server(settings.worker_metrics_port, addr="0.0.0.0", registry=registry)
-
-
-class LagCollector:
-    """Seconds since each registered cluster's last successful object sync and RBAC sync."""
-
-    def __init__(self, redis_client: Callable[[], redis.Redis]) -> None:
-        self.redis_client = redis_client
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
-
-        lag = GaugeMetricFamily(
-            "fleetscope_collector_sync_lag_seconds",
-            "Seconds since the cluster's last successful object sync (absent: never).",
-            labels=["cluster"],
+    registry.register(BuildInfoCollector())
+    try:
+        start_http_server(port, addr="0.0.0.0", registry=registry)
+    except OSError as e:
+        # The worker still works; say plainly why its /metrics is missing.
+        log.error(
+            "worker metrics cannot listen on port %d: %s (set FLEETSCOPE_WORKER_METRICS_PORT)",
+            port,
+            e.strerror or e,
         )
-        rbac = GaugeMetricFamily(
-            "fleetscope_collector_rbac_age_seconds",
-            "Seconds since the cluster's last successful RBAC sync (absent: never).",
-            labels=["cluster"],
-        )
-        try:
-            r = self.redis_client()
-            syncs = syncstatus.read_all(r, syncstatus.registered_clusters(r))
-        except redis.RedisError:
-            syncs = {}
-        now = time.time()
-        for name, s in syncs.items():
-            if s.last_success is not None:
-                lag.add_metric([name], now - s.last_success)
-            age = s.rbac_age_s(now)
-            if age is not None:
-                rbac.add_metric([name], age)
-        yield lag
-        yield rbac

@@ -64,3 +64,7 @@ def configure(settings: Settings, stream: Any = None) -> None:
     # The kubernetes client and urllib3 log request details (headers) at DEBUG: keep them quiet.
     for noisy in ("urllib3", "kubernetes"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    if settings.extra:  # names only: a misspelt variable may well hold a secret
+        logging.getLogger(__name__).warning(
+            "ignoring unknown settings (misspelt?): %s", ", ".join(sorted(settings.extra))
+        )

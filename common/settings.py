@@ -2,7 +2,9 @@
 
 `Settings.from_env()` is the only code that reads the environment. Each field's docstring is
 its documentation (docs/configuration.md lists exactly these fields; a test keeps them equal).
-A bad value fails fast with a `ConfigError` naming the variable and what it accepts.
+A bad value fails fast with a `ConfigError` naming the variable and what it accepts. Settings
+that hold secrets (`SECRET_SETTINGS`) may instead be read from a file named by `<VARIABLE>_FILE`
+(Kubernetes and Docker secrets are mounted as files); an error never quotes a secret.
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ from common.errors import ConfigError
 
 AuthMode = Literal["oidc", "header", "anonymous"]
 LogFormat = Literal["json", "text"]
+AccessLog = Literal["off", "text", "json"]
+CHOICES: dict[str, tuple[str, ...]] = {
+    "AuthMode": get_args(AuthMode),
+    "LogFormat": get_args(LogFormat),
+    "AccessLog": get_args(AccessLog),
+}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 ENV_PREFIX = "FLEETSCOPE_"
+FILE_SUFFIX = "_FILE"
+# May be read from the file named by <VARIABLE>_FILE: they carry passwords or keys.
+SECRET_SETTINGS = ("redis_url", "continue_token_key")
 
 
 @dataclass(frozen=True)
@@ -168,7 +180,10 @@ class Settings:
     """Log line format: `json` (production) or `text`."""
 
     log_level: str = "INFO"
-    """Log level name: DEBUG, INFO, WARNING, ERROR."""
+    """Log level name: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case)."""
+
+    access_log: AccessLog = "off"
+    """Query service access log on stdout: `off`, `text` or `json` (never headers or tokens)."""
 
     ui_demo_mode: bool = False
     """Set by `fleetscope demo`: the web view shows a user switcher (never enable in production)."""
@@ -183,17 +198,23 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read every `FLEETSCOPE_*` variable; unknown ones are kept in `extra` for a warning."""
         env = os.environ if environ is None else environ
+        fields = {f.name: f for f in setting_fields()}
         values: dict[str, Any] = {}
-        known = {f.name for f in setting_fields()}
         extra: dict[str, str] = {}
         for name, raw in env.items():
             if not name.startswith(ENV_PREFIX):
                 continue
             key = name[len(ENV_PREFIX) :].lower()
-            if key not in known:
+            if key in fields:
+                values[key] = _parse(fields[key], raw)
+            elif _secret_file_key(key) is None:
                 extra[name] = raw
-                continue
-            values[key] = _parse(next(f for f in setting_fields() if f.name == key), raw)
+        for key in SECRET_SETTINGS:
+            file_var = env_name(key) + FILE_SUFFIX
+            if file_var in env:
+                if key in values:
+                    raise ConfigError(f"set {env_name(key)} or {file_var}, not both")
+                values[key] = _parse(fields[key], _read_secret(file_var, env[file_var]))
         settings = cls(**values, extra=extra)
         settings.validate()
         return settings
@@ -213,6 +234,13 @@ class Settings:
                 raise ConfigError(f"{env_name(f.name)} must be a positive number of seconds")
         if self.auth_mode not in get_args(AuthMode):
             raise ConfigError(f"{env_name('auth_mode')} must be one of oidc, header, anonymous")
+        if self.access_log not in get_args(AccessLog):
+            raise ConfigError(f"{env_name('access_log')} must be one of off, text, json")
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ConfigError(
+                f"{env_name('log_level')} must be one of {', '.join(LOG_LEVELS)}, "
+                f"got {self.log_level!r}"
+            )
         for cidr in self.trusted_proxy_cidrs:
             try:
                 ipaddress.ip_network(cidr, strict=False)
@@ -263,6 +291,23 @@ def env_name(field_name: str) -> str:
     return ENV_PREFIX + field_name.upper()
 
 
+def _secret_file_key(key: str) -> str | None:
+    """`redis_url` for `redis_url_file` (a secret read from a file), else None."""
+    stem = key.removesuffix(FILE_SUFFIX.lower())
+    return stem if stem != key and stem in SECRET_SETTINGS else None
+
+
+def _read_secret(variable: str, path: str) -> str:
+    """The file's text without its final line break (editors and `echo` add one)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise ConfigError(f"{variable}: cannot read {path!r}: {reason}") from None
+    return text.removesuffix("\n").removesuffix("\r")
+
+
 def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
     name, kind = env_name(f.name), str(f.type)
     raw = raw.strip()
@@ -279,8 +324,6 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
             raise ConfigError(f"{name} must be a number ({kind}), got {raw!r}") from e
     if kind.startswith("tuple"):
         return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if kind in ("AuthMode", "LogFormat"):
-        choices = get_args(AuthMode if kind == "AuthMode" else LogFormat)
-        if raw not in choices:
-            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    if kind in CHOICES and raw not in CHOICES[kind]:
+        raise ConfigError(f"{name} must be one of {', '.join(CHOICES[kind])}, got {raw!r}")
     return raw

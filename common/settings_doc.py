@@ -35,6 +35,8 @@ def table() -> str:
             doc = str(after.value.value)
         default = ast.unparse(node.value) if node.value is not None else ""
         env = settings.env_name(name)
+        if name in settings.SECRET_SETTINGS:
+            doc += f" Or read from the file named by `{env}{settings.FILE_SUFFIX}`."
         lines.append(f"| `{env}` | {ast.unparse(node.annotation)} | `{default}` | {doc} |")
     return "\n".join(lines)
 

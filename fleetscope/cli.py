@@ -11,6 +11,7 @@ import importlib
 import sys
 from typing import NoReturn
 
+from common.buildinfo import version
 from common.errors import ConfigError
 
 SUBCOMMANDS = {
@@ -45,6 +46,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         prog="fleetscope",
         description="A single pane of glass for Flux and Istio objects across many clusters.",
     )
+    parser.add_argument("--version", action="version", version=f"fleetscope {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands = {**SUBCOMMANDS, **(HIDDEN if chosen in HIDDEN else {})}
     for name, (module, help_text) in commands.items():

@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError
-from common.redis_server import RedisServer, free_port, start_redis_server
+from common.redis_server import RedisServer, start_redis_server
 from fleetscope.demo_users import DemoUser, pick_demo_users
-from fleetscope.supervisor import Supervisor, python_module
+from fleetscope.supervisor import Child, Supervisor, python_module
+from query.cli import listening_port
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=8080, help="query API port (default 8080)")
+    parser.add_argument(
+        "--port", type=int, default=8080, help="query API port (default 8080; 0 = any free port)"
+    )
     parser.add_argument("--preset", default="S", choices=["S", "M", "L"], help="fleet size")
     parser.add_argument("--seed", type=int, default=1, help="fleet generator seed")
     parser.add_argument("--workdir", help="keep kubeconfigs and logs here (default: a temp dir)")
@@ -47,6 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="fleetscope-demo-"))
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    _rotate_logs(workdir / "logs")
     _check_port_free(args.port)
     stop = _install_signal_handlers()
     redis_server: RedisServer | None = None
@@ -84,8 +88,6 @@ def _run_stack(
             str(args.seed),
             "--kubeconfig-dir",
             str(kubeconfigs),
-            "--port",
-            str(free_port()),
             "--host",
             "127.0.0.1",
             *registry_args,
@@ -114,7 +116,8 @@ def _run_stack(
         ),
     )
     sup.start("query", python_module("fleetscope", "serve", "--bind", f"127.0.0.1:{args.port}"))
-    base = f"http://127.0.0.1:{args.port}"
+    port = _wait(lambda: _query_port(sup, args.port), 60, sup, stop, "the query API to listen")
+    base = f"http://127.0.0.1:{port}"
     _wait(lambda: _get(base + "/readyz") is not None, 60, sup, stop, "the query API")
     _print_banner(base, pick_demo_users(kubeconfigs))
     if not _follow_status(base, args.ready_timeout, sup, stop):
@@ -215,20 +218,40 @@ def _get(url: str) -> dict[str, Any] | None:
         return None
 
 
+def _rotate_logs(log_dir: Path) -> None:
+    """A kept --workdir: the previous run's logs become `*.log.1`, so that what this run reads
+    back from its children's logs (ready lines, gunicorn's port) is this run's."""
+    for log in log_dir.glob("*.log"):
+        log.replace(log.with_name(log.name + ".1"))
+
+
+def _child(sup: Supervisor, name: str) -> Child:
+    return next(c for c in sup.children if c.name == name)
+
+
 def _ready_line(sup: Supervisor, name: str) -> bool:
-    child = next(c for c in sup.children if c.name == name)
-    return "ready" in child.tail(50).lower()
+    return "ready" in _child(sup, name).tail(50).lower()
 
 
-def _wait(cond: Any, timeout_s: float, sup: Supervisor, stop: list[int], what: str) -> None:
+def _query_port(sup: Supervisor, asked: int) -> int | None:
+    """The port gunicorn listens on, from its log (`--port 0`: the one the OS picked)."""
+    log = _child(sup, "query").tail(200)
+    if "Connection in use" in log:  # gunicorn's words for EADDRINUSE; it would retry 5 s
+        raise ConfigError(_port_in_use(asked))
+    return listening_port(log)
+
+
+def _wait(cond: Any, timeout_s: float, sup: Supervisor, stop: list[int], what: str) -> Any:
+    """Poll `cond` until it returns something truthy (returned), a child dies, or Ctrl-C."""
     deadline = time.monotonic() + timeout_s
-    while not cond():
+    while not (value := cond()):
         _check_children(sup)
         if stop:
             raise KeyboardInterrupt
         if time.monotonic() > deadline:
             raise ConfigError(f"timed out waiting for {what}; logs in {sup.log_dir}")
         time.sleep(0.2)
+    return value
 
 
 def _check_children(sup: Supervisor) -> None:
@@ -240,11 +263,25 @@ def _check_children(sup: Supervisor) -> None:
 
 
 def _check_port_free(port: int) -> None:
+    """Fail early, in plain words, when something already listens on the API port.
+
+    SO_REUSEADDR as gunicorn sets it: connections of an earlier run still in TIME_WAIT on the
+    port do not stop gunicorn from listening there, so they must not stop the demo either."""
+    if port == 0:
+        return
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError as e:
-            raise ConfigError(f"port {port} is in use; choose another with --port") from e
+            raise ConfigError(_port_in_use(port)) from e
+
+
+def _port_in_use(port: int) -> str:
+    return (
+        f"port {port} on 127.0.0.1 is in use (another fleetscope demo?); choose another with "
+        "--port, or --port 0 for any free port"
+    )
 
 
 def _install_signal_handlers() -> list[int]:

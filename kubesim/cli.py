@@ -40,7 +40,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(default: kubesim-users.json next to the kubeconfig dir)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="bind address")
-    parser.add_argument("--port", type=int, default=0, help="base port: cluster i on PORT+i")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="base port: cluster i on PORT+i (default 0: a free port per cluster, from the OS)",
+    )
     parser.add_argument("--advertise-host", default="", help="host written into kubeconfigs")
     parser.add_argument(
         "--warm", action="store_true", help="generate every cluster before the ready line"
@@ -94,6 +99,14 @@ def _serve_management(sim: KubeSim, args: argparse.Namespace, kube_dir: Path) ->
     return f"; management cluster {sim.management}: kubeconfig {written}"
 
 
+def ports_text(ports: list[int]) -> str:
+    """`ports 7000-7009` for a base port; OS-picked ports are listed (the first few)."""
+    if ports == list(range(ports[0], ports[0] + len(ports))):
+        return f"ports {ports[0]}-{ports[-1]}" if len(ports) > 1 else f"port {ports[0]}"
+    shown = ", ".join(str(p) for p in ports[:5])
+    return f"ports {shown}" + (f", ... ({len(ports)} in all)" if len(ports) > 5 else "")
+
+
 def run(args: argparse.Namespace) -> int:
     fleet, generated = build_fleet(args)
     leaves = fleet
@@ -126,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     ports = [sim.port(c) for c in sim.clusters]
     print(
-        f"kubesim ready: {len(ports)} clusters on {args.host} ports {min(ports)}-{max(ports)}; "
+        f"kubesim ready: {len(ports)} clusters on {args.host} {ports_text(ports)}; "
         f"kubeconfigs in {kube_dir}{users_note}",
         flush=True,
     )

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -64,29 +66,43 @@ class Listener:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reserved: socket.socket | None = None
 
     @property
     def serving(self) -> bool:
         return self._server is not None
 
     async def start(self) -> None:
+        """Listen on host:port (port 0: one the OS picks, kept for later restarts).
+
+        Raises OSError when the port cannot be bound (e.g. EADDRINUSE)."""
         if self._server is not None:
             return
-        self._server = await asyncio.start_server(
-            self._connection,
-            self.host,
-            self.port,
-            limit=MAX_HEAD_BYTES,
-            reuse_address=True,
-            ssl=self.tls,
-        )
+        sock, self._reserved = self._reserved, None
+        opts: dict[str, Any] = {"limit": MAX_HEAD_BYTES, "ssl": self.tls}
+        if sock is not None:  # back from "down": listen on the socket that kept the port
+            try:
+                self._server = await asyncio.start_server(self._connection, sock=sock, **opts)
+            except OSError:
+                sock.close()
+                raise
+        else:
+            self._server = await asyncio.start_server(
+                self._connection, self.host, self.port, reuse_address=True, **opts
+            )
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
+    async def stop(self, keep_port: bool = False) -> None:
+        """Close the socket and drop open connections. With `keep_port` (a cluster going
+        "down") the port stays bound but not listening: clients get connection refused, and
+        neither another program's outgoing connection nor a plain bind can take the port
+        before `start()` listens on it again."""
         server, self._server = self._server, None
         if server is None:
             return
         server.close()
+        if keep_port:
+            self._reserved = _bound_socket(self.host, self.port)
         for writer in list(self._writers):
             writer.transport.abort()
         self._writers.clear()
@@ -97,6 +113,12 @@ class Listener:
                 task.cancel()
         with contextlib.suppress(Exception):
             await server.wait_closed()
+
+    def release(self) -> None:
+        """Give up a port kept by `stop(keep_port=True)`."""
+        sock, self._reserved = self._reserved, None
+        if sock is not None:
+            sock.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
@@ -124,6 +146,19 @@ class Listener:
             if task is not None:
                 self._tasks.discard(task)
             writer.transport.abort() if writer.transport else None
+
+
+def _bound_socket(host: str, port: int) -> socket.socket | None:
+    """A socket bound to host:port and not listening (None if the port was taken meanwhile)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
 
 
 async def read_request(reader: asyncio.StreamReader) -> Request | None:

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from common.errors import ConfigError
 from common.rbac.authorizer import UserInfo
 from kubesim.auth import Tokens
 from kubesim.catalog import Catalog, Resource
@@ -69,7 +70,9 @@ class KubeSim:
         tls: bool = True,
         management: str = "",
     ) -> KubeSim:
-        """Serve every cluster of `fleet`: port `port + i` for cluster i, or free ports (0).
+        """Serve every cluster of `fleet`. With `port` 0 (the default) the OS gives each cluster
+        its own free port (nothing assumes consecutive free ports); an explicit `port` serves
+        cluster i on `port + i` and fails with a ConfigError naming a port already in use.
         `management` names the cluster playing the management cluster (a ManagementFleet's
         own by default): it gets no kubeconfig in `kubeconfig_dir`."""
         catalog = catalog or getattr(fleet, "catalog", None) or Catalog.default()
@@ -108,7 +111,15 @@ class KubeSim:
 
     async def _start_all(self) -> None:
         for cluster in self._clusters.values():
-            await cluster.listener.start()
+            listener = cluster.listener
+            try:
+                await listener.start()
+            except OSError as e:
+                raise ConfigError(
+                    f"kubesim cannot listen on {listener.host}:{listener.port} for cluster "
+                    f"{cluster.name}: {e.strerror or e}; choose another base port, or port 0 "
+                    "to let the OS pick a free port per cluster"
+                ) from e
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -140,6 +151,7 @@ class KubeSim:
     async def _stop_all(self) -> None:
         for cluster in self._clusters.values():
             await cluster.listener.stop()
+            cluster.listener.release()
 
     def __enter__(self) -> KubeSim:
         return self
@@ -327,7 +339,7 @@ class KubeSim:
         async def apply() -> None:
             sim_cluster.fault = new
             if new.down and sim_cluster.listener.serving:
-                await sim_cluster.listener.stop()
+                await sim_cluster.listener.stop(keep_port=True)
             elif not new.down and not sim_cluster.listener.serving:
                 await sim_cluster.listener.start()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from common.settings import Settings
@@ -25,6 +26,17 @@ def command(bind: str | None = None) -> list[str]:
     if bind:
         argv += ["--bind", bind]
     return [*argv, APP]
+
+
+_LISTENING = re.compile(r"Listening at: [a-z]+://[^\s,]*?:(\d+)[\s,]")
+
+
+def listening_port(log_text: str) -> int | None:
+    """The port gunicorn reports in its log ("Listening at: http://127.0.0.1:43121 (pid)"),
+    so a caller can start it with `--bind 127.0.0.1:0` and learn the port the OS picked,
+    instead of choosing a free port that may be taken before gunicorn binds it."""
+    found = _LISTENING.search(log_text)
+    return int(found.group(1)) if found else None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,8 @@ The documented command (what `fleetscope serve` runs):
     gunicorn --config python:query.gunicorn_conf query.wsgi:app
 
 Workers and threads come from FLEETSCOPE_QUERY_WORKERS / _THREADS, the address from
-FLEETSCOPE_BIND (a `--bind` on the command line wins). With FLEETSCOPE_METRICS_DIR set, it is
+FLEETSCOPE_BIND (a `--bind` on the command line wins), the access log on stdout from
+FLEETSCOPE_ACCESS_LOG (off, text or json: query/access_log.py). With FLEETSCOPE_METRICS_DIR set, it is
 exported as PROMETHEUS_MULTIPROC_DIR (emptied at start) so /metrics adds up every worker.
 """
 
@@ -16,6 +17,7 @@ import shutil
 from typing import Any
 
 from common.settings import Settings
+from query.access_log import TEXT_FORMAT
 
 _settings = Settings.from_env()
 
@@ -26,7 +28,10 @@ worker_class = "gthread"
 timeout = 60
 graceful_timeout = 20
 keepalive = 5
-accesslog = None
+accesslog = None if _settings.access_log == "off" else "-"
+access_log_format = TEXT_FORMAT
+if _settings.access_log == "json":
+    logger_class = "query.access_log.JsonAccessLogger"
 errorlog = "-"
 
 if _settings.metrics_dir:

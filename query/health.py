@@ -8,8 +8,10 @@ from typing import Any
 import redis
 from flask import Blueprint, Response
 
+from common.buildinfo import BuildInfoCollector
 from common.errors import RedisUnavailable
 from query import metrics, openapi
+from query.fleet_metrics import FleetCollector
 from query.state import state
 
 bp = Blueprint("health", __name__)
@@ -31,7 +33,8 @@ def readyz() -> dict[str, Any]:
 
 @bp.get("/metrics")
 def metrics_route() -> Response:
-    body, content_type = metrics.render()
+    st = state()
+    body, content_type = metrics.render([BuildInfoCollector(), FleetCollector(st.r, st.settings)])
     return Response(body, content_type=content_type)
 
 

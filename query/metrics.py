@@ -2,11 +2,15 @@
 
 With `FLEETSCOPE_METRICS_DIR` set, query.gunicorn_conf exports it as PROMETHEUS_MULTIPROC_DIR
 before any worker imports prometheus_client, and /metrics aggregates every worker's files.
+Gauges computed at scrape time (build info, fleet freshness: query/fleet_metrics.py) are added
+by the worker answering the scrape, so they appear once, not once per worker.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,7 +22,7 @@ from prometheus_client import (
 )
 
 REQUEST_LATENCY = Histogram(
-    "fleetscope_query_request_seconds",
+    "fleetscope_query_request_duration_seconds",
     "Query API request latency by route and status code",
     ["route", "status"],
     buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
@@ -34,10 +38,16 @@ ROWS_SCANNED = Counter(
 )
 
 
-def render() -> tuple[bytes, str]:
-    """The exposition text: every worker's metrics in multiprocess mode, else this process's."""
+def render(scraped: Iterable[Any] = ()) -> tuple[bytes, str]:
+    """The exposition text: every worker's metrics in multiprocess mode, else this process's,
+    then the `scraped` collectors (computed now, in this process only)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(), CONTENT_TYPE_LATEST
+        body = generate_latest(registry)
+    else:
+        body = generate_latest()
+    now = CollectorRegistry()
+    for collector in scraped:
+        now.register(collector)
+    return body + generate_latest(now), CONTENT_TYPE_LATEST

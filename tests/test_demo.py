@@ -1,5 +1,6 @@
-"""`fleetscope demo` as a user runs it: a subprocess that reaches `ready`, whose printed requests
-show RBAC filtering for different users, and that leaves no process behind after Ctrl-C."""
+"""`fleetscope demo` as a user runs it: a subprocess that reaches `ready` on a busy machine
+(thousands of ephemeral ports held), whose printed requests show RBAC filtering for different
+users, and that leaves no process behind after Ctrl-C; a taken `--port` is said in plain words."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from common.redis_server import free_port
+from tests.portpressure import bind_fails, ephemeral_ports_held
 
 
 def _descendants(pid: int) -> set[int]:
@@ -47,8 +49,7 @@ def _alive(pid: int) -> bool:
 
 
 class DemoRun:
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
+    def __init__(self, tmp: Path, port: int = 0) -> None:
         self.out_path = tmp / "demo.out"
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
         with open(self.out_path, "wb") as out:
@@ -59,7 +60,7 @@ class DemoRun:
                     "fleetscope",
                     "demo",
                     "--port",
-                    str(self.port),
+                    str(port),
                     "--workdir",
                     str(tmp / "work"),
                     "--ready-timeout",
@@ -85,8 +86,21 @@ class DemoRun:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Iterator[DemoRun]:
-    run = DemoRun(tmp_path)
+def busy_machine() -> Iterator[list[int]]:
+    """Thousands of ephemeral ports held, as on a machine that has been busy for an hour."""
+    with ephemeral_ports_held(6000) as ports:
+        assert len(ports) >= 2000 and all(bind_fails(p) for p in ports[:50])
+        yield ports
+
+
+@pytest.fixture
+def demo(tmp_path: Path, busy_machine: list[int]) -> Iterator[DemoRun]:
+    # A kept --workdir: what the last run logged must not be read as this run's.
+    logs = tmp_path / "work" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "kubesim.log").write_text("kubesim ready: 10 clusters on 127.0.0.1 ports 1-10\n")
+    (logs / "query.log").write_text("[INFO] Listening at: http://127.0.0.1:1 (1)\n")
+    run = DemoRun(tmp_path)  # --port 0: the API on a port the OS picks
     yield run
     if run.proc.poll() is None:
         for pid in _descendants(run.proc.pid):
@@ -151,3 +165,17 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
         time.sleep(0.1)
     assert [p for p in children if _alive(p)] == []
     assert "stopped" in demo.output()
+    logs = demo.out_path.parent / "work" / "logs"
+    assert "127.0.0.1:1 " in (logs / "query.log.1").read_text(), "the last run's log, kept"
+
+
+def test_a_taken_port_is_said_plainly(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = DemoRun(tmp_path, port=port)
+        assert run.proc.wait(60) == 2
+    out = run.output()
+    assert f"port {port} on 127.0.0.1 is in use" in out
+    assert "--port 0" in out and "Traceback" not in out

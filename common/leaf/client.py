@@ -35,6 +35,10 @@ from common.errors import (
 from common.kinds.registry import Kind, KindRegistry
 
 log = logging.getLogger(__name__)
+# Where the kubeconfig loader leaves the bearer token ("Bearer ..."): api_key["authorization"]
+# up to kubernetes 36.0.0, api_key["BearerToken"] from 36.0.1 on. Read both: reading one only
+# sent no Authorization header at all with the other versions.
+TOKEN_KEYS = ("BearerToken", "authorization")
 ERROR_TEXT_MAX = 200
 MAX_RELISTS = 3
 RETRY_AFTER_MAX_S = 300.0
@@ -89,6 +93,15 @@ class ClusterConfig:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
             log.warning("TLS verification is off for this cluster", extra={"cluster": self.name})
         return config
+
+
+def bearer_token(config: Configuration) -> str:
+    """The Authorization value the loaded kubeconfig gives (refreshed if it expires), or ""."""
+    for key in TOKEN_KEYS:
+        token = config.get_api_key_with_prefix(key)  # type: ignore[no-untyped-call,unused-ignore]
+        if token:
+            return str(token)
+    return ""
 
 
 def _named(items: Any, name: Any) -> dict[str, Any]:
@@ -241,7 +254,7 @@ class LeafClient:
 
     def _headers(self) -> urllib3.HTTPHeaderDict:
         headers = urllib3.HTTPHeaderDict({"Accept": "application/json"})
-        token = self._configuration.get_api_key_with_prefix("BearerToken")
+        token = bearer_token(self._configuration)
         if token:
             headers["Authorization"] = token
         return headers

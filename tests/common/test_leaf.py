@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes.client import Configuration
 
 from common.errors import ClusterError, ClusterUnreachable, Forbidden, NotFound, UpstreamError
 from common.kinds.registry import builtin_registry
@@ -110,6 +111,27 @@ def test_get_object_impersonates_and_translates(leaf: FakeLeaf) -> None:
     leaf.fail_status = 500
     with pytest.raises(UpstreamError):
         c.get_object(kind, KS, "ns-2", "app-2", "bob")
+
+
+def test_a_token_kubeconfig_sends_its_authorization_header(leaf: FakeLeaf) -> None:
+    """With the installed kubernetes client (and, in .ci/lowest, the oldest one allowed)."""
+    client(leaf).discover(builtin_registry())
+    assert leaf.requests
+    assert all(h.get("authorization") == [f"Bearer {TOKEN}"] for _, h in leaf.requests)
+
+
+@pytest.mark.parametrize("key", ["BearerToken", "authorization"])
+def test_token_is_found_where_any_client_version_stores_it(leaf: FakeLeaf, key: str) -> None:
+    """The loader keeps it under `authorization` up to kubernetes 36.0.0 and under
+    `BearerToken` from 36.0.1 on; both must end up in the Authorization header."""
+    configuration = Configuration()
+    configuration.host = leaf.url
+    configuration.api_key[key] = f"Bearer {TOKEN}"
+    cfg = ClusterConfig("leaf", "dir", "x", {}, _loaded=[configuration])
+    LeafClient(cfg, timeout_s=5).discover(builtin_registry())
+    assert [h.get("authorization") for _, h in leaf.requests] == [[f"Bearer {TOKEN}"]] * len(
+        leaf.requests
+    )
 
 
 def test_exec_plugin_token(leaf: FakeLeaf, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Settings: parsing from the environment, fail-fast errors, and docs that list every field."""
+"""Settings: parsing from the environment, fail-fast errors, secrets read from files, unknown
+variables reported by name only, and docs that list every field."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from common.settings import Settings, env_name, setting_fields
+from common.settings import FILE_SUFFIX, SECRET_SETTINGS, Settings, env_name, setting_fields
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -49,6 +50,8 @@ def test_parses_each_type() -> None:
         ("FLEETSCOPE_CLUSTER_SECRETS", "maybe", "FLEETSCOPE_CLUSTER_SECRETS must be true or false"),
         ("FLEETSCOPE_TRUSTED_PROXY_CIDRS", "10.0.0.0/99", "is not a CIDR"),
         ("FLEETSCOPE_REDIS_URL", "localhost:6379", "must start with redis://"),
+        ("FLEETSCOPE_LOG_LEVEL", "verbose", "FLEETSCOPE_LOG_LEVEL must be one of DEBUG, INFO"),
+        ("FLEETSCOPE_ACCESS_LOG", "yes", "FLEETSCOPE_ACCESS_LOG must be one of off, text, json"),
     ],
 )
 def test_bad_values_fail_fast_naming_the_variable(var: str, value: str, expected: str) -> None:
@@ -61,9 +64,61 @@ def test_unknown_variables_are_reported_not_fatal() -> None:
     assert s.extra == {"FLEETSCOPE_REDIS_ULR": "x"}
 
 
+def test_log_level_any_case() -> None:
+    assert Settings.from_env({"FLEETSCOPE_LOG_LEVEL": "debug"}).log_level == "debug"
+    with pytest.raises(ConfigError, match="FLEETSCOPE_LOG_LEVEL"):
+        Settings(log_level="LOUD").validate()
+
+
+def test_secrets_can_be_read_from_files(tmp_path: Path) -> None:
+    url, key = tmp_path / "url", tmp_path / "key"
+    url.write_text("redis://:s3cret@redis:6379/0\n")  # as `echo` or an editor leaves it
+    key.write_text("k3y")
+    s = Settings.from_env(
+        {"FLEETSCOPE_REDIS_URL_FILE": str(url), "FLEETSCOPE_CONTINUE_TOKEN_KEY_FILE": str(key)}
+    )
+    assert s.redis_url == "redis://:s3cret@redis:6379/0"
+    assert s.continue_token_key == "k3y"
+    assert s.extra == {}
+
+
+def test_a_secret_file_is_validated_and_never_quoted(tmp_path: Path) -> None:
+    bad = tmp_path / "url"
+    bad.write_text("s3cret-but-not-a-url")
+    with pytest.raises(ConfigError, match="FLEETSCOPE_REDIS_URL must start") as e:
+        Settings.from_env({"FLEETSCOPE_REDIS_URL_FILE": str(bad)})
+    assert "s3cret" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"FLEETSCOPE_REDIS_URL_FILE: cannot read '/nope'"):
+        Settings.from_env({"FLEETSCOPE_REDIS_URL_FILE": "/nope"})
+
+
+def test_a_secret_set_twice_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "url").write_text("redis://a:6379/0")
+    env = {
+        "FLEETSCOPE_REDIS_URL": "redis://b:6379/0",
+        "FLEETSCOPE_REDIS_URL_FILE": str(tmp_path / "url"),
+    }
+    with pytest.raises(ConfigError, match="FLEETSCOPE_REDIS_URL or FLEETSCOPE_REDIS_URL_FILE"):
+        Settings.from_env(env)
+
+
+def test_only_secrets_have_file_variants() -> None:
+    s = Settings.from_env({"FLEETSCOPE_SYNC_INTERVAL_S_FILE": "/x"})
+    assert s.extra == {"FLEETSCOPE_SYNC_INTERVAL_S_FILE": "/x"}
+
+
+def test_unknown_variables_are_logged_by_name_only(caplog: pytest.LogCaptureFixture) -> None:
+    from common import logs
+
+    s = Settings.from_env({"FLEETSCOPE_REDIS_PASWORD": "hunter2"})
+    logs.configure(s)
+    assert "FLEETSCOPE_REDIS_PASWORD" in caplog.text and "hunter2" not in caplog.text
+
+
 def test_configuration_doc_lists_exactly_the_settings() -> None:
     documented = set(re.findall(r"`(FLEETSCOPE_[A-Z0-9_]+)`", DOCS.read_text()))
-    assert documented == {env_name(f.name) for f in setting_fields()}
+    files = {env_name(name) + FILE_SUFFIX for name in SECRET_SETTINGS}
+    assert documented == {env_name(f.name) for f in setting_fields()} | files
 
 
 def test_configuration_doc_table_is_current() -> None:

@@ -173,7 +173,8 @@ def test_health_ready_metrics_and_openapi(client) -> None:
     assert get(client, "/readyz", None) == (200, {"status": "ready"})
     get(client, "/api/v1/objects", "admin")
     text = client.get("/metrics").get_data(as_text=True)
-    assert 'fleetscope_query_request_seconds_count{route="/api/v1/objects",status="200"}' in text
+    objects = '{route="/api/v1/objects",status="200"}'
+    assert f"fleetscope_query_request_duration_seconds_count{objects}" in text
     assert "fleetscope_query_rbac_cache_total" in text
     doc = client.get("/api/v1/openapi.json").get_json()
     assert set(doc["paths"]) >= {"/api/v1/objects", "/api/v1/facets", "/api/v1/status"}

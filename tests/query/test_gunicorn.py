@@ -1,8 +1,10 @@
 """Through a real gunicorn (the exact `fleetscope serve` command line, 2 workers): pages walk
-correctly over real HTTP, and /metrics adds up the requests of every worker."""
+correctly over real HTTP, /metrics adds up the requests of every worker, and the optional
+access log (text or JSON) records requests without their credentials."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -13,15 +15,18 @@ from pathlib import Path
 import pytest
 import requests
 
-from common.redis_server import free_port
-from query.cli import command
+from query.cli import command, listening_port
 from tests.query.conftest import USERS, headers, oracle
 from tests.query.fleet import order
 
 
 @pytest.fixture
-def server(seeded, redis_url: str, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
+def access_log() -> str:
+    return "json"
+
+
+@pytest.fixture
+def server(seeded, redis_url: str, tmp_path: Path, access_log: str) -> Iterator[str]:
     log = tmp_path / "gunicorn.log"
     env = {
         **os.environ,
@@ -31,21 +36,25 @@ def server(seeded, redis_url: str, tmp_path: Path) -> Iterator[str]:
         "FLEETSCOPE_QUERY_WORKERS": "2",
         "FLEETSCOPE_QUERY_THREADS": "2",
         "FLEETSCOPE_METRICS_DIR": str(tmp_path / "metrics"),
+        "FLEETSCOPE_ACCESS_LOG": access_log,
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    with log.open("wb") as err:  # the child keeps its own copy of the descriptor
+    # The children keep their own copies of the descriptors.
+    with log.open("wb") as err, (tmp_path / "access.log").open("wb") as out:
         proc = subprocess.Popen(
-            command(f"127.0.0.1:{port}"),
+            command("127.0.0.1:0"),  # the OS picks the port; gunicorn logs it
             env=env,
             cwd=Path(__file__).parents[2],
-            stdout=subprocess.DEVNULL,
+            stdout=out,
             stderr=err,
         )
-    url = f"http://127.0.0.1:{port}"
+    url = ""
     deadline = time.monotonic() + 30
     while True:
+        port = listening_port(log.read_text(errors="replace"))
+        url = f"http://127.0.0.1:{port}"
         try:
-            if requests.get(url + "/healthz", timeout=1).status_code == 200:
+            if port and requests.get(url + "/healthz", timeout=1).status_code == 200:
                 break
         except requests.RequestException:
             pass
@@ -78,8 +87,47 @@ def test_pages_and_metrics_through_gunicorn(server: str, seeded) -> None:
     assert calls > 2
     text = requests.get(server + "/metrics", timeout=10).text
     m = re.search(
-        r'fleetscope_query_request_seconds_count\{route="/api/v1/objects",'
+        r'fleetscope_query_request_duration_seconds_count\{route="/api/v1/objects",'
         r'status="200"\} (\S+)',
         text,
     )
     assert m and float(m.group(1)) == calls
+
+
+SECRET = "Bearer eyJ-SECRET-access-log-token"
+
+
+def _logged_requests(server: str, tmp_path: Path, wait_s: float = 10.0) -> list[str]:
+    """Send a request with credentials, wait until the access log has it, return the lines."""
+    requests.get(
+        server + "/api/v1/objects?limit=2",
+        headers={**headers(USERS["admin"]), "Authorization": SECRET, "Cookie": "s=SECRET"},
+        timeout=10,
+    )
+    log = tmp_path / "access.log"
+    deadline = time.monotonic() + wait_s
+    while "/api/v1/objects" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the worker flushes its line after answering
+    return [line for line in log.read_text().splitlines() if "/api/v1/objects" in line]
+
+
+def test_json_access_log_has_requests_not_credentials(server: str, tmp_path: Path) -> None:
+    [line] = _logged_requests(server, tmp_path)
+    record = json.loads(line)
+    assert record["method"] == "GET" and record["path"] == "/api/v1/objects"
+    assert record["query"] == "limit=2" and record["status"] == 200
+    assert record["bytes"] > 0 and record["durationMs"] >= 0 and record["remote"] == "127.0.0.1"
+    assert "SECRET" not in line and "root" not in line  # no Authorization, cookie or user header
+
+
+@pytest.mark.parametrize("access_log", ["text"])
+def test_text_access_log_has_requests_not_credentials(server: str, tmp_path: Path) -> None:
+    [line] = _logged_requests(server, tmp_path)
+    assert '"GET /api/v1/objects?limit=2 HTTP/1.1" 200' in line
+    assert "SECRET" not in line
+
+
+@pytest.mark.parametrize("access_log", ["off"])
+def test_no_access_log_by_default(server: str, tmp_path: Path) -> None:
+    # A line would come within milliseconds; waiting longer can only make this pass wrongly.
+    assert _logged_requests(server, tmp_path, wait_s=2.0) == []

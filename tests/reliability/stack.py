@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.redis_server import free_port
 from fleetscope.supervisor import Child, Supervisor, python_module
 from query.cli import command as gunicorn_command
+from query.cli import listening_port
 
 ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}
 
@@ -65,9 +65,17 @@ def start_beat(sup: Supervisor, workdir: Path) -> Child:
 
 
 def start_query(sup: Supervisor) -> tuple[Child, str]:
-    port = free_port()
-    child = sup.start("query", gunicorn_command(f"127.0.0.1:{port}"))
-    base = f"http://127.0.0.1:{port}"
+    """gunicorn on a port the OS picks (read back from its log: no pick-then-bind race)."""
+    offset = (
+        (sup.log_dir / "query.log").stat().st_size if (sup.log_dir / "query.log").exists() else 0
+    )
+    child = sup.start("query", gunicorn_command("127.0.0.1:0"))
+
+    def port() -> int | None:
+        assert child.alive(), f"gunicorn exited: {child.tail()}"
+        return listening_port(child.log_path.read_bytes()[offset:].decode(errors="replace"))
+
+    base = f"http://127.0.0.1:{wait_for(port, 30, 'gunicorn to listen')}"
     wait_for(lambda: http_json(base + "/healthz")[0] == 200, 30, "gunicorn to serve")
     return child, base
 

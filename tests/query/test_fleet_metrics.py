@@ -1,0 +1,87 @@
+"""The query service's /metrics: build info, fleet freshness computed from the sync status in
+Redis (fleet-wide gauges plus one lag series per cluster), and histograms without a cluster
+label, so the series count does not grow with the fleet beyond one per cluster."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from common.buildinfo import version
+from common.index.syncstatus import ClusterSync
+from common.settings import Settings
+from query.fleet_metrics import fleet_families
+from tests.query.conftest import CLUSTERS, Seeded, mark_synced
+
+SETTINGS = Settings(stale_after_s=100.0, rbac_max_age_s=50.0)
+NOW = 1_000_000.0
+
+
+def _samples(syncs: list[ClusterSync]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in fleet_families(syncs, SETTINGS, NOW)
+        for s in family.samples
+    }
+
+
+def test_fleet_gauges_count_stale_uncollected_and_hidden_clusters() -> None:
+    syncs = [
+        ClusterSync("fresh", "ok", NOW - 10, NOW - 10, objects=5, rbac_synced_at=NOW - 5),
+        ClusterSync("old", "ok", NOW - 300, NOW - 300, objects=7, rbac_synced_at=NOW - 60),
+        ClusterSync("failing", "error", NOW - 20, NOW - 1, objects=1, rbac_synced_at=NOW - 1),
+        ClusterSync("new", "pending"),
+    ]
+    got = _samples(syncs)
+    assert got[("fleetscope_fleet_state", (("state", "rebuilding"),))] == 1
+    assert got[("fleetscope_fleet_state", (("state", "ready"),))] == 0
+    assert got[("fleetscope_fleet_clusters", (("state", "ok"),))] == 2
+    assert got[("fleetscope_fleet_clusters", (("state", "pending"),))] == 1
+    assert got[("fleetscope_fleet_uncollected_clusters", ())] == 1
+    assert got[("fleetscope_fleet_stale_clusters", ())] == 2  # too old, and last sync failed
+    assert got[("fleetscope_fleet_rbac_stale_clusters", ())] == 2  # 60 s old, and never
+    assert got[("fleetscope_fleet_max_sync_lag_seconds", ())] == 300
+    assert got[("fleetscope_fleet_max_rbac_age_seconds", ())] == 60
+    assert got[("fleetscope_fleet_objects", ())] == 13
+    assert got[("fleetscope_cluster_sync_lag_seconds", (("cluster", "old"),))] == 300
+    assert ("fleetscope_cluster_sync_lag_seconds", (("cluster", "new"),)) not in got
+
+
+def test_an_empty_fleet_is_rebuilding_with_zero_lag() -> None:
+    got = _samples([])
+    assert got[("fleetscope_fleet_state", (("state", "rebuilding"),))] == 1
+    assert got[("fleetscope_fleet_max_sync_lag_seconds", ())] == 0
+
+
+def _families(client) -> dict[str, object]:
+    text = client.get("/metrics").get_data(as_text=True)
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_metrics_route_serves_build_info_and_fleet_gauges(client, seeded: Seeded) -> None:
+    client.get("/api/v1/objects", headers={"X-Remote-User": "root", "X-Remote-Group": "admins"})
+    mark_synced(seeded.r, "c02", last_success=time.time() - 1000)
+    families = _families(client)
+    [info] = families["fleetscope_build_info"].samples  # type: ignore[attr-defined]
+    assert info.labels["version"] == version() and info.value == 1
+    lag = {
+        s.labels["cluster"]: s.value
+        for s in families["fleetscope_cluster_sync_lag_seconds"].samples
+    }  # type: ignore[attr-defined]
+    assert set(lag) == set(CLUSTERS) and lag["c02"] >= 1000 > lag["c00"]
+    [stale] = families["fleetscope_fleet_stale_clusters"].samples  # type: ignore[attr-defined]
+    assert stale.value == 1
+    for family in families.values():
+        if family.type == "histogram":  # type: ignore[attr-defined]
+            assert all("cluster" not in s.labels for s in family.samples)  # type: ignore[attr-defined]
+    assert "fleetscope_query_request_duration_seconds" in families
+
+
+def test_metrics_without_redis_still_answer(seeded: Seeded) -> None:
+    from tests.query.conftest import make_app
+
+    app = make_app(Settings(redis_url="redis://127.0.0.1:1/0", auth_mode="anonymous"))
+    families = _families(app.test_client())
+    assert "fleetscope_build_info" in families
+    assert "fleetscope_fleet_state" not in families
