@@ -94,6 +94,7 @@ one_run() {
     done
   fi
   local started=$SECONDS tw
+  : >"$log"
   (cd "$dir" && exec ./dev demo ${port:+--port "$port"}) >"$log" 2>&1 & demo=$!
   while ! grep -q '\] ready\.' "$log"; do
     if ! kill -0 "$demo" 2>/dev/null || [ $((SECONDS - started)) -gt "$ready_timeout" ]; then
