@@ -94,6 +94,7 @@ one_run() {
     done
   fi
   local started=$SECONDS tw
+  : >"$log"
   (cd "$dir" && exec ./dev demo ${port:+--port "$port"}) >"$log" 2>&1 & demo=$!
   while ! grep -q '\] ready\.' "$log"; do
     if ! kill -0 "$demo" 2>/dev/null || [ $((SECONDS - started)) -gt "$ready_timeout" ]; then
@@ -116,7 +117,9 @@ one_run() {
   fi
   local venv_s line
   venv_s=$(cat "$work/run-$i.venv-seconds")
-  line="run $i: demo $verdict (.venv ${venv_s}s, then ready after ${ready_s}s; ${tw} sockets in TIME_WAIT)"
+  local what="ready after"
+  [ "$verdict" = pass ] || what="gave up after"
+  line="run $i: demo $verdict (.venv ${venv_s}s, then $what ${ready_s}s; ${tw} sockets in TIME_WAIT)"
   if [ "$tests" = 1 ]; then
     local trc=0 summary args=()
     read -ra args <<<"$test_args"
