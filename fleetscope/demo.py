@@ -183,8 +183,8 @@ def _print_banner(base: str, users: list[DemoUser]) -> None:
         print(f"  # {user.description}")
         print(f"  {user.curl(base + '/api/v1/objects?limit=5')}")
         print(f"  {user.fleetscope('get', base, '--limit', '5')}\n")
-    print(f"  curl -s {base}/api/v1/status")
-    if users:
+    if users:  # the status, as the first user (every API call needs an identity)
+        print(f"  {users[0].curl(base + '/api/v1/status')}")
         print(f"  {users[0].fleetscope('status', base)}")
     print()
     sys.stdout.flush()

@@ -22,7 +22,11 @@ def test_banner_commands_show_what_their_curl_shows(stack: Stack, cli) -> None:
     with contextlib.redirect_stdout(out):
         _print_banner(stack.base, users)
     lines = [line.strip() for line in out.getvalue().splitlines()]
-    pairs = [(c, f) for c, f in itertools.pairwise(lines) if c.startswith("curl -s -H")]
+    pairs = [
+        (c, f)
+        for c, f in itertools.pairwise(lines)
+        if c.startswith("curl -s -H") and "/api/v1/objects" in c
+    ]
     assert len(pairs) == len(users) >= 3
     for curl, command in pairs:
         assert command.startswith("fleetscope get ")
@@ -35,3 +39,7 @@ def test_banner_commands_show_what_their_curl_shows(stack: Stack, cli) -> None:
         assert got == [expected_cells(r) for r in want], command
     status = next(line for line in lines if line.startswith("fleetscope status "))
     assert cli(*shlex.split(status)[1:]).code == 0
+    # the status curl carries an identity too (every API call needs one)
+    words = shlex.split(next(line for line in lines if "/api/v1/status" in line and "curl" in line))
+    headers = dict(words[i + 1].split(": ", 1) for i, w in enumerate(words) if w == "-H")
+    assert requests.get(words[-1], headers=headers, timeout=10).status_code == 200
