@@ -20,6 +20,7 @@ from kubernetes.client import Configuration
 from kubernetes.client.rest import RESTClientObject
 
 from common.errors import ClusterError, ClusterUnreachable, ConfigError
+from common.leaf.client import bearer_token
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class Management:
     def _get(self, path: str, query: dict[str, str], what: str) -> Obj | None:
         """One GET; None on 404."""
         headers = {"Accept": "application/json"}
-        token = self._configuration.get_api_key_with_prefix("BearerToken")
+        token = bearer_token(self._configuration)  # under either key the loader has used
         if token:
             headers["Authorization"] = token
         url = self._host + path + (f"?{urlencode(query)}" if query else "")

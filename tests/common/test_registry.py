@@ -20,7 +20,7 @@ from common.errors import ClusterError, ConfigError
 from common.index import keys, store, syncstatus
 from common.index.registry_record import Problem, Record, read_problems, registry_view
 from common.leaf import registry, registry_argocd, registry_capi
-from common.leaf.client import ClusterConfig
+from common.leaf.client import ClusterConfig, bearer_token
 from common.leaf.registry import Claim, Claims
 
 TOKEN = "registry-SECRET-token-777"
@@ -263,7 +263,7 @@ def test_argocd_config_becomes_a_kubeconfig_the_client_loads() -> None:
         "password": "pw",
     }
     cfg = ClusterConfig("prod", "argocd", "argocd secret argocd/prod", kc)
-    assert cfg.configuration().get_api_key_with_prefix("BearerToken") == f"Bearer {TOKEN}"
+    assert bearer_token(cfg.configuration()) == f"Bearer {TOKEN}"
 
 
 def test_argocd_exec_and_aws_need_their_commands(tmp_path: Path, monkeypatch) -> None:
