@@ -17,24 +17,14 @@ from kubesim.auth import ADMIN_USER, COLLECTOR_USER, Tokens
 
 
 def kubeconfig(cluster: str, server: str, tokens: Tokens, ca_pem: bytes) -> dict[str, object]:
-    entry: dict[str, str] = {"server": server}
-    if ca_pem:
-        entry["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": entry}],
-        "users": [
-            {"name": COLLECTOR_USER, "user": {"token": tokens.collector}},
-            {"name": ADMIN_USER, "user": {"token": tokens.admin}},
-        ],
-        "contexts": [
-            {"name": cluster, "context": {"cluster": cluster, "user": COLLECTOR_USER}},
-            {"name": f"{cluster}-admin", "context": {"cluster": cluster, "user": ADMIN_USER}},
-        ],
-        "current-context": cluster,
-        "preferences": {},
-    }
+    """The collector's context (current) and an admin context `<cluster>-admin`."""
+    doc = collector_kubeconfig(cluster, server, tokens.collector, ca_pem)
+    doc["users"].append({"name": ADMIN_USER, "user": {"token": tokens.admin}})
+    doc["contexts"].append(
+        {"name": f"{cluster}-admin", "context": {"cluster": cluster, "user": ADMIN_USER}}
+    )
+    doc["preferences"] = {}
+    return doc
 
 
 def collector_kubeconfig(cluster: str, server: str, token: str, ca_pem: bytes) -> dict[str, Any]:
