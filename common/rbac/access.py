@@ -20,7 +20,13 @@ import redis
 from common.index import keys
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import UserInfo
-from common.rbac.encoding import ALL_NAMESPACES, HASH_FIELD, decode_grants, decode_reasons
+from common.rbac.encoding import (
+    ALL_NAMESPACES,
+    HASH_FIELD,
+    beyond_cluster_wide,
+    decode_grants,
+    decode_reasons,
+)
 
 _NONE: frozenset[str] = frozenset()
 V = TypeVar("V")
@@ -39,15 +45,7 @@ class Access:
     def build(
         cls, cluster_wide: frozenset[str], namespaces: Mapping[str, frozenset[str]]
     ) -> Access:
-        reduced: dict[int, frozenset[str]] = {}
-        out: dict[str, frozenset[str]] = {}
-        for ns in sorted(namespaces):
-            kinds = namespaces[ns]
-            extra = reduced.get(id(kinds))
-            if extra is None:
-                extra = reduced[id(kinds)] = kinds - cluster_wide
-            if extra:
-                out[ns] = extra
+        out = dict(beyond_cluster_wide(cluster_wide, namespaces))
         return cls(cluster_wide, out, list(out))
 
     def kinds_in(self, namespace: str) -> frozenset[str]:

@@ -15,7 +15,7 @@ content hash of the whole hash (not a subject: subjects start with `u:` or `g:`)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 HASH_FIELD = "#hash"
 ALL_NAMESPACES = "*"
@@ -55,6 +55,21 @@ class _SetTable:
         return [sorted(s) for s in self.ids]
 
 
+def beyond_cluster_wide(
+    cluster_wide: frozenset[str], namespaces: Mapping[str, frozenset[str]]
+) -> Iterator[tuple[str, frozenset[str]]]:
+    """(namespace, kinds) in namespace order, less the kinds granted cluster-wide; namespaces left
+    with none are skipped. The difference is computed once per distinct (shared) kind set."""
+    reduced: dict[int, frozenset[str]] = {}
+    for ns in sorted(namespaces):
+        kinds = namespaces[ns]
+        extra = reduced.get(id(kinds))
+        if extra is None:
+            extra = reduced[id(kinds)] = kinds - cluster_wide
+        if extra:
+            yield ns, extra
+
+
 def encode_subject(
     cluster_wide: frozenset[str],
     namespaces: Mapping[str, frozenset[str]],
@@ -63,14 +78,8 @@ def encode_subject(
     """One `rbac` hash value. `namespaces` may overlap `cluster_wide`; the overlap is dropped."""
     sets = _SetTable()
     grouped: dict[int, list[str]] = {}
-    reduced: dict[int, frozenset[str]] = {}
-    for ns in sorted(namespaces):
-        kinds = namespaces[ns]
-        extra = reduced.get(id(kinds))
-        if extra is None:
-            extra = reduced[id(kinds)] = kinds - cluster_wide
-        if extra:
-            grouped.setdefault(sets.id(extra), []).append(ns)
+    for ns, extra in beyond_cluster_wide(cluster_wide, namespaces):
+        grouped.setdefault(sets.id(extra), []).append(ns)
     cw = sets.id(cluster_wide) if cluster_wide else -1
     grants = {"s": sets.dump(), "c": cw, "n": [[sid, nss] for sid, nss in grouped.items()]}
     why_sets, bindings = _SetTable(), dict[BindingRef, int]()
