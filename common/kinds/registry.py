@@ -7,7 +7,8 @@ Kinds are data. The built-in Flux and Istio kinds are entries below; an operator
       versions: [v1, v1beta1]        # preference order; discovery decides what is served
       kind: HTTPRoute
       plural: httproutes
-      status_rule: flux              # flux | static | istio | conditions  (see common.kinds.status)
+      status_rule: route             # flux | static | istio | conditions | gateway | route | policy
+      namespaced: true               # optional (default true); false for cluster-scoped kinds
       key: HTTPRoute                 # optional: the name used in rows, filters and URLs
       ui_url_template: "https://argo.example/{cluster}/{namespace}/{name}"   # optional
 
@@ -26,14 +27,15 @@ import yaml
 
 from common.errors import ConfigError
 
-STATUS_RULES = ("flux", "static", "istio", "conditions")
+STATUS_RULES = ("flux", "static", "istio", "conditions", "gateway", "route", "policy")
 _KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One collectable kind (always namespaced)."""
+    """One collectable kind. Cluster-scoped kinds (`namespaced=False`) become rows with an empty
+    namespace, visible only to callers with a cluster-wide grant (as RBAC has it)."""
 
     group: str
     versions: tuple[str, ...]
@@ -42,6 +44,7 @@ class Kind:
     status_rule: str
     key: str = ""
     ui_url_template: str = ""
+    namespaced: bool = True
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -71,6 +74,19 @@ _KUSTOMIZE, _HELM = "kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"
 _SOURCE, _IMAGE = "source.toolkit.fluxcd.io", "image.toolkit.fluxcd.io"
 _NOTIFY = "notification.toolkit.fluxcd.io"
 _NET, _SEC, _TEL = "networking.istio.io", "security.istio.io", "telemetry.istio.io"
+_GW, _KUADRANT = "gateway.networking.k8s.io", "kuadrant.io"
+
+
+def _gateway_api(
+    kind: str, versions: str, rule: str, key: str = "", namespaced: bool = True
+) -> Kind:
+    plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+    return Kind(_GW, tuple(versions.split()), kind, plural, rule, key, namespaced=namespaced)
+
+
+def _kuadrant(kind: str, versions: str) -> Kind:
+    return Kind(_KUADRANT, tuple(versions.split()), kind, kind.lower()[:-1] + "ies", "policy")
+
 
 BUILTIN_KINDS: tuple[Kind, ...] = (
     _flux(_KUSTOMIZE, "v1 v1beta2", "Kustomization"),
@@ -96,6 +112,19 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _istio(_SEC, "PeerAuthentication", "peerauthentications"),
     _istio(_SEC, "RequestAuthentication", "requestauthentications"),
     _istio(_TEL, "Telemetry", "telemetries"),
+    # Gateway API. Its Gateway is keyed `K8sGateway` (as Kiali names it): `Gateway` is Istio's.
+    _gateway_api("GatewayClass", "v1 v1beta1", "gateway", namespaced=False),
+    _gateway_api("Gateway", "v1 v1beta1", "gateway", key="K8sGateway"),
+    _gateway_api("HTTPRoute", "v1 v1beta1", "route"),
+    _gateway_api("GRPCRoute", "v1 v1alpha2", "route"),
+    _gateway_api("TLSRoute", "v1 v1alpha3 v1alpha2", "route"),
+    _gateway_api("TCPRoute", "v1alpha2", "route"),
+    _gateway_api("ReferenceGrant", "v1 v1beta1 v1alpha2", "static"),
+    # Kuadrant policies (kuadrant.io/v1; TLSPolicy and DNSPolicy were v1alpha1 before 1.0).
+    _kuadrant("AuthPolicy", "v1 v1beta3 v1beta2"),
+    _kuadrant("RateLimitPolicy", "v1 v1beta3 v1beta2"),
+    _kuadrant("DNSPolicy", "v1 v1alpha1"),
+    _kuadrant("TLSPolicy", "v1 v1alpha1"),
 )
 
 

@@ -21,6 +21,7 @@ The message is Stalled's, else Ready's, else Reconciling's, cut to MESSAGE_MAX c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,15 +36,58 @@ class Status:
     reason: str = ""
     message: str = ""
     last_transition_time: str = ""
+    warnings: int = 0
+    """Warnings found on the object (Istio validation, an overridden policy): they keep the
+    status but set the message."""
 
 
-def evaluate(rule: str, obj: dict[str, Any]) -> Status:
-    """The status of `obj` under `rule` (one of common.kinds.registry.STATUS_RULES)."""
+@dataclass(frozen=True)
+class Finding:
+    """One validation result on one object: `level` is `error` or `warning`, `code` a Kiali
+    validation code where the check is the same as Kiali's (KIA1102 ...)."""
+
+    level: str
+    code: str
+    message: str
+
+
+def evaluate(rule: str, obj: dict[str, Any], findings: Sequence[Finding] | None = None) -> Status:
+    """The status of `obj` under `rule` (one of common.kinds.registry.STATUS_RULES).
+
+    `findings` are fleetscope's own validation results for the object (Istio kinds): None when
+    no check ran for its kind, () when checks ran and found nothing."""
     if rule == "static":
         return Status("healthy")
     if rule == "istio":
         return _istio(obj)
-    return _kstatus(obj, honour_suspend=(rule == "flux"))
+    if rule == "gateway":
+        return _gateway(obj)
+    if rule == "route":
+        return _route(obj)
+    if rule == "policy":
+        return _policy(obj)
+    return _kstatus(obj)
+
+
+def is_suspended(rule: str, obj: dict[str, Any]) -> bool:
+    """Whether reconciliation is suspended (`spec.suspend: true`, Flux kinds): shown beside the
+    health, never instead of it (as `flux get` shows SUSPENDED and READY apart)."""
+    if rule != "flux":
+        return False
+    spec = obj.get("spec")
+    return isinstance(spec, dict) and spec.get("suspend") is True
+
+
+def _gateway(obj: dict[str, Any]) -> Status:
+    return Status("unknown", "", "rule not implemented yet")
+
+
+def _route(obj: dict[str, Any]) -> Status:
+    return Status("unknown", "", "rule not implemented yet")
+
+
+def _policy(obj: dict[str, Any]) -> Status:
+    return Status("unknown", "", "rule not implemented yet")
 
 
 def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -65,9 +109,8 @@ def _from(cond: dict[str, Any] | None, status: str, default_reason: str = "") ->
     )
 
 
-def _kstatus(obj: dict[str, Any], honour_suspend: bool) -> Status:
+def _kstatus(obj: dict[str, Any]) -> Status:
     meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
     conds = _conditions(obj)
     ready, stalled, reconciling = conds.get("Ready"), conds.get("Stalled"), conds.get("Reconciling")
     # The condition whose text explains the state best: Stalled, then Ready, then Reconciling.
@@ -75,9 +118,6 @@ def _kstatus(obj: dict[str, Any], honour_suspend: bool) -> Status:
         (c for c in (stalled, ready, reconciling) if c is not None and c.get("status") == "True"),
         stalled or ready or reconciling,
     )
-    if honour_suspend and isinstance(spec, dict) and spec.get("suspend") is True:
-        s = _from(explain, "suspended", "Suspended")
-        return Status("suspended", "Suspended", s.message, s.last_transition_time)
     if meta.get("deletionTimestamp"):
         return Status("progressing", "Terminating", "object is being deleted")
     status_block = obj.get("status") or {}
