@@ -12,11 +12,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import redis
 
-from collector import metrics
-from common.errors import FleetscopeError
+from collector import mesh, metrics
+from common.errors import ClusterError, FleetscopeError
 from common.index import rows, store
 from common.kinds.registry import KindRegistry
 from common.leaf.client import LeafClient
@@ -49,6 +50,9 @@ class SyncResult:
     requests: int = 0
     duration_s: float = 0.0
     kinds: dict[str, int] = field(default_factory=dict)
+    validated: int = 0
+    """Istio objects validated by fleetscope's own checks (collector.mesh)."""
+    validation_cpu_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -93,11 +97,14 @@ def run(
     timer.fill(result)
     metrics.record_sync(result)
     log.info(
-        "%s synced: %d objects (%d added, %d removed) with %d requests in %.2fs",
+        "%s synced: %d objects (%d added, %d removed; %d Istio objects validated in %.3fs CPU) "
+        "with %d requests in %.2fs",
         work,
         result.objects,
         result.added,
         result.removed,
+        result.validated,
+        result.validation_cpu_s,
         result.requests,
         result.duration_s,
         extra={"cluster": client.name},
@@ -116,8 +123,9 @@ def _objects(
     cluster = client.name
     # Rows written by the watcher while we list are newer than our snapshot: see replace_rows.
     since = store.generation(r, cluster)
-    members = _collect(client, registry)
-    listed = timer.fill(SyncResult(cluster, Work.OBJECTS))
+    listed = SyncResult(cluster, Work.OBJECTS)
+    members = _collect(client, registry, listed)
+    timer.fill(listed)
     sync_fields = {
         "state": "ok",
         "last_success": round(time.time(), 3),
@@ -137,21 +145,55 @@ def _objects(
         added=stats.added,
         removed=stats.removed,
         kinds=stats.kinds,
+        validated=listed.validated,
+        validation_cpu_s=listed.validation_cpu_s,
     )
 
 
-def _collect(client: LeafClient, registry: KindRegistry) -> list[str]:
-    """Encoded rows of every object of every served registered kind."""
+def _collect(client: LeafClient, registry: KindRegistry, result: SyncResult) -> list[str]:
+    """Encoded rows of every object of every served registered kind; the checked Istio kinds
+    are validated together at the end (collector.mesh)."""
     served = client.discover(registry)
     members: list[str] = []
+    held: list[mesh.Held] = []
     cluster = client.name
     for kind in registry:
         api_version = served.get(kind.key)
         if api_version is None:
             continue
+        if mesh.validated(kind):
+            held.extend(mesh.Held(kind, api_version, o) for o in client.list_all(kind, api_version))
+            continue
         for obj in client.list_all(kind, api_version):
             members.append(rows.encode(rows.build_row(cluster, kind, api_version, obj)))
+    if held:
+        services, namespaces = _mesh_context(client)
+        started = time.process_time()
+        members.extend(mesh.members(cluster, held, services, namespaces))
+        result.validation_cpu_s = time.process_time() - started
+        result.validated = len(held)
     return members
+
+
+def _mesh_context(client: LeafClient) -> tuple[list[dict[str, Any]] | None, list[str] | None]:
+    """The cluster's Services and Namespaces as the checks need them; (None, None) when they
+    cannot be listed (the Istio rows then say they were not checked)."""
+    try:
+        services = [
+            mesh.service_slim(s) for s in client.list_resource(mesh.CORE_API, mesh.SERVICES)
+        ]
+        namespaces = [
+            mesh.namespace_name(n) for n in client.list_resource(mesh.CORE_API, mesh.NAMESPACES)
+        ]
+    except ClusterError as e:  # 403, 404 ...: validation is skipped, the sync goes on
+        log.warning(
+            "cannot list Services or Namespaces, so Istio config is not validated: %s "
+            "(grant the collector list on them: k8s/leaf)",
+            e,
+            extra={"cluster": client.name},
+        )
+        return None, None
+    return services, namespaces
 
 
 def _rbac(r: redis.Redis, client: LeafClient, registry: KindRegistry) -> SyncResult:

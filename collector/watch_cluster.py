@@ -1,7 +1,8 @@
 """One leaf cluster, watched: per served kind (and the 4 RBAC resources) list, then watch from the
 list's resourceVersion with bookmarks; relist on 410 or a broken stream, re-watch when the server
 ends a watch cleanly. Row changes go through one writer thread per cluster, in batches, to
-common.index.store_events; RBAC changes recompile the grants (collector.watch_rbac).
+common.index.store_events; RBAC changes recompile the grants (collector.watch_rbac); the checked
+Istio kinds, with Services and Namespaces, are re-validated together (collector.watch_mesh).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import redis
 
+from collector import mesh
+from collector.watch_mesh import CONTEXT, MeshState
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
 from common.errors import FleetscopeError, LockBusy
 from common.index import rows, store_events
@@ -58,6 +61,7 @@ class ClusterWatch:
         self.stats: Counter[str] = Counter()
         self.stop_event = threading.Event()
         self.rbac = RbacState(r, self.cluster, kinds, settings.watch_rbac_debounce_s, self.owned)
+        self.mesh: MeshState | None = None
         self._queue: queue.Queue[store_events.Change | _Replace] = queue.Queue(QUEUE_MAX)
         self._streams: set[WatchStream] = set()
         self._live: dict[str, float] = {}  # resource -> monotonic time of its last event
@@ -79,8 +83,22 @@ class ClusterWatch:
         if served is None:
             return
         self._expected = {k for k in served} | set(RESOURCES)
+        checked = mesh.validated_kinds(self.kinds, served)
+        if checked:
+            self.mesh = MeshState(
+                self.cluster,
+                [(k, served[k.key]) for k in checked],
+                self.settings.watch_validate_debounce_s,
+                lambda key, members: self._put(_Replace(key, members)),
+                self._put,
+            )
+            self._expected |= set(CONTEXT)
         self._spawn(self._writer, "writer")
         self._spawn(self.rbac.run, "rbac", self.stop_event)
+        if self.mesh is not None:
+            self._spawn(self.mesh.run, "mesh", self.stop_event, self.owned)
+            for res in CONTEXT:
+                self._spawn(self._watch_loop, res, res, mesh.CORE_API, None)
         for kind in self.kinds:
             if kind.key in served:
                 self._spawn(self._watch_loop, kind.key, kind.key, served[kind.key], kind)
@@ -157,8 +175,12 @@ class ClusterWatch:
                 return
             items, rv = self.client.list_snapshot(api_version, plural)
         self.stats["lists"] += 1
-        if kind is None:
+        if kind is None and res in CONTEXT and self.mesh is not None:
+            self.mesh.replace(res, items)
+        elif kind is None:
             self.rbac.replace(plural, items)
+        elif self.mesh is not None and kind.key in self.mesh.kinds:
+            self.mesh.replace(kind.key, items)
         else:
             members = [
                 rows.encode(rows.build_row(self.cluster, kind, api_version, o)) for o in items
@@ -186,8 +208,12 @@ class ClusterWatch:
                 if event_type == "BOOKMARK":
                     continue
                 self.stats["events"] += 1
-                if kind is None:
+                if kind is None and res in CONTEXT and self.mesh is not None:
+                    self.mesh.event(res, event_type, obj)
+                elif kind is None:
                     self.rbac.event(plural, event_type, obj)
+                elif self.mesh is not None and kind.key in self.mesh.kinds:
+                    self.mesh.event(kind.key, event_type, obj)
                 else:
                     self._put(_change(self.cluster, kind, api_version, event_type, obj))
         finally:

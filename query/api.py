@@ -44,5 +44,6 @@ def facets() -> dict[str, Any]:
         "clusters": dict(sorted(counts.clusters.items())),
         "kinds": dict(sorted(counts.kinds.items())),
         "statuses": dict(sorted(counts.statuses.items())),
+        "suspended": {flag: counts.suspended.get(flag, 0) for flag in ("true", "false")},
         "freshness": scope.freshness(st.settings),
     }

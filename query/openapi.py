@@ -34,7 +34,8 @@ _STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _NSTR = {"type": "string", "nullable": True}
 # The same patterns query.params enforces, so the document is exactly as strict as the service.
 _CLUSTER = {"type": "string", "pattern": CLUSTER_NAME_RE.pattern}
-_NAMESPACE = {"type": "string", "pattern": DNS_LABEL.pattern}
+# A namespace, or `_` for cluster-scoped objects (their rows have an empty namespace).
+_NAMESPACE = {"type": "string", "pattern": f"^_$|{DNS_LABEL.pattern}"}
 _OBJECT_NAME = {"type": "string", "pattern": DNS_SUBDOMAIN.pattern, "maxLength": MAX_VALUE_LEN}
 _CLUSTER_REF = _obj({"cluster": _STR})
 
@@ -48,8 +49,10 @@ SCHEMAS: S = {
             "apiVersion": _STR,
             "name": _STR,
             "status": {"type": "string", "enum": list(STATUSES)},
+            "suspended": _BOOL,
             "reason": _STR,
             "message": _STR,
+            "warnings": {"type": "integer", "minimum": 0},
             "lastTransitionTime": _NSTR,
             "revision": _STR,
             "uiUrl": _NSTR,
@@ -83,6 +86,7 @@ SCHEMAS: S = {
             "clusters": {"type": "object", "additionalProperties": _INT},
             "kinds": {"type": "object", "additionalProperties": _INT},
             "statuses": {"type": "object", "additionalProperties": _INT},
+            "suspended": _obj({"true": _INT, "false": _INT}),
             "freshness": _ref("Freshness"),
         }
     ),
@@ -181,9 +185,14 @@ def _list_param(name: str, desc: str, items: S) -> S:
 def _filters(registry: KindRegistry) -> list[S]:
     return [
         _list_param("cluster", "only these clusters", _CLUSTER),
-        _list_param("namespace", "only these namespaces", _NAMESPACE),
+        _list_param("namespace", "only these namespaces (`_`: cluster-scoped objects)", _NAMESPACE),
         _list_param("kind", "only these kinds", {"type": "string", "enum": registry.keys()}),
         _list_param("status", "only these statuses", {"type": "string", "enum": list(STATUSES)}),
+        _param(
+            "suspended",
+            "only suspended objects (`true`) or only those not suspended (`false`)",
+            {"type": "string", "enum": ["true", "false"]},
+        ),
         _param(
             "name",
             "object name contains this (case-insensitive)",
@@ -224,7 +233,13 @@ def document(registry: KindRegistry) -> S:
     ]
     path_params = [
         _param("cluster", "cluster name", _CLUSTER, "path", required=True),
-        _param("namespace", "namespace (DNS-1123 label)", _NAMESPACE, "path", required=True),
+        _param(
+            "namespace",
+            "namespace (DNS-1123 label); `_` for a cluster-scoped kind",
+            _NAMESPACE,
+            "path",
+            required=True,
+        ),
         _param(
             "kind", "kind key", {"type": "string", "enum": registry.keys()}, "path", required=True
         ),
@@ -261,7 +276,7 @@ def document(registry: KindRegistry) -> S:
                 504,
             ),
             "/api/v1/facets": _get(
-                "Counts of visible objects by cluster, kind and status under the filters",
+                "Counts of visible objects by cluster, kind, status and suspension under the filters",
                 _filters(registry),
                 "Facets",
                 "counts",

@@ -25,8 +25,10 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NAME_SUBSTRING = re.compile(r"^[a-z0-9.-]{1,253}$")
 
-LIST_PARAMS = ("cluster", "namespace", "kind", "status", "name", "limit", "continue")
-FACET_PARAMS = ("cluster", "namespace", "kind", "status", "name")
+LIST_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "limit", "continue")
+FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name")
+CLUSTER_SCOPED = "_"
+"""Stands for the empty namespace of cluster-scoped objects in paths and the namespace filter."""
 
 
 def check_known(args: MultiDict[str, str], allowed: Iterable[str]) -> None:
@@ -53,9 +55,26 @@ def values(args: MultiDict[str, str], name: str) -> tuple[str, ...]:
 
 
 def check_namespace(ns: str, param: str = "namespace") -> str:
+    """A namespace name, or `_` (cluster-scoped objects) which becomes ""."""
+    if ns == CLUSTER_SCOPED:
+        return ""
     if not DNS_LABEL.match(ns):
-        raise InvalidInput(param, f"{ns[:80]!r} is not a namespace name (DNS-1123 label, <= 63)")
+        raise InvalidInput(
+            param,
+            f"{ns[:80]!r} is not a namespace name (DNS-1123 label, <= 63; `_` for "
+            "cluster-scoped objects)",
+        )
     return ns
+
+
+def suspended(args: MultiDict[str, str]) -> bool | None:
+    """The `suspended` filter: `true`, `false`, or absent (either)."""
+    raw = args.getlist("suspended")
+    if not raw:
+        return None
+    if len(raw) > 1 or raw[0] not in ("true", "false"):
+        raise InvalidInput("suspended", "`true` or `false` (once); omit it for either")
+    return raw[0] == "true"
 
 
 def check_object_name(name: str, param: str = "name") -> str:
@@ -91,6 +110,7 @@ def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
         kinds=tuple(check_kind(k, registry) for k in values(args, "kind")),
         statuses=statuses,
         name=name,
+        suspended=suspended(args),
     )
 
 

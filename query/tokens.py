@@ -34,10 +34,16 @@ KEEP_KEYS = 3  # keys accepted for verification: the current one and two earlier
 
 @functools.lru_cache(maxsize=1024)  # every page's token carries it; filters repeat
 def filters_hash(f: Filters) -> str:
-    canon = json.dumps(
-        [sorted(f.clusters), sorted(f.namespaces), sorted(f.kinds), sorted(f.statuses), f.name],
-        separators=(",", ":"),
-    )
+    parts: list[object] = [
+        sorted(f.clusters),
+        sorted(f.namespaces),
+        sorted(f.kinds),
+        sorted(f.statuses),
+        f.name,
+    ]
+    if f.suspended is not None:  # appended only when set: tokens made without it stay valid
+        parts.append(f.suspended)
+    canon = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 

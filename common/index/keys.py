@@ -7,6 +7,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 |--------------------------------|------|------|----------------------------|--------------------------|
 | fs:{c:<cluster>}:rows          | zset | -    | collector, watcher         | query (pages), collector |
 | fs:{c:<cluster>}:st:<status>   | zset | -    | collector, watcher         | query (status filter)    |
+| fs:{c:<cluster>}:st:suspended  | zset | -    | collector, watcher         | query (suspended filter) |
 | fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
 | fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
@@ -22,7 +23,8 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 `clusters` fields are cluster names, values their registry record and `registry-problems` a JSON
 list of what could not be registered (both: common.index.registry_record, never credentials).
 `rows` and `st:<status>` members are encoded rows (common.index.rows); every status except `healthy`
-has an `st:` index. `counts` fields are `<kind> NUL <status>`. `names` fields are object names,
+has an `st:` index, and `st:suspended` holds the suspended rows whatever their health. `counts`
+fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended rows. `names` fields are object names,
 values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
@@ -60,7 +62,7 @@ class GrantsVersion:
         return f"GrantsVersion({self.raw!r})"
 
 
-INDEXED_STATUSES = ("unhealthy", "progressing", "suspended", "unknown")
+INDEXED_STATUSES = ("unhealthy", "progressing", "unknown")
 
 # Cluster names become file names, URL segments and hash tags: keep them plain.
 CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
@@ -90,6 +92,11 @@ def by_status(cluster: str, status: str) -> str:
     if status not in INDEXED_STATUSES:
         raise ValueError(f"status {status!r} has no index")
     return f"{_tag(cluster)}:st:{status}"
+
+
+def suspended(cluster: str) -> str:
+    """The suspended rows (any health): small, walked for `suspended=true`."""
+    return f"{_tag(cluster)}:st:suspended"
 
 
 def counts(cluster: str) -> str:
@@ -129,7 +136,8 @@ def lease(cluster: str) -> str:
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), generation(cluster), sync(cluster)]
-    return fixed + [rbac(cluster)] + [by_status(cluster, s) for s in INDEXED_STATUSES]
+    indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
+    return [*fixed, rbac(cluster), *indexes]
 
 
 def subject(kind: str, name: str) -> str:
@@ -139,5 +147,6 @@ def subject(kind: str, name: str) -> str:
     return f"{kind}:{name}"
 
 
-def counts_field(kind: str, status: str) -> str:
-    return f"{kind}\x00{status}"
+def counts_field(kind: str, status: str, suspended: bool = False) -> str:
+    """A `counts` field: `kind NUL status`, plus `NUL suspended` for suspended rows."""
+    return f"{kind}\x00{status}\x00suspended" if suspended else f"{kind}\x00{status}"

@@ -3,7 +3,7 @@
 `Reader.page` walks the caller's visible clusters in order from a keyset cursor, visiting only
 the ranges its access plan allows (common.index.reader_plan) with server-side Lua filtering, several
 clusters per pipelined round trip: a page costs O(page) Redis work at any depth, plus what
-skipping invisible rows needs. `Reader.facets` counts visible rows by cluster, kind and status.
+skipping invisible rows needs. `Reader.facets` counts visible rows by cluster, kind, status and suspension.
 The client must not decode responses (members are compared as bytes).
 """
 
@@ -18,7 +18,7 @@ import redis
 from common.index import keys, reader_lua, rows
 from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
 from common.index.reader_plan import visible_kinds_uniform as _uniform
-from common.index.rows import STATUS_CODES, Row, decode_page
+from common.index.rows import Row, decode_page
 from common.kinds.status import STATUSES
 
 __all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
@@ -71,6 +71,8 @@ class Facets:
     clusters: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, int] = field(default_factory=dict)
     statuses: dict[str, int] = field(default_factory=dict)
+    suspended: dict[str, int] = field(default_factory=dict)
+    """Rows by suspension: `true` and `false`."""
     scanned: int = 0
 
 
@@ -133,13 +135,19 @@ class Reader:
                 self._sha.clear()
         raise AssertionError("unreachable")
 
-    def _sources(self, cluster: str, statuses: tuple[str, ...]) -> tuple[list[str], bytes]:
-        """The zsets to scan and the status codes to keep ("" = all)."""
-        if not statuses or "healthy" in statuses:
-            if not statuses or set(statuses) >= set(STATUSES):
-                return [keys.rows(cluster)], b""
-            return [keys.rows(cluster)], "".join(STATUS_CODES[s] for s in statuses).encode()
-        return [keys.by_status(cluster, s) for s in sorted(set(statuses))], b""
+    def _sources(self, cluster: str, filters: Filters) -> tuple[list[str], bytes]:
+        """The zsets to scan and the status codes to keep ("" = all): the suspended index for
+        `suspended=true` (small), the status indexes for statuses without `healthy`, else the
+        rows themselves."""
+        statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
+        codes = rows.codes_for(statuses, filters.suspended)
+        every = len(codes) == len(rows.CODE_STATUS)
+        if filters.suspended is True:
+            return [keys.suspended(cluster)], b"" if not statuses else codes.encode()
+        if statuses and "healthy" not in statuses:
+            only = b"" if filters.suspended is None else codes.encode()
+            return [keys.by_status(cluster, s) for s in statuses], only
+        return [keys.rows(cluster)], b"" if every else codes.encode()
 
     def _candidates(
         self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
@@ -268,7 +276,7 @@ class Reader:
         for w in group:
             window = w.ranges[: self.window]
             window_end = window[-1].hi if len(w.ranges) > self.window else None
-            sources, codes = self._sources(w.cluster, filters.statuses)
+            sources, codes = self._sources(w.cluster, filters)
             args = self._args(want, codes, filters.name, window)
             if filters.name:  # the name index first (common.index.name_index)
                 named = [str(NAME_DENSE).encode(), *args]
@@ -298,7 +306,7 @@ class Reader:
     # -- facets --------------------------------------------------------------------------------
 
     def facets(self, access: Mapping[str, AccessLike], filters: Filters) -> Facets:
-        """Counts of visible rows by cluster, kind and status under `filters`."""
+        """Counts of visible rows by cluster, kind, status and suspension under `filters`."""
         out = Facets()
         walks = self._walks(access, filters, None)
         fast = [
@@ -312,7 +320,7 @@ class Reader:
         tasks: list[tuple[str, str, bytes, list[Range]]] = []
         for w in walks:
             if w not in fast:
-                sources, codes = self._sources(w.cluster, filters.statuses)
+                sources, codes = self._sources(w.cluster, filters)
                 tasks.extend((w.cluster, key, codes, w.ranges) for key in sources)
         while tasks:
             calls = [
@@ -323,8 +331,8 @@ class Reader:
             for (cluster, key, codes, ranges), reply in zip(tasks, self._run(calls), strict=True):
                 out.scanned += int(reply[1])
                 for f, n in zip(reply[3::2], reply[4::2], strict=True):
-                    kind, status = rows.parse_count_field(f)
-                    self._add(out, cluster, kind, status, int(n))
+                    kind, status, suspended = rows.parse_count_field(f)
+                    self._add(out, cluster, kind, status, suspended, int(n))
                 if reply[0] != b"done":
                     pending.append(
                         (
@@ -364,16 +372,20 @@ class Reader:
         for w, h in zip(walks, pipe.execute(), strict=True):
             visible = access[w.cluster].cluster_wide
             for f, n in h.items():
-                kind, status = rows.parse_count_field(f)
+                kind, status, suspended = rows.parse_count_field(f)
                 wanted = not filters.kinds or kind in filters.kinds
+                if filters.suspended is not None and suspended is not filters.suspended:
+                    continue
                 if wanted and kind in visible and status in statuses:
-                    self._add(out, w.cluster, kind, status, int(n))
+                    self._add(out, w.cluster, kind, status, suspended, int(n))
 
     @staticmethod
-    def _add(out: Facets, cluster: str, kind: str, status: str, n: int) -> None:
+    def _add(out: Facets, cluster: str, kind: str, status: str, suspended: bool, n: int) -> None:
         if n <= 0:
             return
         out.total += n
         out.clusters[cluster] = out.clusters.get(cluster, 0) + n
         out.kinds[kind] = out.kinds.get(kind, 0) + n
         out.statuses[status] = out.statuses.get(status, 0) + n
+        flag = "true" if suspended else "false"
+        out.suspended[flag] = out.suspended.get(flag, 0) + n

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from common.index import rows
+from common.index import keys, rows
 
 # The scripts find a member's fields by its first three NULs: the identity (namespace, kind,
 # name) is fields 0-2 and the one-byte status code follows it. rows.FIELDS owns the layout.
@@ -22,8 +22,14 @@ if rows.FIELDS[:4] != ("namespace", "kind", "name", "status") or any(
         "common.index.reader_lua: the scripts' member layout differs from rows.FIELDS"
     )
 
-# Count fields as the `counts` hash stores them (`kind NUL status`), from the status codes.
-_PAIRS = ", ".join(f'["{code}"] = "{status}"' for code, status in sorted(rows.CODE_STATUS.items()))
+# Count fields as the `counts` hash stores them (`kind NUL status [NUL suspended]`), from the
+# status codes: the part after `kind NUL` of each code's field.
+_PAIRS = ", ".join(
+    f'["{code}"] = "{keys.counts_field("", status, code in rows.SUSPENDED_CODES)[1:]}"'.replace(
+        "\x00", "\\0"
+    )
+    for code, status in sorted(rows.CODE_STATUS.items())
+)
 _STATUS = (
     "local STATUS = {"
     + _PAIRS

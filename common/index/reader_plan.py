@@ -36,6 +36,8 @@ class Filters:
     kinds: tuple[str, ...] = ()
     statuses: tuple[str, ...] = ()
     name: str = ""
+    suspended: bool | None = None
+    """Only suspended rows (True), only rows not suspended (False), or either (None)."""
 
 
 @dataclass(frozen=True)

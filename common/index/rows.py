@@ -4,6 +4,12 @@ A row is stored as one member of its cluster's lexicographic sorted set (see com
 
     <namespace> NUL <kind key> NUL <name> NUL <status code> NUL <reason> NUL <message>
                 NUL <lastTransitionTime epoch s> NUL <revision> NUL <apiVersion> NUL <uiUrl>
+                NUL <warnings>
+
+The status code is one byte: the health (`h` healthy, `u` unhealthy, `p` progressing, `k`
+unknown), upper-case when the object is suspended, so one code filter selects any mix of health
+and suspension. Cluster-scoped objects have an empty namespace (they sort first). `warnings` is
+empty for none.
 
 The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX walks rows in
 the list order and one command returns a whole page with its data. NUL sorts before every other
@@ -17,11 +23,13 @@ import calendar
 import functools
 import json
 import time
+from collections.abc import Iterable, Sequence
 from typing import Any, TypedDict
 
 from common.index import keys
 from common.kinds import status as status_rules
 from common.kinds.registry import Kind
+from common.kinds.status import Finding
 
 SEP = "\x00"
 REV_MARK = "\x01"
@@ -36,17 +44,21 @@ FIELDS = (
     "revision",
     "apiVersion",
     "uiUrl",
+    "warnings",
 )
 """The member's fields in order. The first three are the identity (the sort key); the status code
 (one byte) follows it: common.index.reader_lua relies on exactly that (checked at its import)."""
-STATUS_CODES = {
-    "healthy": "h",
-    "unhealthy": "u",
-    "progressing": "p",
-    "suspended": "s",
-    "unknown": "k",
+STATUS_CODES = {"healthy": "h", "unhealthy": "u", "progressing": "p", "unknown": "k"}
+"""The code of each health when not suspended; suspended rows use the upper-case code."""
+LEGACY_SUSPENDED = "s"
+"""The code rows written before suspension left the statuses carry (health unknown): read as
+unknown and suspended until the next full sync rewrites them."""
+CODE_STATUS = {
+    **{v: k for k, v in STATUS_CODES.items()},
+    **{v.upper(): k for k, v in STATUS_CODES.items()},
+    LEGACY_SUSPENDED: "unknown",
 }
-CODE_STATUS = {v: k for k, v in STATUS_CODES.items()}
+SUSPENDED_CODES = frozenset(c for c in CODE_STATUS if c.isupper() or c == LEGACY_SUSPENDED)
 UI_URL_ANNOTATION = "fleetscope.io/ui-url"
 _esc = json.encoder.encode_basestring_ascii  # in C; quotes and escapes as json.dumps does
 
@@ -60,32 +72,64 @@ class Row(TypedDict):
     apiVersion: str
     name: str
     status: str
+    suspended: bool
     reason: str
     message: str
+    warnings: int
     lastTransitionTime: str | None
     revision: str
     uiUrl: str | None
 
 
-def build_row(cluster: str, kind: Kind, api_version: str, obj: dict[str, Any]) -> Row:
-    """Normalize one raw object (as listed from the leaf) into a row."""
+def build_row(
+    cluster: str,
+    kind: Kind,
+    api_version: str,
+    obj: dict[str, Any],
+    findings: Sequence[Finding] | None = None,
+) -> Row:
+    """Normalize one raw object (as listed from the leaf) into a row. `findings`: fleetscope's
+    own validation of the object (common.kinds.istio_checks), None when its kind has no check."""
     meta = obj.get("metadata") or {}
-    st = status_rules.evaluate(kind.status_rule, obj)
+    st = status_rules.evaluate(kind.status_rule, obj, findings)
     annotations = meta.get("annotations") or {}
     ui_url = annotations.get(UI_URL_ANNOTATION) if isinstance(annotations, dict) else None
+    namespace = str(meta.get("namespace") or "") if kind.namespaced else ""
+    name = str(meta.get("name") or "")
+    if not (isinstance(ui_url, str) and ui_url) and kind.ui_url_template:
+        ui_url = kind.ui_url(cluster, namespace, name)
     return Row(
         cluster=cluster,
-        namespace=str(meta.get("namespace") or ""),
+        namespace=namespace,
         kind=kind.key,
         apiVersion=api_version,
-        name=str(meta.get("name") or ""),
+        name=name,
         status=st.status,
+        suspended=status_rules.is_suspended(kind.status_rule, obj),
         reason=st.reason,
         message=st.message,
+        warnings=st.warnings,
         lastTransitionTime=st.last_transition_time or None,
         revision=status_rules.revision(obj),
         uiUrl=ui_url if isinstance(ui_url, str) and ui_url else None,
     )
+
+
+def status_code(status: str, suspended: bool) -> str:
+    """The one-byte code of a health and suspension."""
+    code = STATUS_CODES[status]
+    return code.upper() if suspended else code
+
+
+def codes_for(statuses: Iterable[str], suspended: bool | None) -> str:
+    """The codes of rows with one of `statuses` (any when empty) and that suspension (either
+    when None), in a stable order; legacy suspended rows count as unknown and suspended."""
+    wanted = set(statuses) or set(STATUS_CODES)
+    flags = (False, True) if suspended is None else (suspended,)
+    out = [status_code(h, f) for h in STATUS_CODES if h in wanted for f in flags]
+    if suspended is not False and "unknown" in wanted:
+        out.append(LEGACY_SUSPENDED)
+    return "".join(out)
 
 
 def sort_key(namespace: str, kind: str, name: str) -> str:
@@ -104,22 +148,31 @@ def encode(row: Row) -> str:
             row["namespace"],
             row["kind"],
             row["name"],
-            STATUS_CODES[row["status"]],
+            status_code(row["status"], row["suspended"]),
             _clean(row["reason"]),
             message,
             _epoch(row["lastTransitionTime"]),
             rev,
             row["apiVersion"],
             _clean(row["uiUrl"] or ""),
+            str(row["warnings"]) if row["warnings"] else "",
         )
     )
+
+
+def _fields(member: str) -> list[str]:
+    """The member's fields; a member written before `warnings` existed gets an empty one."""
+    parts = member.split(SEP)
+    if len(parts) == len(FIELDS) - 1:
+        parts.append("")
+    return parts
 
 
 def decode(cluster: str, member: str | bytes) -> Row:
     """The inverse of `encode`."""
     if isinstance(member, bytes):
         member = member.decode()
-    ns, kind, name, code, reason, message, ltt, rev, api_version, ui_url = member.split(SEP)
+    ns, kind, name, code, reason, message, ltt, rev, api_version, ui_url, warn = _fields(member)
     return Row(
         cluster=cluster,
         namespace=ns,
@@ -127,8 +180,10 @@ def decode(cluster: str, member: str | bytes) -> Row:
         apiVersion=api_version,
         name=name,
         status=CODE_STATUS[code],
+        suspended=code in SUSPENDED_CODES,
         reason=reason,
         message=message.replace(REV_MARK, rev) if REV_MARK in message else message,
+        warnings=int(warn or 0),
         lastTransitionTime=_iso(ltt),
         revision=rev,
         uiUrl=ui_url or None,
@@ -139,10 +194,10 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     """`decode` of each (cluster, member) of a page, inlined: it runs for every row served, and
     the per-call overhead was a third of its cost."""
     out: list[Row] = []
-    append, codes, mark, iso = out.append, CODE_STATUS, REV_MARK, _iso
+    append, codes, mark, iso, susp = out.append, CODE_STATUS, REV_MARK, _iso, SUSPENDED_CODES
     for cluster, member in rows:
-        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url = member.decode().split(
-            SEP
+        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn = _fields(
+            member.decode()
         )
         row: Any = {
             "cluster": cluster,
@@ -151,8 +206,10 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             "apiVersion": api_version,
             "name": name,
             "status": codes[code],
+            "suspended": code in susp,
             "reason": reason,
             "message": msg.replace(mark, rev) if mark in msg else msg,
+            "warnings": int(warn or 0),
             "lastTransitionTime": iso(ltt),
             "revision": rev,
             "uiUrl": ui_url or None,
@@ -164,16 +221,19 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
 def row_json(cluster: str, member: bytes) -> str:
     """`decode(cluster, member)` as compact JSON text (ASCII, keys in Row order), formatted
     directly: json.dumps builds a new encoder per call, costlier than the row's encoding."""
-    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url = member.decode().split(SEP)
+    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn = _fields(
+        member.decode()
+    )
     e = _esc
     if REV_MARK in msg:
         msg = msg.replace(REV_MARK, rev)
     at = _iso(ltt)
+    suspended = "true" if code in SUSPENDED_CODES else "false"
     return (
         f'{{"cluster":{e(cluster)},"namespace":{e(ns)},"kind":{e(kind)},'
         f'"apiVersion":{e(api_version)},"name":{e(name)},"status":"{CODE_STATUS[code]}",'
-        f'"reason":{e(reason)},"message":{e(msg)},'
-        f'"lastTransitionTime":{e(at) if at else "null"},"revision":{e(rev)},'
+        f'"suspended":{suspended},"reason":{e(reason)},"message":{e(msg)},'
+        f'"warnings":{int(warn or 0)},"lastTransitionTime":{e(at) if at else "null"},"revision":{e(rev)},'
         f'"uiUrl":{e(ui_url) if ui_url else "null"}}}'
     )
 
@@ -222,20 +282,21 @@ def name_entry(member: str) -> tuple[str, str]:
 
 def is_member(raw: bytes) -> bool:
     """Whether a stored value looks like an encoded member (it has the separators)."""
-    return raw.count(b"\x00") == len(FIELDS) - 1
+    return raw.count(b"\x00") in (len(FIELDS) - 1, len(FIELDS) - 2)
 
 
 def count_field(member: str) -> str:
-    """The `counts` hash field a member counts under: `kind NUL status`."""
+    """The `counts` hash field a member counts under (common.index.keys.counts_field)."""
     _ns, kind, _name, code, _ = member.split(SEP, 4)
-    return keys.counts_field(kind, CODE_STATUS[code])
+    return keys.counts_field(kind, CODE_STATUS[code], code in SUSPENDED_CODES)
 
 
-def parse_count_field(count_field: str | bytes) -> tuple[str, str]:
-    """(kind, status) of a `counts` field (as stored, or as the Lua count scripts return)."""
+def parse_count_field(count_field: str | bytes) -> tuple[str, str, bool]:
+    """(kind, status, suspended) of a `counts` field (as stored, or as the Lua count scripts
+    return it)."""
     text = count_field.decode() if isinstance(count_field, bytes) else count_field
-    kind, status = text.split(SEP)
-    return kind, status
+    kind, status, *flag = text.split(SEP)
+    return kind, status, bool(flag)
 
 
 def count_field_kind(count_field: str) -> str:
@@ -243,10 +304,17 @@ def count_field_kind(count_field: str) -> str:
 
 
 def status_of(member: str | bytes) -> str:
-    """The status of an encoded member, without decoding the rest."""
+    """The status (health) of an encoded member, without decoding the rest."""
     if isinstance(member, bytes):
         member = member.decode()
     return CODE_STATUS[member.split(SEP, 4)[3]]
+
+
+def suspended_of(member: str | bytes) -> bool:
+    """Whether an encoded member is suspended, without decoding the rest."""
+    if isinstance(member, bytes):
+        member = member.decode()
+    return member.split(SEP, 4)[3] in SUSPENDED_CODES
 
 
 def _clean(text: str) -> str:

@@ -182,22 +182,27 @@ def _write_members(tx: Any, cluster: str, removed: Iterable[str], added: Iterabl
         tx.zrem(keys.rows(cluster), *chunk)
     for chunk in _chunks(new):
         tx.zadd(keys.rows(cluster), dict.fromkeys(chunk, 0))
-    gone_by, new_by = _by_status(gone), _by_status(new)
-    for status in keys.INDEXED_STATUSES:
-        index = keys.by_status(cluster, status)
-        for chunk in _chunks(gone_by.get(status, [])):
+    gone_by, new_by = _by_index(cluster, gone), _by_index(cluster, new)
+    for index in [
+        *(keys.by_status(cluster, s) for s in keys.INDEXED_STATUSES),
+        keys.suspended(cluster),
+    ]:
+        for chunk in _chunks(gone_by.get(index, [])):
             tx.zrem(index, *chunk)
-        for chunk in _chunks(new_by.get(status, [])):
+        for chunk in _chunks(new_by.get(index, [])):
             tx.zadd(index, dict.fromkeys(chunk, 0))
 
 
-def _by_status(members: list[str]) -> dict[str, list[str]]:
-    """Members of the indexed (non-healthy) statuses, by status."""
+def _by_index(cluster: str, members: list[str]) -> dict[str, list[str]]:
+    """Members by the index keys that hold them: the status index of every health but healthy,
+    and the suspended index."""
     out: dict[str, list[str]] = {}
     for m in members:
         status = rows.status_of(m)
         if status != "healthy":
-            out.setdefault(status, []).append(m)
+            out.setdefault(keys.by_status(cluster, status), []).append(m)
+        if rows.suspended_of(m):
+            out.setdefault(keys.suspended(cluster), []).append(m)
     return out
 
 

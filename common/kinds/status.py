@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-STATUSES = ("healthy", "unhealthy", "progressing", "suspended", "unknown")
+STATUSES = ("healthy", "unhealthy", "progressing", "unknown")
 MESSAGE_MAX = 240
 WAITING = "waiting to be reconciled"
 

@@ -8,7 +8,7 @@ let shown = null; // the object on display
 let opener = null; // the element focused before the dialog opened
 
 function refusal(row, e) {
-  const where = `${row.kind} ${row.namespace}/${row.name} on ${row.cluster}`;
+  const where = `${row.kind} ${row.namespace ? `${row.namespace}/` : ""}${row.name} on ${row.cluster}`;
   switch (e.status) {
     case 403:
       return `${row.cluster} refused to show you ${where}: ${e.message}`;
@@ -39,13 +39,14 @@ export async function openDetail(row) {
   const dialog = document.getElementById("detail");
   opener = document.activeElement;
   shown = null;
-  document.getElementById("detail-title").textContent = `${row.kind} ${row.namespace}/${row.name} · ${row.cluster}`;
+  document.getElementById("detail-title").textContent = `${row.kind} ${row.namespace ? `${row.namespace}/` : ""}${row.name} · ${row.cluster}`;
   showError("detail-error", "");
   document.getElementById("detail-body").textContent = "Loading…";
   document.getElementById("detail-body").hidden = false;
   document.querySelector("#detail .format").hidden = true;
   if (!dialog.open) dialog.showModal();
-  const path = [row.cluster, row.namespace, row.kind, row.name].map(encodeURIComponent).join("/");
+  // `_` stands for the namespace of cluster-scoped objects in the API's paths.
+  const path = [row.cluster, row.namespace || "_", row.kind, row.name].map(encodeURIComponent).join("/");
   try {
     const answer = await api(`/objects/${path}`);
     shown = answer.object;

@@ -5,11 +5,12 @@ import { api, config, el, setUpIdentity, showBanner, showError, timeElement } fr
 import { openDetail, setUpDetail } from "./detail.js";
 import { externalUrl } from "./links.js";
 
-const DIMENSIONS = { status: "f-status", kind: "f-kind", cluster: "f-cluster" };
-const FILTERS = ["cluster", "namespace", "kind", "status", "name"];
+const DIMENSIONS = { status: "f-status", suspended: "f-suspended", kind: "f-kind", cluster: "f-cluster" };
+const FILTERS = ["cluster", "namespace", "kind", "status", "suspended", "name"];
+const SUSPENSION = { true: "suspended", false: "not suspended" };
 const MAX_PREV = 100; // pages remembered for "Previous" (history state); beyond, "First"
 
-const NO_COUNTS = { total: null, status: {}, kind: {}, cluster: {} };
+const NO_COUNTS = { total: null, status: {}, suspended: {}, kind: {}, cluster: {} };
 
 let sequence = 0;
 let facetCache = { key: null, counts: null };
@@ -22,6 +23,7 @@ function readState() {
   const q = new URLSearchParams(location.search);
   const state = { name: (q.get("name") || "").trim(), cont: q.get("continue") || "" };
   for (const f of ["cluster", "namespace", "kind", "status"]) state[f] = split(q.getAll(f));
+  state.suspended = ["true", "false"].includes(q.get("suspended")) ? [q.get("suspended")] : [];
   const limit = Number.parseInt(q.get("limit") || "", 10);
   state.limit = limit >= 1 && limit <= config.maxLimit ? limit : config.defaultLimit;
   return state;
@@ -32,6 +34,8 @@ function filterParams(state, without) {
   for (const f of ["cluster", "namespace", "kind", "status"]) {
     if (f !== without && state[f].length) p.set(f, state[f].join(","));
   }
+  // One value filters; both (or none) chosen means either.
+  if (without !== "suspended" && state.suspended.length === 1) p.set("suspended", state.suspended[0]);
   if (state.name) p.set("name", state.name);
   return p;
 }
@@ -60,8 +64,9 @@ async function facets(state) {
     if (state[dim].length) calls.push(api("/facets", filterParams(state, dim)).then((f) => [dim, f]));
   }
   const [base, ...others] = await Promise.all(calls);
-  const counts = { total: base.total, status: base.statuses, kind: base.kinds, cluster: base.clusters };
-  for (const [dim, f] of others) counts[dim] = { status: f.statuses, kind: f.kinds, cluster: f.clusters }[dim];
+  const pick = (f) => ({ status: f.statuses, suspended: f.suspended || {}, kind: f.kinds, cluster: f.clusters });
+  const counts = { total: base.total, ...pick(base) };
+  for (const [dim, f] of others) counts[dim] = pick(f)[dim];
   facetCache = { key, counts };
   return counts;
 }
@@ -114,11 +119,17 @@ function fillForm(state) {
 }
 
 function renderChoices(state, counts) {
-  const all = { status: config.statuses, kind: config.kinds, cluster: Object.keys(counts.cluster) };
+  const all = {
+    status: config.statuses,
+    suspended: ["true", "false"],
+    kind: config.kinds,
+    cluster: Object.keys(counts.cluster),
+  };
   for (const [dim, id] of Object.entries(DIMENSIONS)) {
     const box = document.querySelector(`#${id} .choices`);
     const chosen = new Set(state[dim]);
-    const values = all[dim].filter((v) => dim === "status" || chosen.has(v) || counts[dim][v]);
+    const fixed = dim === "status" || dim === "suspended";
+    const values = all[dim].filter((v) => fixed || chosen.has(v) || counts[dim][v]);
     for (const v of chosen) if (!values.includes(v)) values.push(v);
     box.replaceChildren(
       ...values.map((v) => choice(dim, v, counts[dim][v] || 0, chosen.has(v))),
@@ -136,7 +147,9 @@ function choice(dim, value, count, checked) {
   box.value = value;
   box.checked = checked;
   box.addEventListener("change", applyForm);
-  const text = dim === "status" ? el("span", value, `badge badge-${value}`) : el("span", value);
+  let text = el("span", value);
+  if (dim === "status") text = el("span", value, `badge badge-${value}`);
+  if (dim === "suspended") text = el("span", SUSPENSION[value]);
   label.append(box, text, el("span", count.toLocaleString(), "count"));
   return label;
 }
@@ -178,15 +191,26 @@ function rowElement(row) {
   open.type = "button";
   open.setAttribute("aria-label", `${row.name}: show the live ${row.kind}`);
   open.addEventListener("click", () => openDetail(row));
-  const status = el("span", row.status, `badge badge-${row.status}`);
-  if (row.reason) status.title = row.reason;
+  const status = document.createElement("span");
+  const health = el("span", row.status, `badge badge-${row.status}`);
+  if (row.reason) health.title = row.reason;
+  status.append(health);
+  // Suspension is shown beside the health, never instead of it (as `flux get` does).
+  if (row.suspended) status.append(" ", el("span", "suspended", "badge badge-suspended"));
   const message = el("span", row.message, "message");
   message.title = row.message;
+  if (row.warnings) {
+    const n = row.warnings;
+    message.prepend(el("span", `⚠ ${n}`, "warnings"), " ");
+    message.title = `${n} warning${n === 1 ? "" : "s"}: ${row.message}`;
+  }
+  // Cluster-scoped objects (GatewayClass) have no namespace.
+  const namespace = row.namespace ? el("td", row.namespace) : td(el("span", "(cluster)", "muted"));
   const revision = el("span", shortRevision(row.revision), "revision");
   revision.title = row.revision;
   const cells = [
     el("td", row.cluster),
-    el("td", row.namespace),
+    namespace,
     el("td", row.kind),
     td(open),
     td(status),

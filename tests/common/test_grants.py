@@ -30,7 +30,8 @@ NET = frozenset(
 KIND_CASES = [
     ("one resource", [rule(["list"], [FLUX_K], ["kustomizations"])], {"Kustomization"}),
     ("resource wildcard", [rule(["list"], [SRC], ["*"])], SOURCES),
-    ("group wildcard", [rule(["list"], ["*"], ["gateways"])], {"Gateway"}),
+    # Istio's and Gateway API's Gateways are both `gateways`: a group wildcard grants both.
+    ("group wildcard", [rule(["list"], ["*"], ["gateways"])], {"Gateway", "K8sGateway"}),
     ("everything", [rule(["*"], ["*"], ["*"])], ALL),
     ("verb wildcard", [rule(["*"], [ISTIO_NET], ["*"])], NET),
     ("get is not list", [rule(["get", "watch"], ["*"], ["*"])], set()),

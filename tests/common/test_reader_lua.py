@@ -25,8 +25,10 @@ def row(ns: str, kind: str, name: str, status: str, rnd: random.Random) -> rows.
         apiVersion="v1",
         name=name,
         status=status,
+        suspended=rnd.random() < 0.2,
         reason=rnd.choice(["", "Failed", "vm in reason"]),
         message=rnd.choice(["", "fetch vm failed", "rev abcdef0123456789 applied"]),
+        warnings=rnd.choice([0, 0, 2]),
         lastTransitionTime=rnd.choice([None, "2026-01-02T03:04:05Z"]),
         revision=rnd.choice(["", "abcdef0123456789"]),
         uiUrl=None,
@@ -44,7 +46,13 @@ def members(rb: redis.Redis) -> list[str]:
     rnd = random.Random(7)
     made = [
         rows.encode(
-            row(f"ns-{i % 9}", rnd.choice(KINDS), rnd.choice(NAMES), rnd.choice(STATUSES), rnd)
+            row(
+                f"ns-{i % 9}" if i % 10 else "",  # "" : cluster-scoped rows
+                rnd.choice(KINDS),
+                rnd.choice(NAMES),
+                rnd.choice(STATUSES),
+                rnd,
+            )
         )
         for i in range(300)
     ]
@@ -62,7 +70,7 @@ def expected(members: list[str], codes: str, kinds: set[str] | None, sub: str) -
     out = []
     for m in members:
         _ns, kind, name = rows.split_identity(rows.identity(m))
-        code = rows.STATUS_CODES[rows.status_of(m)]
+        code = m.split(rows.SEP)[3]
         if codes and code not in codes:
             continue
         if kinds is not None and kind not in kinds:
@@ -81,7 +89,10 @@ def args(codes: str, kinds: set[str] | None, sub: str, limit: int = 0) -> list[b
 CASES = [
     ("", None, ""),
     ("u", None, ""),
+    ("uU", None, ""),  # unhealthy, suspended or not
+    ("HUPK", None, ""),  # suspended, any health
     ("up", {"HelmRelease", "Kustomization"}, ""),
+    ("P", {"HelmRelease", "Kustomization"}, "o"),
     ("", {"VirtualService"}, "vm"),
     ("k", None, "o"),
     ("", None, "zzz"),
@@ -119,7 +130,9 @@ def test_count_scripts_count_in_the_stored_field_format(
     counted = {f.decode(): int(n) for f, n in zip(got[3::2], got[4::2], strict=True)}
     assert counted == dict(want)
     for f in counted:  # the same format the counts hash stores
-        assert rows.parse_count_field(f)[1] in rows.STATUS_CODES
+        kind, status, suspended = rows.parse_count_field(f)
+        assert status in rows.STATUS_CODES
+        assert rows.status_code(status, suspended) in codes or not codes
     if sub:
         named = rb.eval(
             reader_lua.NAMED_COUNT,

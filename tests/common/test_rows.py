@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,8 +50,10 @@ def test_build_row_from_flux_object() -> None:
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
         "name": "apps",
         "status": "healthy",
+        "suspended": False,
         "reason": "ReconciliationSucceeded",
         "message": f"Applied revision: {REV}",
+        "warnings": 0,
         "lastTransitionTime": "2026-11-20T10:00:00Z",
         "revision": REV,
         "uiUrl": "https://ui.example/apps",
@@ -75,8 +79,10 @@ def test_members_sort_by_namespace_then_kind_then_name() -> None:
                 apiVersion="v1",
                 name=name,
                 status="healthy",
+                suspended=False,
                 reason="",
                 message="",
+                warnings=0,
                 lastTransitionTime=None,
                 revision="",
                 uiUrl=None,
@@ -97,15 +103,24 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
 @given(
-    ns=st.from_regex(r"[a-z0-9-]{1,20}", fullmatch=True),
+    ns=st.from_regex(r"[a-z0-9-]{0,20}", fullmatch=True),
     name=_text,
     message=_text,
     reason=_text,
     revision=_text,
     status=st.sampled_from(list(rows.STATUS_CODES)),
+    suspended=st.booleans(),
+    warnings=st.integers(0, 500),
 )
 def test_encoding_round_trips(
-    ns: str, name: str, message: str, reason: str, revision: str, status: str
+    ns: str,
+    name: str,
+    message: str,
+    reason: str,
+    revision: str,
+    status: str,
+    suspended: bool,
+    warnings: int,
 ) -> None:
     row = rows.Row(
         cluster="c",
@@ -114,8 +129,10 @@ def test_encoding_round_trips(
         apiVersion="v2",
         name=name.replace("\x00", ""),
         status=status,
+        suspended=suspended,
         reason=reason,
         message=message,
+        warnings=warnings,
         lastTransitionTime="2026-01-02T03:04:05Z",
         revision=revision,
         uiUrl=None,
@@ -125,5 +142,63 @@ def test_encoding_round_trips(
     assert rows.decode_page([("c", encoded.encode())]) == [back]  # the page path decodes alike
     assert json.loads(rows.row_json("c", encoded.encode())) == back  # and renders alike
     assert back["status"] == status and back["namespace"] == ns
+    assert back["suspended"] is suspended and back["warnings"] == warnings
+    assert rows.suspended_of(encoded) is suspended and rows.status_of(encoded) == status
+    assert rows.parse_count_field(rows.count_field(encoded)) == ("HelmRelease", status, suspended)
     assert back["message"] == message.replace("\x00", " ").replace("\x01", " ")
     assert back["revision"] == revision.replace("\x00", " ").replace("\x01", " ")
+
+
+def test_a_suspended_failing_object_is_unhealthy_and_suspended() -> None:
+    helm = builtin_registry().get("HelmRelease")
+    assert helm is not None
+    failed = {"type": "Ready", "status": "False", "reason": "UpgradeFailed", "message": "boom"}
+    obj = {
+        "metadata": {"name": "web", "namespace": "team-a"},
+        "spec": {"suspend": True},
+        "status": {"conditions": [failed]},
+    }
+    row = rows.build_row("c1", helm, "helm.toolkit.fluxcd.io/v2", obj)
+    assert (row["status"], row["suspended"], row["reason"]) == ("unhealthy", True, "UpgradeFailed")
+    member = rows.encode(row)
+    assert member.split(rows.SEP)[3] == "U"  # the health's code, upper-case when suspended
+    assert rows.decode("c1", member) == row
+    assert rows.build_row("c1", helm, "v2", {**obj, "spec": {}})["suspended"] is False
+
+
+def test_cluster_scoped_rows_have_an_empty_namespace_and_sort_first() -> None:
+    gc = builtin_registry().get("GatewayClass")
+    assert gc is not None and not gc.namespaced
+    obj = {"metadata": {"name": "istio", "namespace": "ignored"}, "status": {}}
+    row = rows.build_row("c1", gc, "gateway.networking.k8s.io/v1", obj)
+    assert row["namespace"] == ""
+    member = rows.encode(row)
+    assert rows.identity(member) == rows.sort_key("", "GatewayClass", "istio")
+    assert rows.identity_bytes(member.encode()) == b"\x00GatewayClass\x00istio\x00"
+    assert member.encode() < rows.namespace_prefix("a")
+    assert rows.name_entry(member) == ("istio", "\x00GatewayClass\x00")
+
+
+def test_members_written_before_suspension_left_the_statuses_still_decode() -> None:
+    legacy = rows.SEP.join(("ns", "Kustomization", "apps", "s", "Suspended", "", "", "", "v1", ""))
+    assert rows.is_member(legacy.encode())
+    row = rows.decode("c1", legacy)
+    assert (row["status"], row["suspended"], row["warnings"]) == ("unknown", True, 0)
+    assert rows.count_field(legacy) == "Kustomization\x00unknown\x00suspended"
+
+
+@pytest.mark.parametrize(
+    ("statuses", "suspended", "codes"),
+    [
+        ((), None, "hHuUpPkKs"),
+        (("unhealthy",), None, "uU"),
+        (("unhealthy",), False, "u"),
+        (("unhealthy", "unknown"), True, "UKs"),
+        ((), True, "HUPKs"),
+        ((), False, "hupk"),
+    ],
+)
+def test_codes_select_health_and_suspension(
+    statuses: tuple[str, ...], suspended: bool | None, codes: str
+) -> None:
+    assert sorted(rows.codes_for(statuses, suspended)) == sorted(codes)

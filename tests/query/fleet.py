@@ -15,12 +15,12 @@ import redis
 from common.index import keys, name_index
 from common.index.rows import Row, encode, sort_key
 
-KINDS = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")
+NAMESPACED = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")
+KINDS = (*NAMESPACED, "GatewayClass")  # GatewayClass is cluster-scoped: rows with namespace ""
 STATUS_WEIGHTS = (
     ("healthy", 80),
     ("unhealthy", 8),
     ("progressing", 5),
-    ("suspended", 4),
     ("unknown", 3),
 )
 
@@ -33,7 +33,9 @@ class FakeAccess:
     namespaces: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
-def make_row(cluster: str, ns: str, kind: str, name: str, status: str = "healthy") -> Row:
+def make_row(
+    cluster: str, ns: str, kind: str, name: str, status: str = "healthy", suspended: bool = False
+) -> Row:
     return Row(
         cluster=cluster,
         namespace=ns,
@@ -41,8 +43,10 @@ def make_row(cluster: str, ns: str, kind: str, name: str, status: str = "healthy
         apiVersion="v1",
         name=name,
         status=status,
+        suspended=suspended,
         reason="",
         message=f"msg {name}",
+        warnings=0,
         lastTransitionTime=None,
         revision="",
         uiUrl=None,
@@ -54,6 +58,10 @@ def random_fleet(seed: int, clusters: int = 4, namespaces: int = 12, per_ns: int
     statuses = [s for s, w in STATUS_WEIGHTS for _ in range(w)]
     out = []
     for c in range(clusters):
+        for g in range(2):  # cluster-scoped rows: an empty namespace, visible cluster-wide only
+            out.append(
+                make_row(f"c{c:02d}", "", "GatewayClass", f"class-{g}", rnd.choice(statuses))
+            )
         for n in range(namespaces):
             ns = f"team-{n:02d}" if n % 3 else f"ns{n}"
             for i in range(rnd.randint(0, per_ns)):
@@ -61,9 +69,10 @@ def random_fleet(seed: int, clusters: int = 4, namespaces: int = 12, per_ns: int
                     make_row(
                         f"c{c:02d}",
                         ns,
-                        rnd.choice(KINDS),
+                        rnd.choice(NAMESPACED),
                         f"app-{rnd.randint(0, 99)}-{i}",
                         rnd.choice(statuses),
+                        rnd.random() < 0.05,
                     )
                 )
     return out
@@ -77,7 +86,9 @@ def write_rows(r: redis.Redis, rows: Iterable[Row]) -> None:
         pipe.zadd(keys.rows(c), {m: 0})
         if row["status"] != "healthy":
             pipe.zadd(keys.by_status(c, row["status"]), {m: 0})
-        pipe.hincrby(keys.counts(c), keys.counts_field(row["kind"], row["status"]), 1)
+        if row["suspended"]:
+            pipe.zadd(keys.suspended(c), {m: 0})
+        pipe.hincrby(keys.counts(c), _count_field(row), 1)
     pipe.execute()
     reindex_names(r, {row["cluster"] for row in rows})
 
@@ -87,8 +98,14 @@ def delete_row(r: redis.Redis, row: Row) -> None:
     r.zrem(keys.rows(c), m)
     if row["status"] != "healthy":
         r.zrem(keys.by_status(c, row["status"]), m)
-    r.hincrby(keys.counts(c), keys.counts_field(row["kind"], row["status"]), -1)
+    if row["suspended"]:
+        r.zrem(keys.suspended(c), m)
+    r.hincrby(keys.counts(c), _count_field(row), -1)
     reindex_names(r, {c})
+
+
+def _count_field(row: Row) -> str:
+    return keys.counts_field(row["kind"], row["status"], row["suspended"])
 
 
 def reindex_names(r: redis.Redis, clusters: Iterable[str]) -> None:
@@ -113,6 +130,7 @@ def visible(
     kinds=(),
     statuses=(),
     name="",
+    suspended=None,
 ) -> list[Row]:
     """The oracle: rows a caller with `access` sees under these filters, in list order."""
     out = []
@@ -126,6 +144,7 @@ def visible(
         ok = ok and (not kinds or row["kind"] in kinds)
         ok = ok and (not statuses or row["status"] in statuses)
         ok = ok and name.lower() in row["name"]
+        ok = ok and (suspended is None or row["suspended"] is suspended)
         if ok:
             out.append(row)
     return sorted(out, key=order)

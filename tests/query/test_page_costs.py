@@ -19,7 +19,7 @@ from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView
 from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
-from tests.query.fleet import KINDS, FakeAccess, make_row, write_rows
+from tests.query.fleet import KINDS, NAMESPACED, FakeAccess, make_row, write_rows
 
 CLUSTERS = [f"c{i:02d}" for i in range(40)]
 ALL = frozenset(KINDS)
@@ -30,7 +30,7 @@ def wide(redis_url: str) -> Iterator[redis.Redis]:
     """40 clusters of 30 rows each, grants and sync status as the collector leaves them."""
     r = redis.Redis.from_url(redis_url)
     rows = [
-        make_row(c, f"team-{n:02d}", KINDS[i % len(KINDS)], f"app-{i}")
+        make_row(c, f"team-{n:02d}", NAMESPACED[i % len(NAMESPACED)], f"app-{i}")
         for c in CLUSTERS
         for n in range(3)
         for i in range(10)

@@ -37,7 +37,12 @@ ACCESSES = {
 FILTERS = [
     {},
     {"statuses": ("unhealthy",)},
-    {"statuses": ("unhealthy", "suspended", "unknown")},
+    {"statuses": ("unhealthy", "unknown")},
+    {"suspended": True},
+    {"suspended": False, "statuses": ("unhealthy",)},
+    {"suspended": True, "statuses": ("healthy", "unhealthy")},
+    {"suspended": False, "kinds": ("HelmRelease", "Gateway"), "name": "app-1"},
+    {"namespaces": ("",)},
     {"statuses": ("healthy", "progressing")},
     {"kinds": ("HelmRelease",)},
     {"kinds": ("HelmRelease", "Gateway"), "namespaces": ("team-01", "team-02", "ns3")},
@@ -162,9 +167,31 @@ def test_facets_equal_the_oracle(rb: redis.Redis, who: str) -> None:
         for row in expected:
             by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + 1
         assert got.kinds == by_kind
+        flags = {"true": sum(r["suspended"] for r in expected)}
+        flags["false"] = len(expected) - flags["true"]
+        assert got.suspended == {k: n for k, n in flags.items() if n}, (who, f)
 
 
 def test_facets_use_the_counts_hash_for_cluster_wide_callers(rb: redis.Redis) -> None:
     write_rows(rb, random_fleet(seed=5))
     got = Reader(rb, KINDS).facets(ACCESSES["admin"], Filters(statuses=("unhealthy",)))
     assert got.scanned == 0 and got.total > 0
+
+
+def test_suspended_filter_reads_the_suspended_index_not_the_rows(rb: redis.Redis) -> None:
+    rows = [
+        make_row("c00", f"ns{n:03d}", "HelmRelease", f"h{i}", "unhealthy", i == 0 and n % 10 == 0)
+        for n in range(100)
+        for i in range(10)
+    ]
+    write_rows(rb, rows)
+    reader = Reader(rb, KINDS)
+    page = reader.page(ACCESSES["admin"], PageRequest(Filters(suspended=True), 50))
+    assert len(page.rows) == 10 and page.cursor is None and page.scanned == 10
+    assert all(r["suspended"] for r in page.rows)
+    # Unhealthy and not suspended: the status index, the suspended ones filtered out in Lua.
+    page = reader.page(
+        ACCESSES["admin"],
+        PageRequest(Filters(statuses=("unhealthy",), suspended=False), 1000),
+    )
+    assert len(page.rows) == 990 and not any(r["suspended"] for r in page.rows)

@@ -62,7 +62,7 @@ def test_list_page_is_a_shell_with_security_headers(redis_url: str) -> None:
     cfg = page_config(html)
     assert cfg["demoUsers"] is None
     assert cfg["authMode"] == "oidc"
-    assert cfg["statuses"] == ["healthy", "unhealthy", "progressing", "suspended", "unknown"]
+    assert cfg["statuses"] == ["healthy", "unhealthy", "progressing", "unknown"]
     assert "Kustomization" in cfg["kinds"]
     assert (cfg["defaultLimit"], cfg["maxLimit"]) == (50, 500)
 
@@ -125,15 +125,13 @@ def test_assets_load_nothing_from_elsewhere() -> None:
 def test_kind_url_templates_come_from_the_kinds_file(redis_url: str, tmp_path: Path) -> None:
     kinds = tmp_path / "kinds.yaml"
     kinds.write_text(
-        "- group: gateway.networking.k8s.io\n"
+        "- group: example.io\n"
         "  versions: [v1]\n"
-        "  kind: HTTPRoute\n"
-        "  plural: httproutes\n"
+        "  kind: Widget\n"
+        "  plural: widgets\n"
         '  ui_url_template: "https://argo.example/{cluster}/{namespace}/{name}"\n'
     )
     settings = oidc(redis_url, kinds_file=str(kinds))
     cfg = page_config(client(settings).get("/").get_data(as_text=True))
-    assert cfg["uiUrlTemplates"] == {
-        "HTTPRoute": "https://argo.example/{cluster}/{namespace}/{name}"
-    }
-    assert cfg["kinds"][-1] == "HTTPRoute"
+    assert cfg["uiUrlTemplates"] == {"Widget": "https://argo.example/{cluster}/{namespace}/{name}"}
+    assert cfg["kinds"][-1] == "Widget"
