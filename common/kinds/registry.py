@@ -1,16 +1,21 @@
 """The kind registry: which Kubernetes kinds fleetscope collects, and how each reports status.
 
-Kinds are data. The built-in Flux and Istio kinds are entries below; an operator adds more from
-`FLEETSCOPE_KINDS_FILE`, a YAML list of entries with the same fields:
+Kinds are data. The built-in Flux, Istio, Gateway API and Kuadrant kinds are entries below; an
+operator adds more from `FLEETSCOPE_KINDS_FILE`, a YAML list of entries with the same fields:
 
-    - group: gateway.networking.k8s.io
+    - group: example.io
       versions: [v1, v1beta1]        # preference order; discovery decides what is served
-      kind: HTTPRoute
-      plural: httproutes
-      status_rule: route             # flux | static | istio | conditions | gateway | route | policy
+      kind: Widget
+      plural: widgets
+      status_rule: conditions        # flux | static | istio | conditions | gateway | route | policy
       namespaced: true               # optional (default true); false for cluster-scoped kinds
-      key: HTTPRoute                 # optional: the name used in rows, filters and URLs
+      key: Widget                    # optional: the name used in rows, filters and URLs
       ui_url_template: "https://argo.example/{cluster}/{namespace}/{name}"   # optional
+
+An entry that names a built-in kind (by `key`, or by `kind` when that is a built-in key) only
+sets that kind's `ui_url_template`; any other field it gives must match the built-in:
+
+    - {key: HelmRelease, ui_url_template: "https://weave.example/{cluster}/{namespace}/{name}"}
 
 `key` must be unique (it defaults to `kind`); collector, query and kubesim all read this module.
 """
@@ -19,9 +24,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -30,6 +36,10 @@ from common.errors import ConfigError
 STATUS_RULES = ("flux", "static", "istio", "conditions", "gateway", "route", "policy")
 _KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+UI_URL_FIELDS = ("cluster", "namespace", "kind", "name", "apiVersion")
+"""The placeholders of `ui_url_template`: the row fields query/static/links.js fills in."""
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_URI_COMPONENT_SAFE = "!'()*"  # with quote's own `_.-~`: what encodeURIComponent leaves alone
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,26 @@ class Kind:
     def api_version(self, version: str | None = None) -> str:
         v = version or self.versions[0]
         return f"{self.group}/{v}" if self.group else v
+
+    def ui_url(
+        self, cluster: str, namespace: str, name: str, api_version: str | None = None
+    ) -> str | None:
+        """The object's link from `ui_url_template` (None without one), each value URL-quoted as
+        the browser's encodeURIComponent does; `{kind}` is the row's kind (the key) and
+        `{apiVersion}` the preferred version unless the served one is given."""
+        if not self.ui_url_template:
+            return None
+        values = {
+            "cluster": cluster,
+            "namespace": namespace,
+            "kind": self.key,
+            "name": name,
+            "apiVersion": api_version or self.api_version(),
+        }
+        return _PLACEHOLDER.sub(
+            lambda m: quote(values[m[1]], safe=_URI_COMPONENT_SAFE) if m[1] in values else m[0],
+            self.ui_url_template,
+        )
 
 
 def _flux(group: str, versions: str, kind: str, rule: str = "flux") -> Kind:
@@ -145,8 +175,15 @@ class KindRegistry:
                     f"{k.resource}); give one of them a distinct `key:`"
                 )
             by_key[k.key] = k
+        by_resource: dict[tuple[str, str], Kind] = {}
+        for k in self.kinds:
+            other = by_resource.setdefault((k.group, k.plural), k)
+            if other is not k:
+                raise ConfigError(
+                    f"{k.resource} is collected twice (keys {other.key!r} and {k.key!r})"
+                )
         object.__setattr__(self, "_by_key", by_key)
-        object.__setattr__(self, "_by_resource", {(k.group, k.plural): k for k in self.kinds})
+        object.__setattr__(self, "_by_resource", by_resource)
 
     def __iter__(self) -> Iterator[Kind]:
         return iter(self.kinds)
@@ -185,34 +222,75 @@ def load_registry(kinds_file: str = "") -> KindRegistry:
         return registry
     if not isinstance(data, list):
         raise ConfigError(f"FLEETSCOPE_KINDS_FILE {kinds_file!r} must hold a YAML list of kinds")
-    return registry.with_extra(parse_kind(entry, i) for i, entry in enumerate(data))
+    return _merge(registry, [parse_kind(entry, i, registry) for i, entry in enumerate(data)])
 
 
-def parse_kind(entry: Any, index: int = 0) -> Kind:
-    """One entry of the kinds file, validated; errors name the entry and the field."""
-    where = f"FLEETSCOPE_KINDS_FILE entry {index}"
+def _merge(builtins: KindRegistry, parsed: list[Kind]) -> KindRegistry:
+    """Built-ins (with the file's ui_url_template overrides), then the file's new kinds; a
+    collision names the entry and the other entry or built-in it collides with."""
+    first: dict[tuple[str, str], int] = {}  # ("key", key) or ("resource", r) -> its entry
+    for i, k in enumerate(parsed):
+        where = f"{_WHERE} {i}"
+        if builtins.get(k.key) is not None:  # parse_kind checked it is that built-in
+            if ("key", k.key) in first:
+                raise ConfigError(
+                    f"{where}: sets ui_url_template of built-in kind {k.key!r} again "
+                    f"(entry {first['key', k.key]} already does)"
+                )
+            first["key", k.key] = i
+            continue
+        builtin = builtins.by_resource(k.group, k.plural)
+        if builtin is not None:
+            raise ConfigError(
+                f"{where}: {k.resource} is the built-in kind {builtin.key!r}; an entry for it "
+                f"may only set ui_url_template, under `key: {builtin.key}`"
+            )
+        for what in (("key", k.key), ("resource", k.resource)):
+            if what in first:
+                raise ConfigError(
+                    f"{where}: {what[0]} {what[1]!r} is used by entry {first[what]} too; "
+                    "give one of them a distinct `key:` or drop one"
+                )
+        first["key", k.key] = first["resource", k.resource] = i
+    by_key = {k.key: k for k in parsed}
+    kept = tuple(by_key.get(k.key, k) for k in builtins)
+    return KindRegistry(kept + tuple(k for k in parsed if builtins.get(k.key) is None))
+
+
+_WHERE = "FLEETSCOPE_KINDS_FILE entry"
+_FIELDS = (
+    "group",
+    "versions",
+    "kind",
+    "plural",
+    "status_rule",
+    "namespaced",
+    "key",
+    "ui_url_template",
+)
+
+
+def parse_kind(entry: Any, index: int = 0, builtins: KindRegistry | None = None) -> Kind:
+    """One entry of the kinds file, validated; errors name the entry and the field. An entry
+    naming a kind of `builtins` (default: the built-in kinds) returns that kind with the
+    entry's ui_url_template."""
+    where = f"{_WHERE} {index}"
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be a mapping with group, versions, kind, plural")
-    unknown = set(entry) - {
-        "group",
-        "versions",
-        "kind",
-        "plural",
-        "status_rule",
-        "key",
-        "ui_url_template",
-    }
+    unknown = set(entry) - set(_FIELDS)
     if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+    template = _template(entry.get("ui_url_template"), where)
+    named = entry.get("key") or entry.get("kind")
+    builtin = (builtins or builtin_registry()).get(named) if isinstance(named, str) else None
+    if builtin is not None:
+        return _override(builtin, entry, template, where)
     try:
         group, kind, plural = str(entry["group"]), str(entry["kind"]), str(entry["plural"])
         versions = entry["versions"]
     except KeyError as e:
         raise ConfigError(f"{where}: missing field {e.args[0]!r}") from e
-    if isinstance(versions, str):
-        versions = [versions]
-    if not versions or not all(isinstance(v, str) and v for v in versions):
-        raise ConfigError(f"{where}: versions must be a non-empty list like [v1, v1beta1]")
+    versions = _versions(versions, where)
     if group and not _DNS_SUBDOMAIN.match(group):
         raise ConfigError(f"{where}: group {group!r} is not a DNS subdomain")
     if not _DNS_SUBDOMAIN.match(plural) or "." in plural:
@@ -223,7 +301,65 @@ def parse_kind(entry: Any, index: int = 0) -> Kind:
     key = str(entry.get("key") or kind)
     if not _KEY_RE.match(key) or not _KEY_RE.match(kind):
         raise ConfigError(f"{where}: kind/key {key!r} must be alphanumeric, starting with a letter")
-    template = str(entry.get("ui_url_template") or "")
-    if template and not template.startswith(("http://", "https://")):
+    namespaced = entry.get("namespaced", True)
+    if not isinstance(namespaced, bool):
+        raise ConfigError(f"{where}: namespaced must be true or false, not {namespaced!r}")
+    return Kind(group, versions, kind, plural, rule, key, template, namespaced)
+
+
+def _versions(versions: Any, where: str) -> tuple[str, ...]:
+    if isinstance(versions, str):
+        versions = [versions]
+    valid = isinstance(versions, list) and all(isinstance(v, str) and v for v in versions)
+    if not valid or not versions:
+        raise ConfigError(f"{where}: versions must be a non-empty list like [v1, v1beta1]")
+    return tuple(versions)
+
+
+def _template(template: Any, where: str) -> str:
+    """A valid ui_url_template ("" when not set): http(s), placeholders from UI_URL_FIELDS."""
+    if template is None or template == "":
+        return ""
+    if not isinstance(template, str) or not template.startswith(("http://", "https://")):
         raise ConfigError(f"{where}: ui_url_template must be an http(s) URL template")
-    return Kind(group, tuple(versions), kind, plural, rule, key, template)
+    allowed = ", ".join(f"{{{f}}}" for f in UI_URL_FIELDS)
+    for m in _PLACEHOLDER.finditer(template):
+        if m[1] not in UI_URL_FIELDS:
+            raise ConfigError(
+                f"{where}: ui_url_template has an unknown placeholder {m[0]}; it may use {allowed}"
+            )
+    rest = _PLACEHOLDER.sub("", template)
+    if "{" in rest or "}" in rest:
+        raise ConfigError(
+            f"{where}: ui_url_template has an unmatched brace; placeholders are {allowed}"
+        )
+    return template
+
+
+def _override(builtin: Kind, entry: dict[str, Any], template: str, where: str) -> Kind:
+    """The built-in kind an entry names, with the entry's ui_url_template."""
+    named = f"{where}: names the built-in kind {builtin.key!r} ({builtin.resource})"
+    rule = "an entry naming a built-in kind may only set ui_url_template"
+    for name, value in entry.items():
+        if not _matches(builtin, name, value):
+            has = (
+                f"versions are {list(builtin.versions)!r}, without all of {value!r}"
+                if name == "versions"
+                else f"{name} is {getattr(builtin, name)!r}, not {value!r}"
+            )
+            raise ConfigError(f"{named}, whose {has}; {rule} (a new kind needs a distinct `key:`)")
+    if not template:
+        raise ConfigError(f"{named} but sets no ui_url_template; {rule}")
+    return replace(builtin, ui_url_template=template)
+
+
+def _matches(builtin: Kind, name: str, value: Any) -> bool:
+    """Whether an override entry's field agrees with the built-in (versions: each one served)."""
+    if name == "ui_url_template":
+        return True
+    if name == "versions":
+        listed = [value] if isinstance(value, str) else value
+        return isinstance(listed, list) and bool(listed) and set(listed) <= set(builtin.versions)
+    if name == "namespaced":
+        return value is builtin.namespaced
+    return bool(value == getattr(builtin, name))

@@ -1,33 +1,60 @@
-"""Status rules: one raw Kubernetes object -> (status, reason, message, lastTransitionTime).
+"""Status rules: one raw Kubernetes object -> Status(status, reason, message, lastTransitionTime,
+warnings). Suspension is not a status: `is_suspended` reports it beside the health.
 
-The table (also in docs/architecture.md), applied in this order:
+The table (also in docs/architecture.md); within a rule, the first row that matches wins:
 
-| rule       | when                                                      | status      |
-|------------|-----------------------------------------------------------|-------------|
-| flux       | `spec.suspend: true`                                      | suspended   |
-| flux       | `metadata.deletionTimestamp` set                          | progressing (Terminating) |
-| flux       | observedGeneration < generation, Reconciling=True, Ready=Unknown | progressing |
-| flux       | Stalled=True                                              | unhealthy   |
-| flux       | Ready=True                                                | healthy     |
-| flux       | Ready=False                                               | unhealthy   |
-| flux       | no Ready condition                                        | unknown ("waiting to be reconciled") |
-| static     | (notification Alert/Provider v1beta3: no status by design)| healthy     |
-| istio      | a `validationMessages` entry of level ERROR               | unhealthy   |
-| istio      | otherwise (WARNING/INFO text becomes the message)         | healthy     |
-| conditions | extra kinds: the flux rule without `spec.suspend`         | as flux     |
+| rule       | when                                                              | status      |
+|------------|-------------------------------------------------------------------|-------------|
+| flux       | `metadata.deletionTimestamp` set                                  | progressing (Terminating) |
+| flux       | observedGeneration < generation, Reconciling=True, Ready=Unknown  | progressing |
+| flux       | Stalled=True                                                      | unhealthy   |
+| flux       | Ready=True                                                        | healthy     |
+| flux       | Ready=False                                                       | unhealthy   |
+| flux       | no Ready condition                                                | unknown ("waiting to be reconciled") |
+| conditions | extra kinds: as flux                                              | as flux     |
+| static     | Alert/Provider v1beta3, ReferenceGrant: no status by design       | healthy     |
+| istio      | any error: fleetscope's findings first, then istiod's `validationMessages` | unhealthy (reason = code) |
+| istio      | no findings (None: no check for the kind) and no istiod status    | unknown (NotChecked) |
+| istio      | otherwise; the first warning (else INFO) is the message           | healthy (+ warnings) |
+| gateway    | no conditions                                                     | progressing ("waiting for controller") |
+| gateway    | a condition (object or listener) with observedGeneration < generation | progressing |
+| gateway    | Accepted=False; Programmed=False (reason not Pending); ResolvedRefs=False | unhealthy |
+| gateway    | a listener: Accepted=False, ResolvedRefs=False, Conflicted=True, Programmed=False (not Pending) | unhealthy |
+| gateway    | Programmed=False/Pending; Accepted or Programmed missing/Unknown (object or listener) | progressing |
+| gateway    | otherwise (SupportedVersion=False, listener OverlappingTLSConfig=True are warnings) | healthy |
+| route      | no `status.parents`                                               | unknown ("not accepted by any Gateway yet") |
+| route      | a parent's Accepted/ResolvedRefs observedGeneration < generation  | progressing |
+| route      | a parent with Accepted=False or ResolvedRefs=False                | unhealthy   |
+| route      | a parent with Accepted missing/Unknown or ResolvedRefs=Unknown    | progressing |
+| route      | every parent Accepted=True (PartiallyInvalid=True is a warning)   | healthy     |
+| policy     | no conditions                                                     | unknown     |
+| policy     | status.observedGeneration < generation                            | progressing |
+| policy     | Accepted=False                                                    | unhealthy   |
+| policy     | Accepted missing/Unknown; Accepted=True with Enforced missing/Unknown | progressing |
+| policy     | Enforced=False, reason Overridden                                 | healthy (a warning) |
+| policy     | Enforced=False, any other reason                                  | unhealthy   |
+| policy     | Enforced=True (DNSPolicy SubResourcesHealthy=False is a warning)  | healthy     |
 
-The message is Stalled's, else Ready's, else Reconciling's, cut to MESSAGE_MAX characters.
+Flux's message is Stalled's, else Ready's, else Reconciling's; all messages are cut to
+MESSAGE_MAX characters. Gateway (GatewayClass carries only Accepted and SupportedVersion, so
+Programmed is required of a Gateway only) and routes follow gateway-api apis/v1 condition types;
+a route parent with PartiallyInvalid=True is exempt from the generation check, since "Fall Back"
+keeps Accepted at the last good generation on purpose. Istio's `Reconciled` condition reports
+distribution to proxies, not validity: it does not change the status.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeGuard
 
 STATUSES = ("healthy", "unhealthy", "progressing", "unknown")
 MESSAGE_MAX = 240
 WAITING = "waiting to be reconciled"
+WAITING_CONTROLLER = "waiting for controller"
+NOT_ACCEPTED = "not accepted by any Gateway yet"
+NOT_CHECKED = "not validated: no fleetscope check for this kind and no istiod status"
 
 
 @dataclass(frozen=True)
@@ -37,8 +64,8 @@ class Status:
     message: str = ""
     last_transition_time: str = ""
     warnings: int = 0
-    """Warnings found on the object (Istio validation, an overridden policy): they keep the
-    status but set the message."""
+    """Warnings found on the object (Istio validation, an overridden policy ...): they keep the
+    status, and set the message when nothing worse does."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +86,7 @@ def evaluate(rule: str, obj: dict[str, Any], findings: Sequence[Finding] | None 
     if rule == "static":
         return Status("healthy")
     if rule == "istio":
-        return _istio(obj)
+        return _istio(obj, findings)
     if rule == "gateway":
         return _gateway(obj)
     if rule == "route":
@@ -78,24 +105,91 @@ def is_suspended(rule: str, obj: dict[str, Any]) -> bool:
     return isinstance(spec, dict) and spec.get("suspend") is True
 
 
-def _gateway(obj: dict[str, Any]) -> Status:
-    return Status("unknown", "", "rule not implemented yet")
+# -- shared helpers ----------------------------------------------------------------------------
 
 
-def _route(obj: dict[str, Any]) -> Status:
-    return Status("unknown", "", "rule not implemented yet")
+@dataclass(frozen=True)
+class _Note:
+    """A problem or warning found while evaluating: the reason and the whole message."""
+
+    reason: str
+    text: str
+    last_transition_time: str = ""
+
+    def status(self, status: str, warnings: int = 0) -> Status:
+        return Status(status, self.reason, _cut(self.text), self.last_transition_time, warnings)
 
 
-def _policy(obj: dict[str, Any]) -> Status:
-    return Status("unknown", "", "rule not implemented yet")
+def _status_block(obj: dict[str, Any]) -> dict[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
 
 
-def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    status = obj.get("status") or {}
-    conds = status.get("conditions") if isinstance(status, dict) else None
+def _by_type(conds: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(conds, list):
         return {}
     return {c["type"]: c for c in conds if isinstance(c, dict) and isinstance(c.get("type"), str)}
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return _by_type(_status_block(obj).get("conditions"))
+
+
+def _int(value: Any) -> int | None:
+    """A generation: an int, or a numeric string (Istio writes int64 as int-or-string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _generation(obj: dict[str, Any]) -> int | None:
+    meta = obj.get("metadata")
+    return _int(meta.get("generation")) if isinstance(meta, dict) else None
+
+
+def _is(cond: dict[str, Any] | None, status: str) -> TypeGuard[dict[str, Any]]:
+    return cond is not None and cond.get("status") == status
+
+
+def _is_true(cond: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+    return _is(cond, "True")
+
+
+def _pending(cond: dict[str, Any] | None) -> bool:
+    """Missing, Unknown, or False with reason Pending: the controller has not decided yet."""
+    if cond is None or cond.get("status") not in ("True", "False"):
+        return True
+    return cond.get("status") == "False" and cond.get("reason") == "Pending"
+
+
+def _note(cond: dict[str, Any], prefix: str = "", default_message: str = "") -> _Note:
+    """`prefix: Reason: message` from a condition (the parts that are there)."""
+    reason = str(cond.get("reason") or cond.get("type") or "")
+    parts = [p for p in (prefix, reason, str(cond.get("message") or default_message)) if p]
+    return _Note(reason, ": ".join(parts), str(cond.get("lastTransitionTime") or ""))
+
+
+def _stale(
+    conds: Iterable[dict[str, Any]], generation: int | None, prefix: str = ""
+) -> _Note | None:
+    """A note for the first condition that describes an older generation of the object."""
+    if generation is None:
+        return None
+    for c in conds:
+        observed = _int(c.get("observedGeneration"))
+        if observed is not None and observed < generation:
+            where = f"{prefix}: " if prefix else ""
+            return _Note(
+                "LatestGenerationNotObserved",
+                f"{where}{c.get('type')} describes generation {observed}, "
+                f"the object is at generation {generation}",
+                str(c.get("lastTransitionTime") or ""),
+            )
+    return None
 
 
 def _from(cond: dict[str, Any] | None, status: str, default_reason: str = "") -> Status:
@@ -109,6 +203,18 @@ def _from(cond: dict[str, Any] | None, status: str, default_reason: str = "") ->
     )
 
 
+def _with_warnings(status: Status, warnings: Sequence[_Note]) -> Status:
+    """Warnings keep the status; on a healthy object the first one becomes reason and message."""
+    if not warnings:
+        return status
+    if status.status == "healthy":
+        return warnings[0].status("healthy", len(warnings))
+    return replace(status, warnings=len(warnings))
+
+
+# -- flux and conditions: kstatus ---------------------------------------------------------------
+
+
 def _kstatus(obj: dict[str, Any]) -> Status:
     meta = obj.get("metadata") or {}
     conds = _conditions(obj)
@@ -120,15 +226,14 @@ def _kstatus(obj: dict[str, Any]) -> Status:
     )
     if meta.get("deletionTimestamp"):
         return Status("progressing", "Terminating", "object is being deleted")
-    status_block = obj.get("status") or {}
-    observed = status_block.get("observedGeneration") if isinstance(status_block, dict) else None
-    generation = meta.get("generation")
-    if isinstance(observed, int) and isinstance(generation, int) and observed < generation:
+    observed = _int(_status_block(obj).get("observedGeneration"))
+    generation = _generation(obj)
+    if observed is not None and generation is not None and observed < generation:
         s = _from(explain, "progressing")
         return Status(
             "progressing", "LatestGenerationNotObserved", s.message, s.last_transition_time
         )
-    if _is_true(reconciling) or (ready is not None and ready.get("status") == "Unknown"):
+    if _is_true(reconciling) or _is(ready, "Unknown"):
         return _from(reconciling if _is_true(reconciling) else ready, "progressing", "Progressing")
     if _is_true(stalled):
         return _from(stalled, "unhealthy", "Stalled")
@@ -139,40 +244,287 @@ def _kstatus(obj: dict[str, Any]) -> Status:
     return _from(ready, "unhealthy")
 
 
-def _is_true(cond: dict[str, Any] | None) -> bool:
-    return cond is not None and cond.get("status") == "True"
+# -- istio: fleetscope's findings merged with istiod's validationMessages -----------------------
+
+_LEVELS = {
+    "ERROR": "error",
+    "3": "error",
+    "WARNING": "warning",
+    "WARN": "warning",
+    "8": "warning",
+    "INFO": "info",
+    "12": "info",
+}
 
 
-def _istio(obj: dict[str, Any]) -> Status:
-    status = obj.get("status") or {}
-    messages = status.get("validationMessages") if isinstance(status, dict) else None
-    if not isinstance(messages, list) or not messages:
-        return Status("healthy")
-    worst: tuple[int, str, str] | None = None
-    for m in messages:
-        if not isinstance(m, dict):
-            continue
-        rank = _LEVELS.get(str(m.get("level", "")).upper(), 0)
-        code, name = _istio_code(m)
-        text = f"{code} {name}".strip()
-        if m.get("message"):
-            text = f"{text}: {m['message']}" if text else str(m["message"])
-        if worst is None or rank > worst[0]:
-            worst = (rank, code or name, text)
-    if worst is None:
-        return Status("healthy")
-    rank, reason, text = worst
-    return Status("unhealthy" if rank >= 3 else "healthy", reason, _cut(text))
+def _istio(obj: dict[str, Any], findings: Sequence[Finding] | None) -> Status:
+    istiod = _istiod_messages(obj)
+    if findings is None and istiod is None:
+        return Status("unknown", "NotChecked", NOT_CHECKED)
+    notes: dict[str, list[_Note]] = {"error": [], "warning": [], "info": []}
+    for f in findings or ():
+        level = _LEVELS.get(f.level.upper())
+        if level:
+            notes[level].append(_Note(f.code, f"{f.code} {f.message}".strip()))
+    for level, note in istiod or ():
+        notes[level].append(note)
+    errors, warnings, infos = notes["error"], notes["warning"], notes["info"]
+    if errors:
+        return errors[0].status("unhealthy", len(warnings))
+    if warnings:
+        return warnings[0].status("healthy", len(warnings))
+    return infos[0].status("healthy") if infos else Status("healthy")
 
 
-_LEVELS = {"ERROR": 3, "WARNING": 2, "WARN": 2, "INFO": 1}
+def _istiod_messages(obj: dict[str, Any]) -> list[tuple[str, _Note]] | None:
+    """istiod's validation messages as (level, note); None when istiod wrote no status at all
+    (status is off by default), [] when it did and found nothing to report."""
+    status = _status_block(obj)
+    messages = status.get("validationMessages")
+    wrote = (
+        isinstance(messages, list)
+        or bool(status.get("conditions"))
+        or status.get("observedGeneration") not in (None, "")
+    )
+    if not wrote:
+        return None
+    out = []
+    for m in messages if isinstance(messages, list) else ():
+        level = _LEVELS.get(str(m.get("level", "")).upper()) if isinstance(m, dict) else None
+        if level and isinstance(m, dict):
+            out.append((level, _istiod_note(m)))
+    return out
 
 
-def _istio_code(m: dict[str, Any]) -> tuple[str, str]:
+def _istiod_note(m: dict[str, Any]) -> _Note:
     typ = m.get("type")
-    if isinstance(typ, dict):  # API type: {type: {code, name}}
-        return str(typ.get("code") or ""), str(typ.get("name") or "")
-    return str(m.get("code") or ""), ""  # older docs: {code, level, message}
+    if isinstance(typ, dict):  # the API type: {type: {code, name}, level, documentationUrl}
+        code, name = str(typ.get("code") or ""), str(typ.get("name") or "")
+    else:  # older docs: {code, level, message}
+        code, name = str(m.get("code") or ""), ""
+    text = " ".join(p for p in (code, name) if p)
+    if m.get("message"):
+        text = f"{text}: {m['message']}" if name else f"{text} {m['message']}".strip()
+    return _Note(code or name, text)
+
+
+# -- gateway: GatewayClass and Gateway ---------------------------------------------------------
+
+_GATEWAY_TYPES = ("Accepted", "Programmed", "ResolvedRefs", "SupportedVersion")
+_LISTENER_TYPES = ("Accepted", "Programmed", "ResolvedRefs", "Conflicted", "OverlappingTLSConfig")
+
+
+def _gateway(obj: dict[str, Any]) -> Status:
+    conds = _conditions(obj)
+    if not conds:
+        return Status("progressing", "Pending", WAITING_CONTROLLER)
+    listeners = _listeners(obj)
+    generation = _generation(obj)
+    stale = _stale((conds[t] for t in _GATEWAY_TYPES if t in conds), generation) or next(
+        (
+            note
+            for name, lc in listeners
+            if (note := _stale((lc[t] for t in _LISTENER_TYPES if t in lc), generation, name))
+        ),
+        None,
+    )
+    warnings = _gateway_warnings(conds, listeners)
+    if stale:
+        return stale.status("progressing")
+    problem = _gateway_problem(conds) or next(
+        (p for name, lc in listeners if (p := _listener_problem(name, lc))), None
+    )
+    if problem:
+        return _with_warnings(problem.status("unhealthy"), warnings)
+    required = ("Accepted",) if _is_gateway_class(obj) else ("Accepted", "Programmed")
+    waiting = [_waiting(t, conds.get(t)) for t in required if _pending(conds.get(t))]
+    waiting += [
+        _waiting(t, lc[t], name)
+        for name, lc in listeners
+        for t in ("Accepted", "Programmed")
+        if t in lc and _pending(lc[t])
+    ]
+    if waiting:
+        return _with_warnings(waiting[0].status("progressing"), warnings)
+    return _with_warnings(_from(conds.get(required[-1]), "healthy"), warnings)
+
+
+def _is_gateway_class(obj: dict[str, Any]) -> bool:
+    spec = obj.get("spec")
+    return obj.get("kind") == "GatewayClass" or (
+        isinstance(spec, dict) and "controllerName" in spec
+    )
+
+
+def _listeners(obj: dict[str, Any]) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    listeners = _status_block(obj).get("listeners")
+    if not isinstance(listeners, list):
+        return []
+    return [
+        (f"listener {item.get('name') or '?'}", _by_type(item.get("conditions")))
+        for item in listeners
+        if isinstance(item, dict)
+    ]
+
+
+def _gateway_problem(conds: dict[str, dict[str, Any]]) -> _Note | None:
+    accepted, programmed, refs = (conds.get(t) for t in ("Accepted", "Programmed", "ResolvedRefs"))
+    if _is(accepted, "False"):
+        return _note(accepted)
+    if _is(programmed, "False") and not _pending(programmed):
+        return _note(programmed)
+    if _is(refs, "False"):
+        return _note(refs)
+    return None
+
+
+def _listener_problem(name: str, lc: dict[str, dict[str, Any]]) -> _Note | None:
+    for t, bad in (("Accepted", "False"), ("ResolvedRefs", "False"), ("Conflicted", "True")):
+        cond = lc.get(t)
+        if _is(cond, bad):
+            return _note(cond, name)
+    programmed = lc.get("Programmed")
+    if _is(programmed, "False") and not _pending(programmed):
+        return _note(programmed, name)
+    return None
+
+
+def _gateway_warnings(
+    conds: dict[str, dict[str, Any]], listeners: list[tuple[str, dict[str, dict[str, Any]]]]
+) -> list[_Note]:
+    warnings = []
+    version = conds.get("SupportedVersion")
+    if _is(version, "False"):
+        warnings.append(_note(version))
+    for name, lc in listeners:
+        overlap = lc.get("OverlappingTLSConfig")
+        if _is_true(overlap):
+            warnings.append(_note(overlap, name))
+    return warnings
+
+
+def _waiting(type_: str, cond: dict[str, Any] | None, where: str = "") -> _Note:
+    """A condition the controller has not decided yet (missing, Unknown, or Pending)."""
+    if cond is None:
+        return _Note("Pending", ": ".join(p for p in (where, type_, WAITING_CONTROLLER) if p))
+    message = str(cond.get("message") or WAITING_CONTROLLER)
+    text = f"{where}: {message}" if where else message
+    return _Note(
+        str(cond.get("reason") or "Pending"), text, str(cond.get("lastTransitionTime") or "")
+    )
+
+
+# -- route: HTTPRoute, GRPCRoute, TLSRoute, TCPRoute (status per parent) ------------------------
+
+
+def _route(obj: dict[str, Any]) -> Status:
+    parents = _parents(obj)
+    if not parents:
+        return Status("unknown", "", NOT_ACCEPTED)
+    generation = _generation(obj)
+    warnings = [
+        _note(pc["PartiallyInvalid"], p)
+        for p, pc in parents
+        if _is_true(pc.get("PartiallyInvalid"))
+    ]
+    for where, pc in parents:
+        if "PartiallyInvalid" in pc:  # "Fall Back" keeps Accepted at an older generation
+            continue
+        stale = _stale((pc[t] for t in ("Accepted", "ResolvedRefs") if t in pc), generation, where)
+        if stale:
+            return _with_warnings(stale.status("progressing"), warnings)
+    failing = [
+        (where, _note(c, where))
+        for where, pc in parents
+        for c in (pc.get("Accepted"), pc.get("ResolvedRefs"))
+        if _is(c, "False")
+    ]
+    if failing:
+        first = failing[0][1]
+        more = len({where for where, _ in failing}) - 1
+        if more:
+            first = replace(first, text=f"{first.text} (and {more} more failing parent(s))")
+        return _with_warnings(first.status("unhealthy"), warnings)
+    for where, pc in parents:
+        accepted, refs = pc.get("Accepted"), pc.get("ResolvedRefs")
+        if not _is_true(accepted):
+            return _with_warnings(
+                _waiting("Accepted", accepted, where).status("progressing"), warnings
+            )
+        if _is(refs, "Unknown"):
+            return _with_warnings(
+                _waiting("ResolvedRefs", refs, where).status("progressing"), warnings
+            )
+    return _with_warnings(_from(parents[0][1].get("Accepted"), "healthy"), warnings)
+
+
+def _parents(obj: dict[str, Any]) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    parents = _status_block(obj).get("parents")
+    if not isinstance(parents, list):
+        return []
+    meta = obj.get("metadata")
+    namespace = str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
+    return [
+        (_parent_name(p.get("parentRef"), namespace), _by_type(p.get("conditions")))
+        for p in parents
+        if isinstance(p, dict)
+    ]
+
+
+def _parent_name(ref: Any, route_namespace: str) -> str:
+    """`parent gw-ns/gw (section https, port 443)`; the kind is named when not a Gateway."""
+    ref = ref if isinstance(ref, dict) else {}
+    kind = str(ref.get("kind") or "Gateway")
+    namespace = str(ref.get("namespace") or route_namespace)
+    name = f"{namespace}/{ref.get('name') or '?'}" if namespace else str(ref.get("name") or "?")
+    details = [f"section {ref['sectionName']}"] if ref.get("sectionName") else []
+    details += [f"port {ref['port']}"] if ref.get("port") else []
+    text = "parent " + ("" if kind == "Gateway" else f"{kind} ") + name
+    return f"{text} ({', '.join(details)})" if details else text
+
+
+# -- policy: Kuadrant AuthPolicy, RateLimitPolicy, DNSPolicy, TLSPolicy -------------------------
+
+
+def _policy(obj: dict[str, Any]) -> Status:
+    conds = _conditions(obj)
+    if not conds:
+        return Status("unknown", "", "no status from the Kuadrant operator yet")
+    observed, generation = _int(_status_block(obj).get("observedGeneration")), _generation(obj)
+    if observed is not None and generation is not None and observed < generation:
+        return Status(
+            "progressing",
+            "LatestGenerationNotObserved",
+            f"status describes generation {observed}, the policy is at generation {generation}",
+        )
+    accepted, enforced = conds.get("Accepted"), conds.get("Enforced")
+    if _is(accepted, "False"):
+        return _from(accepted, "unhealthy")
+    if not _is_true(accepted):
+        return _waiting("Accepted", accepted).status("progressing")
+    if enforced is None or enforced.get("status") not in ("True", "False"):
+        return _waiting("Enforced", enforced).status("progressing")
+    if _is(enforced, "False") and enforced.get("reason") == "Overridden":
+        return _overridden(enforced).status("healthy", 1)
+    if _is(enforced, "False"):
+        return _from(enforced, "unhealthy")
+    health = conds.get("SubResourcesHealthy")  # DNSPolicy with health checks
+    warnings = [_note(health)] if _is(health, "False") else []
+    return _with_warnings(_from(enforced, "healthy"), warnings)
+
+
+def _overridden(enforced: dict[str, Any]) -> _Note:
+    message = str(enforced.get("message") or "")
+    if "overridden" not in message.lower():
+        message = (
+            f"overridden by another policy: {message}"
+            if message
+            else "overridden by another policy"
+        )
+    return _Note("Overridden", message, str(enforced.get("lastTransitionTime") or ""))
+
+
+# -- revision -----------------------------------------------------------------------------------
 
 
 def revision(obj: dict[str, Any]) -> str:
