@@ -97,7 +97,7 @@ def build_row(
     namespace = str(meta.get("namespace") or "") if kind.namespaced else ""
     name = str(meta.get("name") or "")
     if not (isinstance(ui_url, str) and ui_url) and kind.ui_url_template:
-        ui_url = kind.ui_url(cluster, namespace, name)
+        ui_url = kind.ui_url(cluster, namespace, name, api_version)
     return Row(
         cluster=cluster,
         namespace=namespace,

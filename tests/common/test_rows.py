@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.index import rows
-from common.kinds.registry import builtin_registry
+from common.kinds.registry import builtin_registry, load_registry
 
 KUSTOMIZATION = builtin_registry().get("Kustomization")
 REV = "main@sha1:0123456789abcdef0123456789abcdef01234567"
@@ -202,3 +202,19 @@ def test_codes_select_health_and_suspension(
     statuses: tuple[str, ...], suspended: bool | None, codes: str
 ) -> None:
     assert sorted(rows.codes_for(statuses, suspended)) == sorted(codes)
+
+
+def test_ui_url_comes_from_the_kinds_template_unless_the_object_names_one(tmp_path) -> None:
+    kinds = tmp_path / "kinds.yaml"
+    kinds.write_text(
+        '- kind: Kustomization\n  ui_url_template: "https://weave.example/{cluster}/{namespace}/{name}"\n'
+    )
+    kust = load_registry(str(kinds)).get("Kustomization")
+    assert kust is not None
+    obj = _obj()
+    del obj["metadata"]["annotations"]  # type: ignore[attr-defined]
+    row = rows.build_row("c 1", kust, "kustomize.toolkit.fluxcd.io/v1", obj)
+    assert row["uiUrl"] == "https://weave.example/c%201/team-a/apps"
+    assert rows.decode("c1", rows.encode(row))["uiUrl"] == row["uiUrl"]  # stored, served as is
+    annotated = rows.build_row("c1", kust, "v1", _obj())
+    assert annotated["uiUrl"] == "https://ui.example/apps"  # the object's own link wins
