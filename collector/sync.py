@@ -124,7 +124,7 @@ def _objects(
     # Rows written by the watcher while we list are newer than our snapshot: see replace_rows.
     since = store.generation(r, cluster)
     listed = SyncResult(cluster, Work.OBJECTS)
-    members = _collect(client, registry, listed)
+    members = collect(client, registry, listed)
     timer.fill(listed)
     sync_fields = {
         "state": "ok",
@@ -150,9 +150,11 @@ def _objects(
     )
 
 
-def _collect(client: LeafClient, registry: KindRegistry, result: SyncResult) -> list[str]:
+def collect(
+    client: LeafClient, registry: KindRegistry, result: SyncResult | None = None
+) -> list[str]:
     """Encoded rows of every object of every served registered kind; the checked Istio kinds
-    are validated together at the end (collector.mesh)."""
+    are validated together at the end (collector.mesh). `result` gets the validation's work."""
     served = client.discover(registry)
     members: list[str] = []
     held: list[mesh.Held] = []
@@ -170,8 +172,9 @@ def _collect(client: LeafClient, registry: KindRegistry, result: SyncResult) -> 
         services, namespaces = _mesh_context(client)
         started = time.process_time()
         members.extend(mesh.members(cluster, held, services, namespaces))
-        result.validation_cpu_s = time.process_time() - started
-        result.validated = len(held)
+        if result is not None:
+            result.validation_cpu_s = time.process_time() - started
+            result.validated = len(held)
     return members
 
 

@@ -48,8 +48,9 @@ def all_objects(sim: KubeSim) -> list[tuple[str, str, str, str]]:
     out = []
     for c in sim.clusters:
         for kind in REG:
-            for obj in sim.list(c, kind.kind):
-                out.append((c, obj["metadata"]["namespace"], kind.key, obj["metadata"]["name"]))
+            for obj in sim.list(c, kind.resource):
+                ns = obj["metadata"].get("namespace", "")
+                out.append((c, ns, kind.key, obj["metadata"]["name"]))
     return out
 
 

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from collector.clusters import ClusterSource
-from collector.sync import _collect
+from collector.sync import collect
 from collector.watch_replica import WatchReplica
 from common.index import keys
 from common.kinds.registry import builtin_registry
@@ -108,7 +108,7 @@ def full_sync_members(sim: KubeSim, cluster: str) -> set[str]:
     config = registry.load_dir(str(sim.kubeconfig_dir))[cluster]
     client = LeafClient(config)
     try:
-        return set(_collect(client, REG))
+        return set(collect(client, REG))
     finally:
         client.close()
 

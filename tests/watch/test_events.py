@@ -21,12 +21,15 @@ def consistent(r: redis.Redis, cluster: str) -> bool:
     members = stored(r, cluster)
     want: Counter[str] = Counter()
     for m in members:
-        want[keys.counts_field(m.split(rows.SEP)[1], rows.status_of(m))] += 1
+        want[rows.count_field(m)] += 1
     counts = Counter({k.decode(): int(v) for k, v in r.hgetall(keys.counts(cluster)).items()})
     for st in keys.INDEXED_STATUSES:
         index = {m.decode() for m in r.zrange(keys.by_status(cluster, st), 0, -1)}
         if index != {m for m in members if rows.status_of(m) == st}:
             return False
+    suspended = {m.decode() for m in r.zrange(keys.suspended(cluster), 0, -1)}
+    if suspended != {m for m in members if rows.suspended_of(m)}:
+        return False
     s = syncstatus.read_all(r, [cluster])[cluster]
     return counts == want and s.objects == len(members)
 
