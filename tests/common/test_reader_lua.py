@@ -130,7 +130,7 @@ def test_count_scripts_count_in_the_stored_field_format(
     counted = {f.decode(): int(n) for f, n in zip(got[3::2], got[4::2], strict=True)}
     assert counted == dict(want)
     for f in counted:  # the same format the counts hash stores
-        kind, status, suspended = rows.parse_count_field(f)
+        _kind, status, suspended = rows.parse_count_field(f)
         assert status in rows.STATUS_CODES
         assert rows.status_code(status, suspended) in codes or not codes
     if sub:
