@@ -1,9 +1,10 @@
 """The resource types kubesim serves, and the discovery documents that describe them.
 
-Core `namespaces`, the four RBAC kinds, and every kind of the fleetscope kind registry (Flux,
-Istio, plus `FLEETSCOPE_KINDS_FILE` extras) at its preferred version; plus what a management
-cluster holds for fleetscope's cluster registry (Secrets, ConfigMaps, Weave GitOps
-`GitopsCluster`, Cluster API `Cluster`). Manifests may add more types (`Catalog.ensure`).
+Core `namespaces` and `services`, the four RBAC kinds, and every kind of the fleetscope kind
+registry (Flux, Istio, Gateway API, Kuadrant, plus `FLEETSCOPE_KINDS_FILE` extras) at its
+preferred version and scope; plus what a management cluster holds for fleetscope's cluster
+registry (Secrets, ConfigMaps, Weave GitOps `GitopsCluster`, Cluster API `Cluster`). Manifests
+may add more types (`Catalog.ensure`).
 Discovery answers are JSON built once and cached until a type is added.
 """
 
@@ -74,6 +75,8 @@ CORE = (
 NAMESPACES = CORE[0]
 ROLES, ROLE_BINDINGS, CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS = CORE[1:]
 RBAC_KEYS = frozenset(r.key for r in CORE[1:])
+# Services are no fleetscope rows, but its Istio validation reads them (hosts must resolve).
+SERVICES = Resource("", "v1", "Service", "services", short_names=("svc",), status_subresource=True)
 # What a management cluster holds for the cluster registry (common.leaf.registry's sources), at the
 # versions upstream serves: Weave GitOps v1alpha1, Cluster API v1beta1.
 MANAGEMENT = (
@@ -109,11 +112,12 @@ class Catalog:
     @classmethod
     def default(cls, registry: KindRegistry | None = None) -> Catalog:
         cat = cls()
-        for res in (*CORE, *MANAGEMENT):
+        for res in (*CORE, SERVICES, *MANAGEMENT):
             cat.add(res)
         for k in registry or builtin_registry():
             short = _SHORT.get(k.kind, ())
-            cat.add(Resource(k.group, k.versions[0], k.kind, k.plural, True, short, k.status_rule))
+            v = k.versions[0]
+            cat.add(Resource(k.group, v, k.kind, k.plural, k.namespaced, short, k.status_rule))
         return cat
 
     def add(self, res: Resource) -> Resource:

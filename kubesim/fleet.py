@@ -1,10 +1,13 @@
-"""The generated fleet: clusters, namespaces, Flux/Istio objects and multi-tenant RBAC, all
-deterministic from a seed. A cluster's objects are generated when it is first used, from
-pre-serialized templates, so a 1.2 M-object fleet starts at once and stays compact.
+"""The generated fleet: clusters, namespaces, Flux, Istio, Gateway API and Kuadrant objects,
+the Services behind their hosts, and multi-tenant RBAC, all deterministic from a seed. A
+cluster's objects are generated when it is first used, from pre-serialized templates, so a
+1.5 M-object fleet starts at once and stays compact. Flux objects are drawn here (`MIX`); the
+traffic objects come from `kubesim.traffic`, namespace by namespace from a `ClusterPlan`.
 
 Tenancy: namespace `app-NNNN` belongs to team `team-XX` (about 1 % of namespaces per team); a
-RoleBinding `team-view` binds the team group to ClusterRole `view`, into which `flux-view` and
-`istio-view` aggregate. `users()` lists identities with the namespaces each may list.
+RoleBinding `team-view` binds the team group to ClusterRole `view`, into which `flux-view`,
+`istio-view`, `gateway-api-view` and `kuadrant-view` aggregate. `users()` lists identities
+with the namespaces each may list.
 """
 
 from __future__ import annotations
@@ -17,15 +20,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.catalog import Catalog, Resource
+from kubesim.plan import ClusterPlan, Planned, plan_cluster
 from kubesim.rbac_objects import cluster_rbac, namespace_shape, role_binding_shape
-from kubesim.shapes import object_shape
+from kubesim.seeds import mix64
+from kubesim.shapes import flux_shape
 from kubesim.store import ClusterStore
 from kubesim.templates import Template
+from kubesim.traffic import cluster_traffic, namespace_traffic, system_traffic
 
 PRESETS = {"S": (10, 100), "M": (50, 500), "L": (200, 2000)}
 SYSTEM_NAMESPACES = ("default", "kube-system", "flux-system", "istio-system")
 
-# Expected objects of each kind per app namespace (name, kind, share); ~3 per namespace.
+# Expected Flux objects of each kind per app namespace (name, kind, share); the Istio, Gateway
+# API and Kuadrant objects are drawn by kubesim.traffic. ~3.7 rows per namespace in all.
 MIX: tuple[tuple[str, str, float], ...] = (
     ("apps", "Kustomization", 1.0),
     ("config", "Kustomization", 0.1),
@@ -41,17 +48,6 @@ MIX: tuple[tuple[str, str, float], ...] = (
     ("on-call", "Alert", 0.03),
     ("slack", "Provider", 0.03),
     ("github", "Receiver", 0.01),
-    ("web", "VirtualService", 0.4),
-    ("api", "VirtualService", 0.1),
-    ("web", "DestinationRule", 0.3),
-    ("default", "Sidecar", 0.05),
-    ("allow-ns", "AuthorizationPolicy", 0.1),
-    ("default", "PeerAuthentication", 0.03),
-    ("jwt", "RequestAuthentication", 0.02),
-    ("external-api", "ServiceEntry", 0.05),
-    ("ingress", "Gateway", 0.02),
-    ("vm", "WorkloadEntry", 0.01),
-    ("default", "Telemetry", 0.01),
 )
 SYSTEM_OBJECTS = (
     ("flux-system", "flux-system", "GitRepository"),
@@ -60,19 +56,7 @@ SYSTEM_OBJECTS = (
     ("flux-system", "slack", "Provider"),
     ("flux-system", "on-call", "Alert"),
     ("flux-system", "github", "Receiver"),
-    ("istio-system", "ingressgateway", "Gateway"),
-    ("istio-system", "default", "PeerAuthentication"),
-    ("istio-system", "mesh-default", "Telemetry"),
 )
-
-
-def _mix64(*parts: int) -> int:
-    """A cheap deterministic hash of integers (splitmix64 steps)."""
-    x = 0x9E3779B97F4A7C15
-    for p in parts:
-        x = (x ^ (p + 0x9E3779B97F4A7C15)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
-        x = (x ^ (x >> 31)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
-    return x ^ (x >> 29)
 
 
 @dataclass(frozen=True)
@@ -82,9 +66,15 @@ class FleetSpec:
     seed: int = 1
     teams: int = 100
     unhealthy_share: float = 0.01
+    """Flux objects failing (a quarter of them Stalled); Istio objects with an istiod ERROR."""
     progressing_share: float = 0.01
     suspended_share: float = 0.005
+    """Flux objects with `spec.suspend: true`, drawn apart from their health."""
     team_users: int = 3
+    gateway_share: float = 0.15
+    """App namespaces holding Gateway API objects (a Gateway and its routes)."""
+    breakage_share: float = 0.02
+    """Relevant objects hit by each kind of broken reference or failing condition."""
 
 
 @dataclass
@@ -93,7 +83,7 @@ class GeneratedFleet:
 
     spec: FleetSpec
     cluster_names: list[str] = field(default_factory=list)
-    _templates: dict[tuple[str, str, str], Template] = field(default_factory=dict, repr=False)
+    _templates: dict[tuple[Any, ...], Template] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         width = max(3, len(str(self.spec.clusters - 1)))
@@ -106,7 +96,7 @@ class GeneratedFleet:
         return [f"app-{i:0{width}d}" for i in range(self.spec.namespaces)]
 
     def team_of(self, cluster_index: int, ns_index: int) -> str:
-        return f"team-{_mix64(self.spec.seed, cluster_index, ns_index) % self.spec.teams:02d}"
+        return f"team-{mix64(self.spec.seed, cluster_index, ns_index) % self.spec.teams:02d}"
 
     def solo_namespace(self) -> tuple[str, str]:
         """(cluster, namespace) of the user `solo`, who may list in that one namespace."""
@@ -158,42 +148,61 @@ class GeneratedFleet:
                 ("rb", "sa" if sa else "", ""), lambda sa=sa: role_binding_shape(sa)
             )
             yield rb, ns, "team-view", tmpl.render({**stamp("team-view", ns), "team": team})
+        plan = self.plan(index, catalog)
         for ns, name, kind in SYSTEM_OBJECTS:
-            yield self._object(catalog, kind, name, ns, "platform", "healthy", rng, stamp)
+            yield self._flux(catalog, kind, name, ns, "platform", rng, stamp)
+        for planned in system_traffic(plan):
+            yield self._render(catalog, planned, "platform", rng, stamp)
         for i, ns in enumerate(ns_names):
             team = self.team_of(index, i)
+            forced = plan.item(i) == "flux-suspended-failing"  # the apps Kustomization
             for name, kind, share in MIX:
                 if share >= 1.0 or rng.random() < share:
-                    variant = self._variant(kind, catalog, rng)
-                    yield self._object(catalog, kind, name, ns, team, variant, rng, stamp)
+                    yield self._flux(catalog, kind, name, ns, team, rng, stamp, forced)
+                    forced = False
+            for planned in namespace_traffic(plan, i, rng):
+                yield self._render(catalog, planned, team, rng, stamp)
+        for planned in cluster_traffic(plan):
+            yield self._render(catalog, planned, "platform", rng, stamp)
 
-    def _variant(self, kind: str, catalog: Catalog, rng: random.Random) -> str:
+    def plan(self, index: int, catalog: Catalog) -> ClusterPlan:
+        """What cluster `index`'s traffic objects will be (cheap: no objects are made)."""
+        s = self.spec
+        return plan_cluster(
+            s.seed,
+            index,
+            self.namespace_names(),
+            (s.gateway_share, s.breakage_share, s.unhealthy_share),
+            lambda kind: catalog.find(kind).api_version,
+        )
+
+    def _flux_variant(self, rng: random.Random) -> str:
         s, u = self.spec, rng.random()
-        if catalog.find(kind).status_rule == "istio":
-            return "unhealthy" if u < s.unhealthy_share else "warning" if u < 0.03 else "none"
         if u < s.unhealthy_share:
             return "stalled" if u < s.unhealthy_share / 4 else "unhealthy"
         if u < s.unhealthy_share + s.progressing_share:
             return "progressing"
-        if u < s.unhealthy_share + s.progressing_share + s.suspended_share:
-            return "suspended"
         return "healthy"
 
-    def _object(
+    def _flux(
         self,
         catalog: Catalog,
         kind: str,
         name: str,
         ns: str,
         team: str,
-        variant: str,
         rng: random.Random,
         stamp: Callable[[str, str], dict[str, str]],
+        suspended_failing: bool = False,
     ) -> tuple[Resource, str, str, bytes]:
         res = catalog.find(kind)
+        variant = self._flux_variant(rng)
+        suspended = rng.random() < self.spec.suspended_share
+        if suspended_failing:
+            variant, suspended = "unhealthy", True
         tmpl = self._template(
-            (kind, variant, ""),
-            lambda: object_shape(res.api_version, kind, variant, _labels(team)),
+            (kind, variant, suspended),
+            lambda: flux_shape(res.api_version, kind, variant, suspended, _labels(team)),
         )
         values = stamp(name, ns)
         gen = rng.randrange(1, 6)
@@ -202,11 +211,31 @@ class GeneratedFleet:
         )
         return res, ns, name, tmpl.render(values)
 
+    def _render(
+        self,
+        catalog: Catalog,
+        planned: Planned,
+        team: str,
+        rng: random.Random,
+        stamp: Callable[[str, str], dict[str, str]],
+    ) -> tuple[Resource, str, str, bytes]:
+        res = catalog.find(planned.kind)
+        tmpl = self._template(planned.key, planned.make)
+        gen = rng.randrange(1, 6)
+        values = {
+            **stamp(planned.name, planned.namespace),
+            "gen": str(gen),
+            "ogen": str(gen - 1),
+            "team": team,
+            **planned.values,
+        }
+        return res, planned.namespace, planned.name, tmpl.render(values)
+
     def _ns(self, name: str, team: str, values: dict[str, str]) -> bytes:
         tmpl = self._template(("ns", "", ""), namespace_shape)
         return tmpl.render({**values, "team": team})
 
-    def _template(self, key: tuple[str, str, str], make: Any) -> Template:
+    def _template(self, key: tuple[Any, ...], make: Any) -> Template:
         tmpl = self._templates.get(key)
         if tmpl is None:
             tmpl = self._templates[key] = Template(make())

@@ -1,9 +1,12 @@
-"""RBAC objects of the generated fleet, shaped like a real multi-tenant Flux + Istio cluster.
+"""RBAC objects of the generated fleet, shaped like a real multi-tenant cluster running Flux,
+Istio, Gateway API and Kuadrant.
 
-ClusterRoles `flux-view` and `istio-view` carry `aggregate-to-view` (as Flux ships its roles),
-`view` aggregates them (rules filled in, as the aggregation controller would), `cluster-admin`
-allows everything. ClusterRoleBindings: group `fleet-admins` and the Flux controllers' service
-account to cluster-admin; user `platform-sre` and service account `istio-system:kiali` to view.
+ClusterRoles `flux-view`, `istio-view`, `gateway-api-view` and `kuadrant-view` carry
+`aggregate-to-view` (as Flux ships its roles), `view` aggregates them (rules filled in, as the
+aggregation controller would), `cluster-admin` allows everything. ClusterRoleBindings: group
+`fleet-admins` and the Flux controllers' service account to cluster-admin; user `platform-sre`
+and service account `istio-system:kiali` to view. A RoleBinding to `view` grants the namespaced
+kinds only: cluster-scoped GatewayClasses are visible through ClusterRoleBindings alone.
 """
 
 from __future__ import annotations
@@ -77,9 +80,16 @@ def _cluster_role(name: str, rules: list[dict[str, Any]], **extra: Any) -> dict[
     return {"apiVersion": RBAC_V1, "kind": "ClusterRole", "metadata": meta, "rules": rules, **extra}
 
 
+VIEWS = {  # aggregated view ClusterRole -> API group suffix
+    "flux-view": "toolkit.fluxcd.io",
+    "istio-view": "istio.io",
+    "gateway-api-view": "gateway.networking.k8s.io",
+    "kuadrant-view": "kuadrant.io",
+}
+
+
 def cluster_roles(catalog: Catalog) -> dict[str, dict[str, Any]]:
-    flux = _rules_for(catalog, "toolkit.fluxcd.io")
-    istio = _rules_for(catalog, "istio.io")
+    views = {name: _rules_for(catalog, suffix) for name, suffix in VIEWS.items()}
     core = [
         {"apiGroups": [""], "resources": ["namespaces", "services", "configmaps"], "verbs": READ}
     ]
@@ -93,9 +103,10 @@ def cluster_roles(catalog: Catalog) -> dict[str, dict[str, Any]]:
                 {"nonResourceURLs": ["*"], "verbs": ["*"]},
             ],
         ),
-        "flux-view": _cluster_role("flux-view", flux, labels=agg),
-        "istio-view": _cluster_role("istio-view", istio, labels=agg),
-        "view": _cluster_role("view", core + flux + istio, aggregationRule=selector),
+        **{name: _cluster_role(name, rules, labels=agg) for name, rules in views.items()},
+        "view": _cluster_role(
+            "view", core + [r for rules in views.values() for r in rules], aggregationRule=selector
+        ),
     }
 
 

@@ -1,5 +1,6 @@
-"""Object shapes of the generated fleet: Flux and Istio objects with the status the real
-controllers write, per health variant (see /work/shared/status-conventions.md).
+"""Flux objects of the generated fleet with the status the Flux controllers write, per health
+variant (see /work/shared/status-conventions.md). Istio, Gateway API and Kuadrant shapes live
+in `istio_shapes`, `gateway_shapes` and `policy_shapes`.
 
 Each shape is a dict with `@@slot@@` placeholders, compiled once into a `Template`.
 """
@@ -214,98 +215,19 @@ FLUX_SPECS: dict[str, dict[str, Any]] = {
     },
 }
 
-ISTIO_SPECS: dict[str, dict[str, Any]] = {
-    "VirtualService": {
-        "hosts": ["@@name@@.@@ns@@.svc.cluster.local"],
-        "http": [{"route": [{"destination": {"host": "@@name@@", "subset": "v1"}, "weight": 100}]}],
-    },
-    "DestinationRule": {
-        "host": "@@name@@.@@ns@@.svc.cluster.local",
-        "trafficPolicy": {"tls": {"mode": "ISTIO_MUTUAL"}},
-        "subsets": [{"name": "v1", "labels": {"version": "v1"}}],
-    },
-    "Gateway": {
-        "selector": {"istio": "ingressgateway"},
-        "servers": [
-            {"port": {"number": 443, "name": "https", "protocol": "HTTPS"}, "hosts": ["*"]}
-        ],
-    },
-    "ServiceEntry": {
-        "hosts": ["@@name@@.example.com"],
-        "ports": [{"number": 443, "name": "https", "protocol": "TLS"}],
-        "resolution": "DNS",
-        "location": "MESH_EXTERNAL",
-    },
-    "Sidecar": {"egress": [{"hosts": ["./*", "istio-system/*"]}]},
-    "WorkloadEntry": {"address": "10.0.0.1", "labels": {"app": slot("name")}},
-    "AuthorizationPolicy": {
-        "selector": {"matchLabels": {"app": slot("name")}},
-        "action": "ALLOW",
-        "rules": [{"from": [{"source": {"namespaces": [slot("ns")]}}]}],
-    },
-    "PeerAuthentication": {"mtls": {"mode": "STRICT"}},
-    "RequestAuthentication": {
-        "selector": {"matchLabels": {"app": slot("name")}},
-        "jwtRules": [
-            {"issuer": "https://issuer.example.com", "jwksUri": "https://issuer.example.com/jwks"}
-        ],
-    },
-    "Telemetry": {"accessLogging": [{"providers": [{"name": "envoy"}]}]},
-}
 
-
-def istio_status(variant: str) -> dict[str, Any] | None:
-    if variant == "unhealthy":
-        return {
-            "conditions": [
-                {
-                    "type": "PassedAnalysis",
-                    "status": "False",
-                    "reason": "errorsFound",
-                    "message": "1 Error found. See validationMessages field for details",
-                    "lastTransitionTime": slot("ltt"),
-                }
-            ],
-            "validationMessages": [
-                {
-                    "type": {"code": "IST0101", "name": "ReferencedResourceNotFound"},
-                    "level": "ERROR",
-                    "documentationUrl": "https://istio.io/latest/docs/reference/config/analysis/ist0101/",
-                }
-            ],
-            "observedGeneration": slot("gen"),
-        }
-    if variant == "warning":
-        return {
-            "validationMessages": [
-                {
-                    "type": {"code": "IST0104", "name": "GatewayPortNotOnWorkload"},
-                    "level": "WARNING",
-                    "documentationUrl": "https://istio.io/latest/docs/reference/config/analysis/ist0104/",
-                }
-            ],
-            "observedGeneration": slot("gen"),
-        }
-    return None
-
-
-def object_shape(
-    api_version: str, kind: str, variant: str, labels: dict[str, str]
+def flux_shape(
+    api_version: str, kind: str, variant: str, suspended: bool, labels: dict[str, str]
 ) -> dict[str, Any]:
-    """The shape of one Flux or Istio object of `kind` in health `variant`."""
+    """A Flux object in health `variant`; `suspended` sets `spec.suspend` beside it: the status
+    stays what the controller last wrote, as `flux get` shows SUSPENDED and READY apart."""
     meta = metadata(labels)
     meta["generation"] = num("gen")
     shape: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": meta}
-    if kind in FLUX_SPECS:
-        spec = dict(FLUX_SPECS[kind])
-        if variant == "suspended":
-            spec["suspend"] = True
-        shape["spec"] = spec
-        if kind not in ("Alert", "Provider"):
-            shape["status"] = flux_status(kind, "healthy" if variant == "suspended" else variant)
-    else:
-        shape["spec"] = ISTIO_SPECS[kind]
-        status = istio_status(variant)
-        if status is not None:
-            shape["status"] = status
+    spec = dict(FLUX_SPECS[kind])
+    if suspended:
+        spec["suspend"] = True
+    shape["spec"] = spec
+    if kind not in ("Alert", "Provider"):
+        shape["status"] = flux_status(kind, variant)
     return shape

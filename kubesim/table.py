@@ -1,7 +1,10 @@
 """`meta.k8s.io/v1` Table answers, which `kubectl get` asks for (`Accept: ...;as=Table`).
 
-Columns follow the printer columns the real CRDs declare: Flux kinds NAME, AGE, READY,
-STATUS (the Ready condition); others NAME, AGE; namespaces NAME, STATUS, AGE.
+Columns follow the printer columns the real CRDs and kube-apiserver declare: Flux kinds NAME,
+AGE, READY, STATUS (the Ready condition); GatewayClass CONTROLLER, ACCEPTED; Gateway CLASS,
+ADDRESS, PROGRAMMED; HTTPRoute/GRPCRoute/TLSRoute HOSTNAMES; Kuadrant policies ACCEPTED and
+ENFORCED (priority 2: `-o wide`); Services TYPE, CLUSTER-IP, EXTERNAL-IP, PORT(S); namespaces
+STATUS; others NAME, AGE.
 """
 
 from __future__ import annotations
@@ -9,19 +12,22 @@ from __future__ import annotations
 import calendar
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubesim.catalog import NAMESPACES, Resource
 
 Obj = dict[str, Any]
+Cell = Callable[[Obj], Any]
+Columns = list[tuple[dict[str, Any], Cell]]
 
 
 def wants_table(accept: str) -> bool:
     return "as=Table" in accept
 
 
-def _col(name: str, kind: str = "string", fmt: str = "") -> dict[str, Any]:
-    return {"name": name, "type": kind, "format": fmt, "description": name, "priority": 0}
+def _col(name: str, kind: str = "string", fmt: str = "", priority: int = 0) -> dict[str, Any]:
+    return {"name": name, "type": kind, "format": fmt, "description": name, "priority": priority}
 
 
 def age(timestamp: str, now: float | None = None) -> str:
@@ -36,20 +42,97 @@ def age(timestamp: str, now: float | None = None) -> str:
     return f"{secs}s"
 
 
-def _ready(obj: Obj) -> tuple[str, str]:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return str(cond.get("status", "")), str(cond.get("message", ""))
-    return "False", "waiting to be reconciled"
+def _condition(ctype: str, field: str = "status", default: str = "") -> Cell:
+    def cell(obj: Obj) -> str:
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == ctype:
+                return str(cond.get(field, ""))
+        return default
+
+    return cell
+
+
+def _spec(*path: str) -> Cell:
+    def cell(obj: Obj) -> Any:
+        value: Any = obj.get("spec") or {}
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value if value is not None else ""
+
+    return cell
+
+
+def _address(obj: Obj) -> str:
+    addresses = (obj.get("status") or {}).get("addresses") or []
+    return str(addresses[0].get("value", "")) if addresses else ""
+
+
+def _hostnames(obj: Obj) -> str:
+    return json.dumps((obj.get("spec") or {}).get("hostnames") or [])
+
+
+def _external_ip(obj: Obj) -> str:
+    if (obj.get("spec") or {}).get("type") != "LoadBalancer":
+        return "<none>"
+    ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return ",".join(str(i.get("ip") or i.get("hostname", "")) for i in ingress) or "<pending>"
+
+
+def _ports(obj: Obj) -> str:
+    ports = (obj.get("spec") or {}).get("ports") or []
+    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
+READY: Columns = [
+    (_col("Ready"), _condition("Ready", default="False")),
+    (_col("Status"), _condition("Ready", "message", "waiting to be reconciled")),
+]
+HOSTNAMES: Columns = [(_col("Hostnames"), _hostnames)]
+POLICY: Columns = [
+    (_col("Accepted", priority=2), _condition("Accepted")),
+    (_col("Enforced", priority=2), _condition("Enforced")),
+]
+BY_KIND: dict[str, Columns] = {
+    "GatewayClass": [
+        (_col("Controller"), _spec("controllerName")),
+        (_col("Accepted"), _condition("Accepted")),
+    ],
+    "Gateway": [
+        (_col("Class"), _spec("gatewayClassName")),
+        (_col("Address"), _address),
+        (_col("Programmed"), _condition("Programmed")),
+    ],
+    "HTTPRoute": HOSTNAMES,
+    "GRPCRoute": HOSTNAMES,
+    "TLSRoute": HOSTNAMES,
+    "Service": [
+        (_col("Type"), _spec("type")),
+        (_col("Cluster-IP"), _spec("clusterIP")),
+        (_col("External-IP"), _external_ip),
+        (_col("Port(s)"), _ports),
+    ],
+}
+
+
+def _printer(res: Resource) -> Columns:
+    """The columns between NAME and AGE (after AGE for Flux-style READY/STATUS)."""
+    if res.kind == "Gateway" and res.status_rule == "istio":
+        return []
+    if res.kind in BY_KIND and (res.status_rule or res.kind == "Service"):
+        return BY_KIND[res.kind]
+    if res.status_rule == "policy":
+        return POLICY
+    if res.has_status and res.status_rule in ("flux", "conditions", ""):
+        return READY
+    return []
 
 
 def _columns(res: Resource) -> list[dict[str, Any]]:
-    name = _col("Name", fmt="name")
+    name, created = _col("Name", fmt="name"), _col("Age", "date")
     if res is NAMESPACES:
-        return [name, _col("Status"), _col("Age", "date")]
-    if res.has_status and res.status_rule != "istio":
-        return [name, _col("Age", "date"), _col("Ready"), _col("Status")]
-    return [name, _col("Age", "date")]
+        return [name, _col("Status"), created]
+    extra = [col for col, _ in _printer(res)]
+    return [name, created, *extra] if _printer(res) is READY else [name, *extra, created]
 
 
 def _cells(res: Resource, obj: Obj) -> list[Any]:
@@ -57,9 +140,13 @@ def _cells(res: Resource, obj: Obj) -> list[Any]:
     created = age(str(meta.get("creationTimestamp", "")))
     if res is NAMESPACES:
         return [meta.get("name"), (obj.get("status") or {}).get("phase", "Active"), created]
-    if res.has_status and res.status_rule != "istio":
-        return [meta.get("name"), created, *_ready(obj)]
-    return [meta.get("name"), created]
+    printer = _printer(res)
+    extra = [cell(obj) for _, cell in printer]
+    return (
+        [meta.get("name"), created, *extra]
+        if printer is READY
+        else [meta.get("name"), *extra, created]
+    )
 
 
 def _row_object(obj: Obj, include: str) -> Obj | None:

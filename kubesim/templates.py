@@ -33,7 +33,13 @@ def slot(name: str) -> str:
 
 
 def num(name: str) -> str:
+    """A slot rendered without quotes: a number, or any JSON text (see `raw`)."""
     return f"@@#{name}#@@"
+
+
+def raw(name: str) -> str:
+    """A slot filled with pre-serialized JSON (a list whose length varies per object)."""
+    return num(name)
 
 
 def metadata(labels: Mapping[str, str] | None = None, namespaced: bool = True) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Who is who in a generated fleet, and what each identity should see.
 
 `fleet_users(fleet)` lists identities with, per cluster, the namespaces in which they may list
-the Flux and Istio kinds ("*" = cluster-wide). Tests and benchmarks compare fleetscope's
+the namespaced Flux, Istio, Gateway API and Kuadrant kinds ("*" = cluster-wide: only those may
+also list the cluster-scoped GatewayClasses). Tests and benchmarks compare fleetscope's
 answers with this; `write_users` stores it as JSON (kept out of the kubeconfig directory, whose
 every file is read as a cluster).
 """

@@ -169,7 +169,16 @@ def test_leaf_role_reads_every_builtin_kind_and_rbac(leaf: list[dict[str, Any]])
     targets = [(k.group, k.plural) for k in builtin_registry()]
     targets += [("rbac.authorization.k8s.io", r) for r in ("roles", "clusterroles")]
     targets += [("rbac.authorization.k8s.io", r) for r in ("rolebindings", "clusterrolebindings")]
-    targets += [("", "namespaces")]
+    targets += [("", "namespaces"), ("", "services")]  # services: Istio hosts must resolve
+    role = find(leaf, "ClusterRole", "fleetscope-collector")
+    readable = {
+        (group, resource)
+        for rule in role["rules"]
+        if rule["verbs"] == ["get", "list", "watch"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert readable == set(targets)  # exactly what the collector reads, nothing more
     for group, resource in targets:
         for verb in ("get", "list", "watch"):
             assert authz.allowed(sa, verb, group, resource, None), (verb, group, resource)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common.kinds.status import evaluate
+from common.kinds.status import evaluate, is_suspended
 from common.rbac.authorizer import UserInfo
 from kubesim.catalog import Catalog
 from kubesim.fleet import generate_fleet
@@ -32,24 +32,26 @@ def test_same_seed_same_objects() -> None:
 
 
 def test_status_mix_is_mostly_healthy_with_some_of_each() -> None:
+    """Flux and Istio rows through fleetscope's status rules; suspension apart from health."""
     import json
 
     fleet = generate_fleet(1, 2000, seed=1)
     store = _load(fleet, "cluster-000")
     counts: dict[str, int] = {}
+    suspended = 0
     for res in store.catalog:
-        if not res.status_rule:
+        if res.status_rule not in ("flux", "static", "istio"):
             continue
         table = store.tables.get(res.key)
         for raw in table.items.values() if table else []:
-            status = evaluate(res.status_rule, json.loads(raw)).status
+            obj = json.loads(raw)
+            status = evaluate(res.status_rule, obj).status
             counts[status] = counts.get(status, 0) + 1
+            suspended += is_suspended(res.status_rule, obj)
     total = sum(counts.values())
-    assert 2.8 * 2000 < total < 3.5 * 2000
+    assert 3.0 * 2000 < total < 3.5 * 2000
     assert counts["healthy"] / total > 0.95
-    assert (
-        counts.get("unhealthy", 0) and counts.get("progressing", 0) and counts.get("suspended", 0)
-    )
+    assert counts.get("unhealthy", 0) and counts.get("progressing", 0) and suspended
 
 
 def test_users_file_matches_rbac(kubesim: KubeSim) -> None:

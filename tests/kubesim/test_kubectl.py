@@ -104,3 +104,25 @@ def test_impersonated_user_sees_what_rbac_allows(kubesim: KubeSim) -> None:
     assert "apps" in ok.stdout
     denied = kubectl(kubesim, "--as", "dev", "--as-group", group, "get", "ks", "-A")
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
+
+
+def test_get_gateway_api_and_services_tables(kubesim: KubeSim) -> None:
+    """The printer columns of the real CRDs and kube-apiserver (cluster-scoped GatewayClass)."""
+    out = kubectl(kubesim, "get", "gatewayclasses")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "CONTROLLER", "ACCEPTED", "AGE"]
+    rows = {line.split()[0]: line.split()[1:3] for line in lines[1:]}
+    assert rows["istio"] == ["istio.io/gateway-controller", "True"]
+    out = kubectl(kubesim, "get", "gateways.gateway.networking.k8s.io", "-n", "istio-system")
+    assert out.returncode == 0, out.stderr
+    header, row = out.stdout.splitlines()[:2]
+    assert header.split() == ["NAME", "CLASS", "ADDRESS", "PROGRAMMED", "AGE"]
+    assert row.split()[:4] == [
+        "public", "istio", "public-istio.istio-system.svc.cluster.local", "True",
+    ]  # fmt: skip
+    out = kubectl(kubesim, "get", "svc", "-n", "istio-system", "istiod")
+    assert out.returncode == 0, out.stderr
+    header, row = out.stdout.splitlines()
+    assert header.split() == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    assert row.split()[1] == "ClusterIP" and row.split()[4].startswith("15010/TCP,")
