@@ -464,11 +464,18 @@ def _parents(obj: dict[str, Any]) -> list[tuple[str, dict[str, dict[str, Any]]]]
         return []
     meta = obj.get("metadata")
     namespace = str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
-    return [
-        (_parent_name(p.get("parentRef"), namespace), _by_type(p.get("conditions")))
-        for p in parents
-        if isinstance(p, dict)
-    ]
+    out = []
+    for p in parents:
+        if not isinstance(p, dict):
+            continue
+        conds = _by_type(p.get("conditions"))
+        # Policy controllers (Kuadrant's `kuadrant.io/policy-controller`) add their own entry
+        # holding only domain-prefixed conditions (`kuadrant.io/AuthPolicyAffected`): it says
+        # nothing about whether a Gateway accepted the route.
+        if conds and all("/" in t for t in conds):
+            continue
+        out.append((_parent_name(p.get("parentRef"), namespace), conds))
+    return out
 
 
 def _parent_name(ref: Any, route_namespace: str) -> str:

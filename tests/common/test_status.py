@@ -1005,3 +1005,31 @@ def test_dns_policy_failing_health_checks_are_a_warning() -> None:
 )
 def test_revision(status: dict[str, Any], expected: str) -> None:
     assert revision({"status": status}) == expected
+
+
+def test_a_policy_controllers_parent_entry_does_not_count_as_a_gateway() -> None:
+    """Kuadrant adds a `status.parents[]` entry with only its own `kuadrant.io/...Affected`
+    condition to every route a policy affects; the Gateway's entry decides."""
+    accepted = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "ok"}
+    affected = {"type": "kuadrant.io/AuthPolicyAffected", "status": "True", "reason": "Accepted"}
+    gateway_entry = {
+        "parentRef": {"name": "gw"},
+        "controllerName": "istio.io/gateway-controller",
+        "conditions": [accepted],
+    }
+    kuadrant_entry = {
+        "parentRef": {"name": "gw"},
+        "controllerName": "kuadrant.io/policy-controller",
+        "conditions": [affected],
+    }
+    route = {
+        "metadata": {"namespace": "shop"},
+        "status": {"parents": [gateway_entry, kuadrant_entry]},
+    }
+    assert evaluate("route", route).status == "healthy"
+    only_policy = {"metadata": {"namespace": "shop"}, "status": {"parents": [kuadrant_entry]}}
+    assert evaluate("route", only_policy).status == "unknown"
+    assert (
+        evaluate("route", {"status": {"parents": [{**gateway_entry, "conditions": []}]}}).status
+        == "progressing"
+    )
