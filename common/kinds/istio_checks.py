@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from common.kinds import istio_traffic
+from common.kinds import istio_policy, istio_traffic
 from common.kinds.istio_mesh import EXPORT_TO_ANNOTATION, Item, Mesh, Report, dct, item
 from common.kinds.status import Finding
 
@@ -22,6 +22,10 @@ CHECKED_KINDS: frozenset[str] = frozenset(
         "ServiceEntry",
         "Sidecar",
         "WorkloadEntry",
+        "AuthorizationPolicy",
+        "PeerAuthentication",
+        "RequestAuthentication",
+        "Telemetry",
     }
 )
 
@@ -30,6 +34,7 @@ CHECKED_KINDS: frozenset[str] = frozenset(
 # reads full objects and essentials alike.
 _DEST: dict[str, Any] = {"host": True, "subset": True}
 _ROUTE: dict[str, Any] = {"match": {"gateways": True}, "route": {"destination": _DEST}}
+_REFS: dict[str, Any] = {"targetRef": True, "targetRefs": True}
 _SHAPES: dict[str, dict[str, Any]] = {
     "VirtualService": {
         "gateways": True,
@@ -59,7 +64,16 @@ _SHAPES: dict[str, dict[str, Any]] = {
     },
     "Sidecar": {"workloadSelector": True, "egress": {"hosts": True}},
     "WorkloadEntry": {"address": True, "network": True, "ports": True},
-    "PeerAuthentication": {"selector": True, "mtls": True},  # read by the mTLS check
+    "AuthorizationPolicy": {
+        **_REFS,
+        "rules": {
+            "from": {"source": {"namespaces": True, "notNamespaces": True}},
+            "to": {"operation": {"methods": True, "notMethods": True}},
+        },
+    },
+    "PeerAuthentication": {"selector": True, "mtls": True, "portLevelMtls": True},
+    "RequestAuthentication": _REFS,
+    "Telemetry": {**_REFS, "selector": True},
     "Service": {"selector": True},
 }
 
@@ -120,4 +134,8 @@ _CHECKS: tuple[tuple[str, Callable[[Mesh, list[Item], Report], None]], ...] = (
     ("ServiceEntry", istio_traffic.service_entries),
     ("Sidecar", istio_traffic.sidecars),
     ("WorkloadEntry", istio_traffic.workload_entries),
+    ("AuthorizationPolicy", istio_policy.authorization_policies),
+    ("PeerAuthentication", istio_policy.peer_authentications),
+    ("RequestAuthentication", istio_policy.request_authentications),
+    ("Telemetry", istio_policy.telemetries),
 )

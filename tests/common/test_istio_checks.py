@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from common.kinds.istio_checks import ROOT_NAMESPACE, essentials, validate
+from common.kinds.istio_checks import CHECKED_KINDS, ROOT_NAMESPACE, essentials, validate
+from common.kinds.registry import BUILTIN_KINDS
 from common.kinds.status import Finding
 
 NAMESPACES = ["istio-system", "bookinfo", "shop", "frontend", "edge"]
@@ -1110,3 +1111,436 @@ def test_inputs_may_be_one_shot_iterables():
     }
     result = validate(objects, iter(SERVICES), iter(NAMESPACES))
     assert result == {key("Gateway", "shop", "ingress"): [], key("VirtualService", "shop", "v"): []}
+
+
+# AuthorizationPolicy ---------------------------------------------------------------------------
+
+
+def authz(rules: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+    return istio(
+        "AuthorizationPolicy", "shop", "p", {"action": "ALLOW", "rules": rules or [], **spec}
+    )
+
+
+def source(**fields: list[str]) -> list[dict[str, Any]]:
+    return [{"from": [{"source": fields}]}]
+
+
+def methods(*ms: str, field: str = "methods") -> list[dict[str, Any]]:
+    return [{"to": [{"operation": {field: list(ms), "paths": ["/api/*"]}}]}]
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(
+            authz(source(namespaces=["frontend", "istio-system"])), [], id="namespaces-exist"
+        ),
+        pytest.param(
+            authz(source(namespaces=["prod-*", "*-team", "*"])), [], id="wildcards-ignored"
+        ),
+        pytest.param(
+            authz(source(namespaces=["frontend", "ghost"])), ["KIA0101"], id="namespace-missing"
+        ),
+        pytest.param(
+            authz(source(notNamespaces=["ghost"])), ["KIA0101"], id="not-namespace-missing"
+        ),
+        pytest.param(
+            authz(source(principals=["cluster.local/ns/ghost/sa/x"])),
+            [],
+            id="principals-not-checked",
+        ),
+        pytest.param(authz(methods("GET", "post", "GE*", "*ET", "*")), [], id="http-methods"),
+        pytest.param(authz(methods("FETCH")), ["KIA0102"], id="not-a-method"),
+        pytest.param(authz(methods("X*", field="notMethods")), ["KIA0102"], id="not-methods"),
+        pytest.param(
+            authz(targetRef={"kind": "Service", "group": "", "name": "cart"}),
+            [],
+            id="target-service",
+        ),
+        pytest.param(
+            authz(targetRefs=[{"kind": "Service", "group": "", "name": "gone"}]),
+            ["FS0001"],
+            id="target-missing",
+        ),
+        pytest.param(
+            authz(targetRefs=[{"kind": "Service", "name": "reviews"}]),
+            ["FS0001"],
+            id="target-other-ns-service",
+        ),
+        pytest.param(
+            authz(
+                targetRef={
+                    "kind": "Gateway",
+                    "group": "gateway.networking.k8s.io",
+                    "name": "waypoint",
+                }
+            ),
+            [],
+            id="target-gateway-not-checked",
+        ),
+    ],
+)
+def test_authorization_policies(form: str, obj: dict[str, Any], expected: list[str]):
+    result = run(form, [obj])
+    assert codes(result, key("AuthorizationPolicy", "shop", "p")) == expected
+    want = {"KIA0101": "warning", "KIA0102": "warning", "FS0001": "error"}
+    assert all(f.level == want[f.code] for f in result[key("AuthorizationPolicy", "shop", "p")])
+
+
+def test_authorization_policy_messages(form: str):
+    result = run(form, [authz(source(namespaces=["ghost"]) + methods("FETCH"))])
+    assert [f.message for f in result[key("AuthorizationPolicy", "shop", "p")]] == [
+        'namespace "ghost" not found',
+        'method "FETCH" is not an HTTP method',
+    ]
+
+
+# PeerAuthentication ----------------------------------------------------------------------------
+
+
+def mutual(ns: str, name: str, host: str, mode: str = "ISTIO_MUTUAL") -> dict[str, Any]:
+    return dr(ns, name, host, trafficPolicy={"tls": {"mode": mode}})
+
+
+@pytest.mark.parametrize(
+    ("objects", "target", "expected"),
+    [
+        pytest.param(
+            [pa("shop", "a", "STRICT"), pa("shop", "b", "PERMISSIVE")],
+            "a",
+            ["KIA0002"],
+            id="two-namespace-wide",
+        ),
+        pytest.param(
+            [pa("shop", "a", "STRICT"), pa("shop", "b", "PERMISSIVE", {"app": "cart"})],
+            "a",
+            [],
+            id="one-namespace-wide",
+        ),
+        pytest.param(
+            [pa("istio-system", "a", "STRICT"), pa("shop", "b", "STRICT")],
+            "a",
+            [],
+            id="mesh-and-namespace",
+        ),
+        pytest.param(
+            [
+                istio(
+                    "PeerAuthentication",
+                    "shop",
+                    "a",
+                    {"portLevelMtls": {"8080": {"mode": "DISABLE"}}},
+                )
+            ],
+            "a",
+            ["FS0501"],
+            id="port-level-without-selector",
+        ),
+        pytest.param(
+            [
+                istio(
+                    "PeerAuthentication",
+                    "shop",
+                    "a",
+                    {
+                        "selector": {"matchLabels": {"app": "cart"}},
+                        "portLevelMtls": {"8080": {"mode": "DISABLE"}},
+                    },
+                )
+            ],
+            "a",
+            [],
+            id="port-level-with-selector",
+        ),
+        pytest.param(
+            [pa("shop", "a", "DISABLE"), mutual("shop", "d", "*.shop.svc.cluster.local")],
+            "a",
+            ["KIA0505"],
+            id="ns-disable-dr-mutual",
+        ),
+        pytest.param(
+            [
+                pa("shop", "a", "DISABLE"),
+                mutual("shop", "d", "*.shop.svc.cluster.local", "DISABLE"),
+            ],
+            "a",
+            [],
+            id="ns-disable-dr-disable",
+        ),
+        pytest.param(
+            [pa("shop", "a", "DISABLE"), mutual("istio-system", "d", "*.local")],
+            "a",
+            ["KIA0505"],
+            id="ns-disable-mesh-dr-mutual",
+        ),
+        pytest.param(
+            [
+                pa("shop", "a", "DISABLE"),
+                mutual("istio-system", "d", "*.local"),
+                mutual("shop", "e", "*.shop.svc.cluster.local", "DISABLE"),
+            ],
+            "a",
+            [],
+            id="ns-dr-disable-excuses-mesh-dr",
+        ),
+        pytest.param(
+            [pa("shop", "a", "PERMISSIVE"), mutual("shop", "d", "*.shop.svc.cluster.local")],
+            "a",
+            [],
+            id="permissive",
+        ),
+        pytest.param(
+            [pa("istio-system", "a", "DISABLE"), mutual("istio-system", "d", "*.local")],
+            "a",
+            ["KIA0506"],
+            id="mesh-disable",
+        ),
+        pytest.param(
+            [pa("istio-system", "a", "DISABLE"), mutual("istio-system", "d", "*.local", "MUTUAL")],
+            "a",
+            ["KIA0506"],
+            id="mesh-mutual",
+        ),
+        pytest.param([pa("istio-system", "a", "DISABLE")], "a", [], id="mesh-disable-alone"),
+    ],
+)
+def test_peer_authentications(
+    form: str, objects: list[dict[str, Any]], target: str, expected: list[str]
+):
+    pa_obj = next(o for o in objects if o["metadata"]["name"] == target)
+    result = run(form, objects)
+    k = key("PeerAuthentication", pa_obj["metadata"]["namespace"], target)
+    assert codes(result, k) == expected
+    assert set(levels(result, k)) <= {"error"}
+
+
+# RequestAuthentication and Telemetry -----------------------------------------------------------
+
+JWT = {
+    "jwtRules": [
+        {"issuer": "https://issuer.example.com", "jwksUri": "https://issuer.example.com/jwks"}
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param({"selector": {"matchLabels": {"app": "cart"}}}, [], id="selector"),
+        pytest.param(
+            {"targetRef": {"kind": "Service", "group": "", "name": "cart"}}, [], id="service"
+        ),
+        pytest.param(
+            {"targetRef": {"kind": "Service", "group": "", "name": "cart", "namespace": "shop"}},
+            [],
+            id="service-same-ns",
+        ),
+        pytest.param(
+            {
+                "targetRefs": [
+                    {"kind": "Service", "group": "", "name": "cart"},
+                    {"kind": "Service", "group": "", "name": "gone"},
+                ]
+            },
+            ["FS0001"],
+            id="one-missing",
+        ),
+        pytest.param(
+            {
+                "targetRefs": [
+                    {"kind": "ServiceEntry", "group": "networking.istio.io", "name": "db"}
+                ]
+            },
+            [],
+            id="service-entry",
+        ),
+        pytest.param(
+            {
+                "targetRefs": [
+                    {"kind": "ServiceEntry", "group": "networking.istio.io", "name": "gone"}
+                ]
+            },
+            ["FS0001"],
+            id="service-entry-missing",
+        ),
+    ],
+)
+def test_request_authentication_targets(form: str, spec: dict[str, Any], expected: list[str]):
+    objects = [
+        se("shop", "db", "db.example.com"),
+        istio("RequestAuthentication", "shop", "r", {**JWT, **spec}),
+    ]
+    result = run(form, objects)
+    assert codes(result, key("RequestAuthentication", "shop", "r")) == expected
+    assert set(levels(result, key("RequestAuthentication", "shop", "r"))) <= {"error"}
+
+
+def test_target_ref_message(form: str):
+    spec = {**JWT, "targetRef": {"kind": "Service", "group": "", "name": "gone"}}
+    result = run(form, [istio("RequestAuthentication", "shop", "r", spec)])
+    assert result[key("RequestAuthentication", "shop", "r")] == [
+        Finding("error", "FS0001", 'targetRef Service "shop/gone" not found')
+    ]
+
+
+def telemetry(ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    return istio("Telemetry", ns, name, {"tracing": [{"randomSamplingPercentage": 10.0}], **spec})
+
+
+@pytest.mark.parametrize(
+    ("objects", "expected"),
+    [
+        pytest.param(
+            [telemetry("shop", "a"), telemetry("shop", "b")],
+            {"a": ["KIA0002"], "b": ["KIA0002"]},
+            id="two-selectorless",
+        ),
+        pytest.param(
+            [
+                telemetry("shop", "a"),
+                telemetry("shop", "b", selector={"matchLabels": {"app": "cart"}}),
+            ],
+            {"a": [], "b": []},
+            id="one-with-selector",
+        ),
+        pytest.param(
+            [
+                telemetry("shop", "a"),
+                telemetry(
+                    "shop", "b", targetRefs=[{"kind": "Service", "group": "", "name": "cart"}]
+                ),
+            ],
+            {"a": [], "b": []},
+            id="one-with-target",
+        ),
+        pytest.param(
+            [telemetry("shop", "a", targetRef={"kind": "Service", "group": "", "name": "gone"})],
+            {"a": ["FS0001"]},
+            id="target-missing",
+        ),
+        pytest.param(
+            [telemetry("istio-system", "a"), telemetry("shop", "b")],
+            {"a": [], "b": []},
+            id="mesh-and-namespace",
+        ),
+    ],
+)
+def test_telemetries(form: str, objects: list[dict[str, Any]], expected: dict[str, list[str]]):
+    result = run(form, objects)
+    for obj in objects:
+        k = key("Telemetry", obj["metadata"]["namespace"], obj["metadata"]["name"])
+        assert codes(result, k) == expected[k[2]]
+        assert set(levels(result, k)) <= {"error"}
+
+
+# The contract the collector and the watcher rely on -------------------------------------------
+
+
+def test_every_builtin_istio_kind_is_checked():
+    istio_kinds = {k.key for k in BUILTIN_KINDS if k.status_rule == "istio"}
+    assert istio_kinds == CHECKED_KINDS
+
+
+def test_every_checked_object_gets_an_entry_and_only_those(form: str):
+    objects = [INGRESS, vs("shop", "v", gateways=["ingress"]), K8S_GW, telemetry("shop", "t")]
+    objects.append(
+        {"kind": "EnvoyFilter", "metadata": {"namespace": "shop", "name": "ef"}, "spec": {}}
+    )
+    result = run(form, objects)
+    assert result == {
+        key("Gateway", "shop", "ingress"): [],
+        key("VirtualService", "shop", "v"): [],
+        key("Telemetry", "shop", "t"): [],
+    }
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"kind": "VirtualService", "metadata": {"namespace": "shop", "name": "v"}, "spec": None},
+        istio(
+            "VirtualService",
+            "shop",
+            "v",
+            {"gateways": "ingress", "http": [None, {"route": [{"destination": {"host": 7}}]}]},
+        ),
+        istio("DestinationRule", "shop", "v", {"host": None, "subsets": "v1", "trafficPolicy": []}),
+        istio(
+            "Gateway",
+            "shop",
+            "v",
+            {"selector": None, "servers": [{"port": None, "hosts": [None, "a.com"]}]},
+        ),
+        istio(
+            "AuthorizationPolicy",
+            "shop",
+            "v",
+            {"rules": [{"from": [{"source": None}], "to": "x"}], "targetRefs": [None]},
+        ),
+        istio("PeerAuthentication", "shop", "v", {"mtls": "STRICT", "selector": []}),
+        istio("Sidecar", "shop", "v", {"egress": [{"hosts": ["no-slash"]}]}),
+    ],
+)
+def test_malformed_objects_do_not_break_validation(form: str, obj: dict[str, Any]):
+    result = run(form, [obj])
+    assert list(result) == [key(obj["kind"], "shop", "v")]
+
+
+def test_essentials_keep_what_the_checks_read_and_little_else():
+    obj = vs(
+        "shop",
+        "v",
+        gateways=["ingress"],
+        http=[{**route("cart", "v1")[0], "timeout": "5s", "retries": {"attempts": 3}}],
+    )
+    obj["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 2000 + "}"
+    }
+    slim = essentials("VirtualService", obj)
+    assert slim == {
+        "metadata": {"namespace": "shop", "name": "v"},
+        "spec": {
+            "gateways": ["ingress"],
+            "http": [{"route": [{"destination": {"host": "cart", "subset": "v1"}}]}],
+        },
+    }
+    assert essentials("VirtualService", slim) == slim
+    service = essentials("Service", svc("shop", "internal", export_to="."))
+    assert service == {
+        "metadata": {
+            "namespace": "shop",
+            "name": "internal",
+            "annotations": {"networking.istio.io/exportTo": "."},
+        },
+        "spec": {"selector": {"app": "internal"}},
+    }
+    assert essentials("Service", {"metadata": {"namespace": "a", "name": "b"}}) == {
+        "metadata": {"namespace": "a", "name": "b"}
+    }
+    policy = {
+        "tls": {"mode": "DISABLE", "sni": "x"},
+        "connectionPool": {"tcp": {"maxConnections": 9}},
+    }
+    assert essentials("DestinationRule", dr("shop", "d", "cart", "v1", trafficPolicy=policy))[
+        "spec"
+    ] == {
+        "host": "cart",
+        "subsets": [{"name": "v1"}],
+        "trafficPolicy": {"tls": {"mode": "DISABLE"}},
+    }
+    entry = se(
+        "edge", "api", "api.example.com", endpoints=[{"address": "10.0.0.9", "labels": {"a": "b"}}]
+    )
+    assert essentials("ServiceEntry", entry)["spec"] == {
+        "hosts": ["api.example.com"],
+        "ports": [{"number": 443, "protocol": "TLS"}],
+        "resolution": "DNS",
+        "endpoints": [{}],
+    }
+    assert essentials(
+        "PeerAuthentication", pa("shop", "p", "STRICT", creationTimestamp="2026-01-01T00:00:00Z")
+    ) == {
+        "metadata": {"namespace": "shop", "name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"mtls": {"mode": "STRICT"}},
+    }
