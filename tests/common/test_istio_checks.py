@@ -5,6 +5,7 @@ references). Every case runs twice: on full objects and on their `essentials()`.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -1544,3 +1545,147 @@ def test_essentials_keep_what_the_checks_read_and_little_else():
         "metadata": {"namespace": "shop", "name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"mtls": {"mode": "STRICT"}},
     }
+
+
+# Scale: one cluster at the biggest benchmark size ----------------------------------------------
+
+
+SVC_REF = {"kind": "Service", "group": ""}
+
+
+def big_cluster(
+    scale: float = 1.0,
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]], list[str], set[Any]]:
+    """At scale 1: 2,000 namespaces, 3,000 Services, ~3,000 Istio objects, among them hundreds
+    of Gateways on one selector and port and of ServiceEntries for one host (the pairs a naive
+    check would compare), plus known broken references (listed in the returned set)."""
+
+    def n(count: int) -> int:
+        return int(count * scale)
+
+    namespaces = ["istio-system"] + [f"ns-{i:04d}" for i in range(n(2000))]
+    services = [svc(f"ns-{i % n(2000):04d}", f"svc-{i}") for i in range(n(3000))]
+    objs: dict[str, list[dict[str, Any]]] = {}
+
+    def add(obj: dict[str, Any]) -> None:
+        objs.setdefault(obj["kind"], []).append(obj)
+
+    add(gw("istio-system", "ingress", server(443, "*.apps.example.com")))
+    for i in range(n(1000)):
+        ns = f"ns-{i:04d}"
+        gws = ["istio-system/ingress", "mesh"] if i % 2 else ["mesh"]
+        add(vs(ns, f"vs-{i}", gateways=gws, http=route(f"svc-{i}", "v1")))
+        add(dr(ns, f"dr-{i}", f"svc-{i}", "v1", "v2"))
+    for i in range(n(300)):
+        edge = gw(f"ns-{i:04d}", f"gw-{i}", server(443, f"app-{i}.example.com"))
+        edge["spec"]["selector"] = {"istio": "edge"}
+        add(edge)
+    for i in range(n(200)):
+        add(se(f"ns-{i:04d}", f"partner-{i}", "api.partner.com", exportTo=["."]))
+        add(sidecar(f"ns-{i:04d}", "default"))
+    for i in range(n(100)):
+        policy = authz(
+            source(namespaces=[f"ns-{i + 1:04d}"]), targetRef=SVC_REF | {"name": f"svc-{i}"}
+        )
+        policy["metadata"] = {"namespace": f"ns-{i:04d}", "name": f"ap-{i}"}
+        add(policy)
+        add(pa(f"ns-{i:04d}", "default", "STRICT"))
+        add(telemetry(f"ns-{i:04d}", "default"))
+    # Known breakage.
+    add(vs("ns-0007", "broken-gw", gateways=["istio-system/missing"], http=route("svc-7")))
+    add(vs("ns-0011", "broken-subset", http=route("svc-11", "v9")))
+    add(vs("ns-0013", "broken-host", http=route("svc-14")))
+    dup = gw("ns-0005", "dup", server(443, "app-6.example.com"), selector={"istio": "edge"})
+    add(dup)
+    add(sidecar("ns-0003", "second"))
+    ghost = authz(source(namespaces=["ghost"]))
+    ghost["metadata"] = {"namespace": "ns-0020", "name": "ghost"}
+    add(ghost)
+    add(se("ns-0001", "public-partner", "api.partner.com"))
+    add(dr("ns-0030", "DISABLE", "svc-30", **DISABLE))  # merges with dr-30: no KIA0201
+    add(dr("ns-0040", "dup", "svc-40.ns-0040.svc.cluster.local", "v2"))
+    expected = {
+        (("ns-0007", "VirtualService", "broken-gw"), "KIA1102"),
+        (("ns-0011", "VirtualService", "broken-subset"), "KIA1107"),
+        (("ns-0013", "VirtualService", "broken-host"), "KIA1101"),
+        (("ns-0005", "Gateway", "dup"), "KIA0301"),
+        (("ns-0006", "Gateway", "gw-6"), "KIA0301"),
+        (("ns-0003", "Sidecar", "default"), "KIA0002"),
+        (("ns-0003", "Sidecar", "second"), "KIA0002"),
+        (("ns-0020", "AuthorizationPolicy", "ghost"), "KIA0101"),
+        (("ns-0030", "DestinationRule", "DISABLE"), "KIA0207"),
+        (("ns-0001", "ServiceEntry", "public-partner"), "KIA1211"),
+        (("ns-0040", "DestinationRule", "dr-40"), "KIA0201"),
+        (("ns-0040", "DestinationRule", "dup"), "KIA0201"),
+    }
+    expected |= {
+        ((f"ns-{i:04d}", "ServiceEntry", f"partner-{i}"), "KIA1211") for i in range(n(200))
+    }
+    return objs, services, namespaces, expected
+
+
+def test_biggest_cluster_finds_exactly_the_breakage():
+    objs, services, namespaces, expected = big_cluster()
+    n_objects = sum(len(v) for v in objs.values())
+    assert 2500 <= n_objects <= 3500
+    result = validate(objs, services, namespaces)
+    assert len(result) == n_objects
+    assert {(k, f.code) for k, fs in result.items() for f in fs} == expected
+
+
+def executed_lines(fn: Any, *args: Any) -> int:
+    """How many Python lines `fn(*args)` executes: a measure of work that does not depend on the
+    machine or on how the work is spread over functions."""
+    count = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal count
+        if event == "line":
+            count += 1
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(previous)
+    return count
+
+
+def crowded_cluster(
+    n: int,
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]], list[str]]:
+    """`n` namespaces whose objects all share what a naive check would compare pairwise: one
+    Gateway selector and port, one ServiceEntry host, one mesh-wide mTLS policy."""
+    namespaces = ["istio-system"] + [f"ns-{i}" for i in range(n)]
+    services = [svc(f"ns-{i}", "app") for i in range(n)]
+    objs: dict[str, list[dict[str, Any]]] = {
+        "PeerAuthentication": [pa("istio-system", "m", "STRICT")]
+    }
+    for i in range(n):
+        ns = f"ns-{i}"
+        for obj in (
+            vs(ns, "app", gateways=["istio-system/gw-0"], http=route("app", "v1")),
+            dr(ns, "app", "app", "v1"),
+            dr(ns, "plain", f"app.ns-{(i + 1) % n}.svc.cluster.local", **DISABLE),
+            gw("istio-system", f"gw-{i}", server(443, f"app.{ns}.example.com")),
+            se(ns, "partner", "api.partner.com", exportTo=["."]),
+            sidecar(ns, "default", hosts=[f"./app.{ns}.svc.cluster.local", "istio-system/*"]),
+            pa(ns, "default", "PERMISSIVE" if i % 2 else "UNSET"),
+            authz(source(namespaces=[f"ns-{(i + 1) % n}"])),
+            telemetry(ns, "default"),
+        ):
+            objs.setdefault(obj["kind"], []).append(obj)
+    return objs, services, namespaces
+
+
+def test_validation_work_grows_linearly_with_the_cluster():
+    # Doubling a cluster doubles the work. Comparing the objects of a crowded group (one
+    # Gateway selector and port, one ServiceEntry host) with each other would quadruple it.
+    work = []
+    for n in (150, 300):
+        objs, services, namespaces = crowded_cluster(n)
+        assert any(validate(objs, services, namespaces).values())
+        work.append(executed_lines(validate, objs, services, namespaces))
+    assert 1.8 <= work[1] / work[0] <= 2.2, work
