@@ -5,7 +5,9 @@ references). Every case runs twice: on full objects and on their `essentials()`.
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -1689,3 +1691,20 @@ def test_validation_work_grows_linearly_with_the_cluster():
         assert any(validate(objs, services, namespaces).values())
         work.append(executed_lines(validate, objs, services, namespaces))
     assert 1.8 <= work[1] / work[0] <= 2.2, work
+
+
+# The documentation ------------------------------------------------------------------------------
+
+
+def test_the_documented_table_lists_exactly_the_codes_the_checks_emit():
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "architecture.md").read_text()
+    section = doc.split("## Istio validation", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| ((?:KIA|FS)\d{4}) \|", section, re.MULTILINE))
+    sources = "".join(
+        (root / "common" / "kinds" / f).read_text()
+        for f in ("istio_traffic.py", "istio_policy.py", "istio_mesh.py")
+    )
+    emitted = set(re.findall(r'"((?:KIA|FS)\d{4})"', sources))
+    assert documented == emitted
+    assert len(emitted) >= 20
