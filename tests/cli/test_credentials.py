@@ -62,7 +62,7 @@ def plugin(directory: Path, name: str, stdout: str, code: int = 0) -> Path:
 def test_env_token_reaches_the_server(stack: Stack, oidc, cli) -> None:
     url, issuer = oidc
     want = [
-        f"{r['cluster']}/{r['namespace']}/{r['kind']}/{r['name']}"
+        f"{r['cluster']}/{r['namespace'] or '_'}/{r['kind']}/{r['name']}"
         for r in stack.api_rows(stack.users["admin-0"])
     ]
     token = admin_token(issuer)

@@ -127,7 +127,7 @@ def test_name_output_is_what_describe_takes(stack: Stack, cli) -> None:
     res = cli("get", "-o", "name", *who(stack, "dev-team-00"))
     assert res.code == 0, res.err
     assert res.out.splitlines() == [
-        f"{r['cluster']}/{r['namespace']}/{r['kind']}/{r['name']}" for r in want
+        f"{r['cluster']}/{r['namespace'] or '_'}/{r['kind']}/{r['name']}" for r in want
     ]
 
 

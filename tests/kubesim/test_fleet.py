@@ -32,20 +32,39 @@ def test_same_seed_same_objects() -> None:
 
 
 def test_status_mix_is_mostly_healthy_with_some_of_each() -> None:
-    """Flux and Istio rows through fleetscope's status rules; suspension apart from health."""
+    """Flux and Istio rows through fleetscope's status rules, the Istio ones with the cluster's
+    validation findings; suspension apart from health."""
     import json
+
+    from common.kinds import istio_checks
 
     fleet = generate_fleet(1, 2000, seed=1)
     store = _load(fleet, "cluster-000")
+
+    def objects(res) -> list[dict]:
+        table = store.tables.get(res.key)
+        return [json.loads(raw) for raw in table.items.values()] if table else []
+
+    istio = {
+        res.kind: objects(res)
+        for res in store.catalog
+        if res.status_rule == "istio" and res.kind in istio_checks.CHECKED_KINDS
+    }
+    by_name = {res.resource: res for res in store.catalog}
+    findings = istio_checks.validate(
+        istio,
+        objects(by_name["services"]),
+        [n["metadata"]["name"] for n in objects(by_name["namespaces"])],
+    )
     counts: dict[str, int] = {}
     suspended = 0
     for res in store.catalog:
         if res.status_rule not in ("flux", "static", "istio"):
             continue
-        table = store.tables.get(res.key)
-        for raw in table.items.values() if table else []:
-            obj = json.loads(raw)
-            status = evaluate(res.status_rule, obj).status
+        for obj in objects(res):
+            meta = obj["metadata"]
+            found = findings.get((meta.get("namespace", ""), res.kind, meta["name"]))
+            status = evaluate(res.status_rule, obj, found).status
             counts[status] = counts.get(status, 0) + 1
             suspended += is_suspended(res.status_rule, obj)
     total = sum(counts.values())

@@ -28,7 +28,8 @@ def api_names(stack: Stack, headers: dict[str, str], **params: Any) -> list[str]
     resp = requests.get(f"{stack.base}/api/v1/objects", params=params, headers=headers, timeout=10)
     resp.raise_for_status()
     return [
-        f"{r['cluster']}/{r['namespace']}/{r['kind']}/{r['name']}" for r in resp.json()["items"]
+        f"{r['cluster']}/{r['namespace'] or '_'}/{r['kind']}/{r['name']}"
+        for r in resp.json()["items"]
     ]
 
 
@@ -40,7 +41,10 @@ def api_pages(stack: Stack, headers: dict[str, str], limit: int, pages: int) -> 
             f"{stack.base}/api/v1/objects", params=params, headers=headers, timeout=10
         ).json()
         out.append(
-            [f"{r['cluster']}/{r['namespace']}/{r['kind']}/{r['name']}" for r in body["items"]]
+            [
+                f"{r['cluster']}/{r['namespace'] or '_'}/{r['kind']}/{r['name']}"
+                for r in body["items"]
+            ]
         )
         token = body["continue"]
     return out
