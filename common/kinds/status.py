@@ -228,7 +228,12 @@ def _kstatus(obj: dict[str, Any]) -> Status:
         return Status("progressing", "Terminating", "object is being deleted")
     observed = _int(_status_block(obj).get("observedGeneration"))
     generation = _generation(obj)
-    if observed is not None and generation is not None and observed < generation:
+    # A suspended object is not reconciled, so its controller never observes the generation
+    # that suspended it (`flux suspend` patches the spec): its last verdict stands.
+    spec = obj.get("spec")
+    suspended = isinstance(spec, dict) and spec.get("suspend") is True
+    behind = observed is not None and generation is not None and observed < generation
+    if behind and not suspended:
         s = _from(explain, "progressing")
         return Status(
             "progressing", "LatestGenerationNotObserved", s.message, s.last_transition_time

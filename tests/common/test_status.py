@@ -1033,3 +1033,18 @@ def test_a_policy_controllers_parent_entry_does_not_count_as_a_gateway() -> None
         evaluate("route", {"status": {"parents": [{**gateway_entry, "conditions": []}]}}).status
         == "progressing"
     )
+
+
+def test_a_suspended_object_keeps_its_last_verdict_although_its_generation_moved() -> None:
+    """`flux suspend` patches the spec (generation + 1) and the controller stops reconciling,
+    so observedGeneration stays behind for as long as it is suspended."""
+    failed = {"type": "Ready", "status": "False", "reason": "BuildFailed", "message": "boom"}
+    obj = {
+        "metadata": {"generation": 3},
+        "spec": {"suspend": True},
+        "status": {"observedGeneration": 2, "conditions": [failed]},
+    }
+    s = evaluate("flux", obj)
+    assert (s.status, s.reason) == ("unhealthy", "BuildFailed") and is_suspended("flux", obj)
+    resumed = {**obj, "spec": {"suspend": False}}
+    assert evaluate("flux", resumed).status == "progressing"  # resumed: waiting for the controller

@@ -16,6 +16,7 @@ import requests
 import yaml
 
 from common.index import keys
+from kubesim.users import fleet_users
 from tests.ui.conftest import EXTERNAL_URL, LISTER, Stack, shot
 
 pytestmark = pytest.mark.browser
@@ -56,7 +57,8 @@ def shown_names(page: Any) -> list[str]:
     cells = page.locator(ROWS).evaluate_all(
         "rows => rows.map(r => [...r.cells].slice(0, 4).map(c => c.textContent).join('/'))"
     )
-    return list(cells)
+    # Cluster-scoped rows show "(cluster)" where the API's paths say `_`.
+    return [c.replace("/(cluster)/", "/_/") for c in cells]
 
 
 def expect_names(page: Any, names: list[str]) -> None:
@@ -380,3 +382,42 @@ def test_oidc_mode_sends_the_pasted_bearer_token(stack: Stack, page: Any, tmp_pa
         expect_names(page, api_names(stack, ADMIN, limit=5))
     finally:
         server.shutdown()
+
+
+def test_suspension_beside_health_and_cluster_scoped_rows(stack: Stack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    cluster, namespace, name = stack.unhealthy[0]
+    stack.sim.patch(cluster, "Kustomization", namespace, name, {"spec": {"suspend": True}})
+    assert all(o.ok for o in stack.collect([cluster]))
+    page.goto("/?suspended=true")
+    suspended = api_names(stack, ADMIN, suspended="true")
+    assert f"{cluster}/{namespace}/Kustomization/{name}" in suspended
+    expect_names(page, suspended)
+    index = suspended.index(f"{cluster}/{namespace}/Kustomization/{name}")
+    row = page.locator(f"{ROWS} >> nth={index}")
+    # The health and the suspension, side by side: failing and suspended.
+    expect(row.locator(".badge-unhealthy")).to_have_text("unhealthy")
+    expect(row.locator(".badge-suspended")).to_have_text("suspended")
+    expect(page.locator("#f-suspended input[value=true]")).to_be_checked()
+    shot(page, "suspended")
+    page.locator("#f-suspended input[value=true]").uncheck()
+    page.locator("#f-suspended input[value=false]").check()
+    expect(page).to_have_url(re.compile(r"suspended=false"))
+    expect_names(page, api_names(stack, ADMIN, suspended="false"))
+
+    # GatewayClass is cluster-scoped: no namespace on the row, `_` in the detail path.
+    page.goto("/?namespace=_&kind=GatewayClass")
+    classes = api_names(stack, ADMIN, namespace="_", kind="GatewayClass")
+    assert classes and all("/_/GatewayClass/" in n for n in classes)
+    expect_names(page, classes)
+    expect(page.locator(f"{ROWS} >> nth=0 >> td >> nth=1")).to_have_text("(cluster)")
+    gc = classes[0].rsplit("/", 1)[1]
+    page.get_by_role("button", name=f"{gc}: show the live GatewayClass").first.click()
+    expect(page.locator("#detail-body")).to_contain_text("kind: GatewayClass")
+    expect(page.locator("#detail-title")).to_have_text(re.compile(rf"^GatewayClass {gc} · "))
+    page.click("#detail-close")
+    # A team member bound by RoleBindings sees no cluster-scoped row.
+    member = next(u for u in fleet_users(stack.sim.fleet) if u.name.startswith("dev-team"))
+    view_as(page, member.name)
+    expect_names(page, [])
