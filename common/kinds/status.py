@@ -6,7 +6,7 @@ The table (also in docs/architecture.md); within a rule, the first row that matc
 | rule       | when                                                              | status      |
 |------------|-------------------------------------------------------------------|-------------|
 | flux       | `metadata.deletionTimestamp` set                                  | progressing (Terminating) |
-| flux       | observedGeneration < generation, Reconciling=True, Ready=Unknown  | progressing |
+| flux       | observedGeneration < generation (not while suspended), Reconciling=True, Ready=Unknown | progressing |
 | flux       | Stalled=True                                                      | unhealthy   |
 | flux       | Ready=True                                                        | healthy     |
 | flux       | Ready=False                                                       | unhealthy   |
