@@ -1,7 +1,8 @@
 """Fill Redis with a generated fleet's rows and grants, straight from kubesim's generator.
 
 No HTTP: each cluster's objects go through the collector's own row and store code
-(common.index.rows.build_row/encode, common.index.store.replace_rows) and its RBAC objects through
+(common.index.rows.build_row/encode, the Istio validation of collector.mesh,
+common.index.store.replace_rows) and its RBAC objects through
 common.rbac.grants.compile_grants/store_grants, so Redis holds exactly what a collection would write.
 Clusters are spread over worker processes. Also usable alone: `./dev bench fleetload --preset M`.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import redis
 
+from collector import mesh
 from common.index import keys, rows, store
 from common.kinds.registry import builtin_registry
 from common.rbac.authorizer import RbacObjects
@@ -37,14 +39,24 @@ def load_cluster(r: redis.Redis, fleet: Any, index: int, catalog: Catalog) -> in
     registry = builtin_registry()
     cluster = fleet.cluster_names[index]
     members: list[str] = []
+    held: list[mesh.Held] = []
+    services: list[dict[str, Any]] = []
+    namespaces: list[str] = []
     rbac: dict[str, list[dict[str, Any]]] = {f: [] for f in RBAC_KINDS.values()}
     for res, _ns, _name, raw in fleet.objects(index, catalog):
         kind = registry.by_resource(res.group, res.plural)
-        if kind is not None:
+        if kind is not None and mesh.validated(kind):
+            held.append(mesh.Held(kind, res.api_version, json.loads(raw)))
+        elif kind is not None:
             obj = json.loads(raw)
             members.append(rows.encode(rows.build_row(cluster, kind, res.api_version, obj)))
         elif res.group == "rbac.authorization.k8s.io":
             rbac[RBAC_KINDS[res.kind]].append(json.loads(raw))
+        elif res.group == "" and res.plural == mesh.SERVICES:
+            services.append(mesh.service_slim(json.loads(raw)))
+        elif res.group == "" and res.plural == mesh.NAMESPACES:
+            namespaces.append(mesh.namespace_name(json.loads(raw)))
+    members.extend(mesh.members(cluster, held, services, namespaces))
     now = round(time.time(), 3)
     r.hset(keys.CLUSTERS, cluster, json.dumps({"source": "bench"}))
     sync = {"state": "ok", "last_success": now, "last_error": "", "duration_s": 0, "requests": 0}
