@@ -110,7 +110,8 @@ def namespaces(api: Api, cluster: str = "") -> list[str]:
     found.discard("*")
     if not found:
         page = api.get(OBJECTS, [*params, ("limit", "500")])
-        found = {str(r.get("namespace")) for r in page.get("items") or [] if r.get("namespace")}
+        # `_` is the namespace of cluster-scoped objects in paths and the namespace filter.
+        found = {str(r.get("namespace") or "_") for r in page.get("items") or []}
     return sorted(found)
 
 
