@@ -6,6 +6,7 @@ kinds-file kinds using them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -778,3 +779,10 @@ def test_kinds_file_kinds_use_the_extractors(tmp_path: Path) -> None:
         Ref("managedBy", "Kustomization", "flux-system", "apps")
     ]
     assert extract(plain, obj(spec, labels=KUSTOMIZE)) == []
+
+
+def test_the_documented_table_lists_every_extractor_once() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    section = doc.split("## Relations", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `([\w-]+)` \|", section, re.MULTILINE)
+    assert sorted(documented) == sorted(RELATION_EXTRACTORS)
