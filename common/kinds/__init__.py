@@ -1,2 +1,3 @@
-"""What each kind means: the kind registry (group, versions, plural, scope, status rule) and the
-status rules themselves. The bottom layer: pure functions of objects, no Redis, no network."""
+"""What each kind means: the kind registry (group, versions, plural, scope, status rule,
+relation extractors), the status rules, the Istio checks and the edge extractors themselves.
+The bottom layer: pure functions of objects, no Redis, no network."""

@@ -35,11 +35,11 @@ def export_to(mesh: Mesh, report: Report, it: Item) -> None:
 
 def virtual_services(mesh: Mesh, items: list[Item], report: Report) -> None:
     for it in items:
-        refs, destinations = _references(it.spec)
+        refs, destinations = references(it.spec)
         for ref in refs:
             if ref == "mesh":
                 continue
-            gw = _gateway_name(ref, it.ns)
+            gw = gateway_name(ref, it.ns)
             if gw not in mesh.gateways:
                 report.add(it.key, "error", "KIA1102", f'gateway "{gw[0]}/{gw[1]}" not found')
         for dest in destinations:
@@ -56,7 +56,7 @@ def virtual_services(mesh: Mesh, items: list[Item], report: Report) -> None:
         export_to(mesh, report, it)
 
 
-def _references(spec: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+def references(spec: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     """The gateways a VirtualService names (`gateways`, and `gateways` of http, tls and tcp
     matches), and its destinations (http, tls and tcp routes, http mirrors)."""
     refs, destinations = strs(spec.get("gateways")), []
@@ -73,7 +73,7 @@ def _references(spec: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     return (list(dict.fromkeys(refs)) if len(refs) > 1 else refs), destinations
 
 
-def _gateway_name(ref: str, namespace: str) -> tuple[str, str]:
+def gateway_name(ref: str, namespace: str) -> tuple[str, str]:
     """Istio's reading of a gateway reference: `ns/name`, `./name`, `name`, or the legacy
     `name.ns[.svc.cluster.local]`."""
     if "/" in ref:

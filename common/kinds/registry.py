@@ -11,6 +11,8 @@ operator adds more from `FLEETSCOPE_KINDS_FILE`, a YAML list of entries with the
       namespaced: true               # optional (default true); false for cluster-scoped kinds
       key: Widget                    # optional: the name used in rows, filters and URLs
       ui_url_template: "https://argo.example/{cluster}/{namespace}/{name}"   # optional
+      relations: [managedBy]         # optional (default [managedBy]): edge extractors, from
+                                     # RELATION_EXTRACTORS (common/kinds/relations.py)
 
 An entry that names a built-in kind (by `key`, or by `kind` when that is a built-in key) only
 sets that kind's `ui_url_template`; any other field it gives must match the built-in:
@@ -34,6 +36,22 @@ import yaml
 from common.errors import ConfigError
 
 STATUS_RULES = ("flux", "static", "istio", "conditions", "gateway", "route", "policy")
+RELATION_EXTRACTORS = (
+    "flux-source",
+    "flux-git-source",
+    "flux-chart-source",
+    "flux-chart-ref",
+    "flux-dependsOn",
+    "flux-imageRepository",
+    "flux-provider",
+    "managedBy",
+    "istio-gateways",
+    "gateway-parents",
+    "gateway-class",
+    "gateway-backends",
+    "policy-targets",
+)
+"""The names a kind's `relations` may list; common/kinds/relations.py implements each one."""
 _KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,62}$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 UI_URL_FIELDS = ("cluster", "namespace", "kind", "name", "apiVersion")
@@ -55,6 +73,9 @@ class Kind:
     key: str = ""
     ui_url_template: str = ""
     namespaced: bool = True
+    relations: tuple[str, ...] = ()
+    """Names of its edge extractors (RELATION_EXTRACTORS), run in this order by
+    `relations.extract`."""
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -90,14 +111,20 @@ class Kind:
         )
 
 
-def _flux(group: str, versions: str, kind: str, rule: str = "flux") -> Kind:
+_MANAGED = ("managedBy",)  # every built-in kind: Flux's kustomize/helm labels name the applier
+
+
+def _flux(group: str, versions: str, kind: str, rule: str = "flux", edges: str = "") -> Kind:
     # English plural as the CRDs spell it: GitRepository -> gitrepositories.
     plural = kind.lower()[:-1] + "ies" if kind.endswith("y") else kind.lower() + "s"
-    return Kind(group, tuple(versions.split()), kind, plural, rule)
+    relations = (*edges.split(), *_MANAGED)
+    return Kind(group, tuple(versions.split()), kind, plural, rule, relations=relations)
 
 
-def _istio(group: str, kind: str, plural: str | None = None) -> Kind:
-    return Kind(group, ("v1", "v1beta1", "v1alpha3"), kind, plural or kind.lower() + "s", "istio")
+def _istio(group: str, kind: str, plural: str | None = None, edges: str = "") -> Kind:
+    plural = plural or kind.lower() + "s"
+    relations = (*edges.split(), *_MANAGED)
+    return Kind(group, ("v1", "v1beta1", "v1alpha3"), kind, plural, "istio", relations=relations)
 
 
 _KUSTOMIZE, _HELM = "kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"
@@ -108,31 +135,50 @@ _GW, _KUADRANT = "gateway.networking.k8s.io", "kuadrant.io"
 
 
 def _gateway_api(
-    kind: str, versions: str, rule: str, key: str = "", namespaced: bool = True
+    kind: str, versions: str, rule: str, key: str = "", namespaced: bool = True, edges: str = ""
 ) -> Kind:
     plural = kind.lower() + ("es" if kind.endswith("s") else "s")
-    return Kind(_GW, tuple(versions.split()), kind, plural, rule, key, namespaced=namespaced)
+    relations = (*edges.split(), *_MANAGED)
+    return Kind(_GW, tuple(versions.split()), kind, plural, rule, key, "", namespaced, relations)
 
 
 def _kuadrant(kind: str, versions: str) -> Kind:
-    return Kind(_KUADRANT, tuple(versions.split()), kind, kind.lower()[:-1] + "ies", "policy")
+    plural, relations = kind.lower()[:-1] + "ies", ("policy-targets", *_MANAGED)
+    return Kind(_KUADRANT, tuple(versions.split()), kind, plural, "policy", relations=relations)
+
+
+_ROUTE_EDGES = "gateway-parents gateway-backends"
 
 
 BUILTIN_KINDS: tuple[Kind, ...] = (
-    _flux(_KUSTOMIZE, "v1 v1beta2", "Kustomization"),
-    _flux(_HELM, "v2 v2beta2 v2beta1", "HelmRelease"),
+    _flux(_KUSTOMIZE, "v1 v1beta2", "Kustomization", edges="flux-source flux-dependsOn"),
+    _flux(
+        _HELM,
+        "v2 v2beta2 v2beta1",
+        "HelmRelease",
+        edges="flux-chart-source flux-chart-ref flux-dependsOn",
+    ),
     _flux(_SOURCE, "v1 v1beta2", "GitRepository"),
     _flux(_SOURCE, "v1 v1beta2", "HelmRepository"),
     _flux(_SOURCE, "v1 v1beta2", "OCIRepository"),
     _flux(_SOURCE, "v1 v1beta2", "Bucket"),
-    _flux(_SOURCE, "v1 v1beta2", "HelmChart"),
+    _flux(_SOURCE, "v1 v1beta2", "HelmChart", edges="flux-source"),
     _flux(_IMAGE, "v1 v1beta2", "ImageRepository"),
-    Kind(_IMAGE, ("v1", "v1beta2"), "ImagePolicy", "imagepolicies", "flux"),
-    _flux(_IMAGE, "v1 v1beta2", "ImageUpdateAutomation"),
-    _flux(_NOTIFY, "v1beta3 v1beta2", "Alert", "static"),
+    Kind(
+        _IMAGE,
+        ("v1", "v1beta2"),
+        "ImagePolicy",
+        "imagepolicies",
+        "flux",
+        relations=("flux-imageRepository", *_MANAGED),
+    ),
+    _flux(_IMAGE, "v1 v1beta2", "ImageUpdateAutomation", edges="flux-git-source"),
+    _flux(_NOTIFY, "v1beta3 v1beta2", "Alert", "static", edges="flux-provider"),
     _flux(_NOTIFY, "v1beta3 v1beta2", "Provider", "static"),
     _flux(_NOTIFY, "v1 v1beta3", "Receiver"),
-    _istio(_NET, "VirtualService"),
+    # VirtualService -> DestinationRule needs the cluster's DestinationRules: not an extractor
+    # (relations.resolve_destination_rules).
+    _istio(_NET, "VirtualService", edges="istio-gateways"),
     _istio(_NET, "DestinationRule"),
     _istio(_NET, "Gateway"),
     _istio(_NET, "ServiceEntry", "serviceentries"),
@@ -144,11 +190,11 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     _istio(_TEL, "Telemetry", "telemetries"),
     # Gateway API. Its Gateway is keyed `K8sGateway` (as Kiali names it): `Gateway` is Istio's.
     _gateway_api("GatewayClass", "v1 v1beta1", "gateway", namespaced=False),
-    _gateway_api("Gateway", "v1 v1beta1", "gateway", key="K8sGateway"),
-    _gateway_api("HTTPRoute", "v1 v1beta1", "route"),
-    _gateway_api("GRPCRoute", "v1 v1alpha2", "route"),
-    _gateway_api("TLSRoute", "v1 v1alpha3 v1alpha2", "route"),
-    _gateway_api("TCPRoute", "v1alpha2", "route"),
+    _gateway_api("Gateway", "v1 v1beta1", "gateway", key="K8sGateway", edges="gateway-class"),
+    _gateway_api("HTTPRoute", "v1 v1beta1", "route", edges=_ROUTE_EDGES),
+    _gateway_api("GRPCRoute", "v1 v1alpha2", "route", edges=_ROUTE_EDGES),
+    _gateway_api("TLSRoute", "v1 v1alpha3 v1alpha2", "route", edges=_ROUTE_EDGES),
+    _gateway_api("TCPRoute", "v1alpha2", "route", edges=_ROUTE_EDGES),
     _gateway_api("ReferenceGrant", "v1 v1beta1 v1alpha2", "static"),
     # Kuadrant policies (kuadrant.io/v1; TLSPolicy and DNSPolicy were v1alpha1 before 1.0).
     _kuadrant("AuthPolicy", "v1 v1beta3 v1beta2"),
@@ -267,6 +313,7 @@ _FIELDS = (
     "namespaced",
     "key",
     "ui_url_template",
+    "relations",
 )
 
 
@@ -304,7 +351,23 @@ def parse_kind(entry: Any, index: int = 0, builtins: KindRegistry | None = None)
     namespaced = entry.get("namespaced", True)
     if not isinstance(namespaced, bool):
         raise ConfigError(f"{where}: namespaced must be true or false, not {namespaced!r}")
-    return Kind(group, versions, kind, plural, rule, key, template, namespaced)
+    relations = _relations(entry.get("relations", ["managedBy"]), where)
+    return Kind(group, versions, kind, plural, rule, key, template, namespaced, relations)
+
+
+def _relations(names: Any, where: str) -> tuple[str, ...]:
+    """A `relations` list: extractor names from RELATION_EXTRACTORS, each once."""
+    known = ", ".join(RELATION_EXTRACTORS)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{where}: relations must be a list of extractor names ({known})")
+    for i, name in enumerate(names):
+        if name not in RELATION_EXTRACTORS:
+            raise ConfigError(
+                f"{where}: relations has an unknown extractor {name!r}; known are {known}"
+            )
+        if name in names[:i]:
+            raise ConfigError(f"{where}: relations lists {name!r} twice")
+    return tuple(names)
 
 
 def _versions(versions: Any, where: str) -> tuple[str, ...]:
@@ -342,15 +405,20 @@ def _override(builtin: Kind, entry: dict[str, Any], template: str, where: str) -
     rule = "an entry naming a built-in kind may only set ui_url_template"
     for name, value in entry.items():
         if not _matches(builtin, name, value):
-            has = (
-                f"versions are {list(builtin.versions)!r}, without all of {value!r}"
-                if name == "versions"
-                else f"{name} is {getattr(builtin, name)!r}, not {value!r}"
-            )
+            has = _has(builtin, name, value)
             raise ConfigError(f"{named}, whose {has}; {rule} (a new kind needs a distinct `key:`)")
     if not template:
         raise ConfigError(f"{named} but sets no ui_url_template; {rule}")
     return replace(builtin, ui_url_template=template)
+
+
+def _has(builtin: Kind, name: str, value: Any) -> str:
+    """What the built-in has where an override entry's field disagrees."""
+    if name == "versions":
+        return f"versions are {list(builtin.versions)!r}, without all of {value!r}"
+    if name == "relations":
+        return f"relations are {list(builtin.relations)!r}, not {value!r}"
+    return f"{name} is {getattr(builtin, name)!r}, not {value!r}"
 
 
 def _matches(builtin: Kind, name: str, value: Any) -> bool:
@@ -362,4 +430,6 @@ def _matches(builtin: Kind, name: str, value: Any) -> bool:
         return isinstance(listed, list) and bool(listed) and set(listed) <= set(builtin.versions)
     if name == "namespaced":
         return value is builtin.namespaced
+    if name == "relations":
+        return isinstance(value, list) and tuple(value) == builtin.relations
     return bool(value == getattr(builtin, name))

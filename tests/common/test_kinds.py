@@ -1,6 +1,6 @@
 """Kind registry: the built-in kinds, extra kinds from FLEETSCOPE_KINDS_FILE (every status rule,
-cluster-scoped kinds), entries that set a built-in kind's ui_url_template, Kind.ui_url, and
-errors that name the entry and the field."""
+cluster-scoped kinds, relation extractors), entries that set a built-in kind's ui_url_template,
+Kind.ui_url, and errors that name the entry and the field."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from common.errors import ConfigError
 from common.kinds.registry import (
     BUILTIN_KINDS,
+    RELATION_EXTRACTORS,
     STATUS_RULES,
     UI_URL_FIELDS,
     Kind,
@@ -40,6 +41,7 @@ def test_builtin_kinds() -> None:
     assert policy is not None and policy.plural == "imagepolicies"
     assert reg.by_resource("networking.istio.io", "serviceentries") is reg.get("ServiceEntry")
     assert all(k.status_rule in STATUS_RULES and not k.ui_url_template for k in reg)
+    assert all(k.relations and set(k.relations) <= set(RELATION_EXTRACTORS) for k in reg)
 
 
 def test_builtin_gateway_api_and_kuadrant_kinds() -> None:
@@ -143,6 +145,32 @@ def test_an_entry_naming_a_builtin_sets_its_ui_url_template(
     )
     assert [k for k in reg if k.ui_url_template] == [kind]
     assert reg.by_resource(kind.group, kind.plural) is kind
+
+
+@pytest.mark.parametrize(
+    ("relations", "expected"),
+    [
+        ("", ("managedBy",)),  # not given: linked to the Kustomization / HelmRelease applying it
+        ("relations: []", ()),
+        ("relations: [gateway-parents, gateway-backends]", ("gateway-parents", "gateway-backends")),
+        ("relations: [managedBy, flux-dependsOn]", ("managedBy", "flux-dependsOn")),
+    ],
+)
+def test_extra_kinds_choose_their_relation_extractors(
+    tmp_path: Path, relations: str, expected: tuple[str, ...]
+) -> None:
+    entry = "{group: example.io, versions: [v1], kind: Widget, plural: widgets"
+    reg = load(tmp_path, f"- {entry}{', ' + relations if relations else ''}}}\n")
+    assert reg.get("Widget").relations == expected  # type: ignore[union-attr]
+
+
+def test_an_override_may_repeat_the_builtin_relations(tmp_path: Path) -> None:
+    reg = load(
+        tmp_path,
+        "- {key: HTTPRoute, relations: [gateway-parents, gateway-backends, managedBy],"
+        " ui_url_template: 'https://ui/{name}'}\n",
+    )
+    assert reg.get("HTTPRoute").relations == builtin_registry().get("HTTPRoute").relations  # type: ignore[union-attr]
 
 
 def test_overrides_and_new_kinds_together(tmp_path: Path) -> None:
@@ -282,6 +310,27 @@ GOOD = "- {group: example.io, versions: [v1], kind: Widget, plural: widgets}\n"
         (
             "- {kind: HelmRelease, ui_url_template: 'https://x/{cluster}}'}",
             "entry 0: ui_url_template has an unmatched brace",
+        ),
+        # relations: a list of known extractor names, each once.
+        (
+            GOOD + "- {group: x.io, versions: [v1], kind: A, plural: as, relations: [flux-sauce]}",
+            "entry 1: relations has an unknown extractor 'flux-sauce'; known are flux-source, ",
+        ),
+        (
+            "- {group: x.io, versions: [v1], kind: A, plural: as, relations: managedBy}",
+            r"entry 0: relations must be a list of extractor names \(flux-source, ",
+        ),
+        (
+            "- {group: x.io, versions: [v1], kind: A, plural: as, relations: [1]}",
+            "entry 0: relations must be a list",
+        ),
+        (
+            "- {group: x.io, versions: [v1], kind: A, plural: as, relations: [managedBy, managedBy]}",
+            "entry 0: relations lists 'managedBy' twice",
+        ),
+        (
+            "- {kind: Alert, relations: [managedBy], ui_url_template: 'https://x/{name}'}",
+            r"entry 0: .*whose relations are \['flux-provider', 'managedBy'\], not \['managedBy'\]",
         ),
         # An entry naming a built-in kind only sets its ui_url_template.
         (
