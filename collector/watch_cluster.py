@@ -20,7 +20,7 @@ import redis
 from collector import mesh
 from collector.watch_mesh import CONTEXT, MeshState
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
-from common.errors import FleetscopeError, LockBusy
+from common.errors import ClusterError, FleetscopeError, LockBusy
 from common.index import rows, store_events
 from common.kinds.registry import Kind, KindRegistry
 from common.leaf.client import LeafClient, WatchExpired, WatchStream
@@ -158,6 +158,8 @@ class ClusterWatch:
                 self.stats["expired"] += 1
                 self._rv[res] = ""
             except FleetscopeError as e:
+                if isinstance(e, ClusterError) and self._context_unavailable(res, e):
+                    return
                 self._mark_down(res)
                 if self.stop_event.is_set():
                     return
@@ -168,6 +170,22 @@ class ClusterWatch:
                 self._rv[res] = ""
                 failures += 1
                 self.stop_event.wait(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
+
+    def _context_unavailable(self, res: str, e: ClusterError) -> bool:
+        """Services or Namespaces cannot be listed at all (403, 404): as in the full sync, the
+        Istio rows then say they were not validated, and that watch stops (True)."""
+        if res not in CONTEXT or self.mesh is None or self._rv.get(res):
+            return False
+        log.warning(
+            "cannot list %s, so Istio config is not validated: %s",
+            res,
+            e,
+            extra={"cluster": self.cluster},
+        )
+        with self._lock:
+            self._expected.discard(res)
+        self.mesh.unavailable(res)
+        return True
 
     def _list(self, res: str, api_version: str, plural: str, kind: Kind | None) -> None:
         with self.list_slots:

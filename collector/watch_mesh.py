@@ -48,6 +48,7 @@ class MeshState:
         self.namespaces: set[str] = set()
         self.listed: set[str] = set()
         self.validations = 0
+        self.context_ok = True  # False: Services or Namespaces cannot be listed
         self._relisted: set[str] = set()  # kinds whose rows are replaced wholesale next run
         self._emitted: dict[str, str] = {}  # identity -> member last handed to the writer
         self._lock = threading.Lock()
@@ -73,6 +74,13 @@ class MeshState:
                 kind = self.kinds[resource][0]
                 self.objects[resource] = {_key(o): mesh.slim(kind, o) for o in items}
                 self._relisted.add(resource)
+            self.listed.add(resource)
+        self._dirty.set()
+
+    def unavailable(self, resource: str) -> None:
+        """Services or Namespaces cannot be listed: rows are built without validation."""
+        with self._lock:
+            self.context_ok = False
             self.listed.add(resource)
         self._dirty.set()
 
@@ -122,8 +130,8 @@ class MeshState:
                 for key, (kind, api_version) in self.kinds.items()
                 for obj in self.objects[key].values()
             ]
-            services = list(self.services.values())
-            namespaces = set(self.namespaces)
+            services = list(self.services.values()) if self.context_ok else None
+            namespaces = set(self.namespaces) if self.context_ok else None
             relisted, self._relisted = self._relisted, set()
         members = mesh.members(self.cluster, held, services, namespaces)
         self.validations += 1

@@ -1,0 +1,127 @@
+"""The watcher's Istio state (collector.watch_mesh.MeshState) at its seam: lists and events in,
+replaced kinds and changed rows out. Nothing before everything was listed; relisted kinds are
+replaced whole; an event re-checks dependents and hands over only the rows that changed;
+unlistable Services leave the rows "not validated"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector import mesh
+from collector.watch_mesh import MeshState
+from common.index import rows, store_events
+from common.kinds.registry import builtin_registry
+
+REG = builtin_registry()
+KINDS = [k for k in REG if mesh.validated(k)]
+
+
+def obj(kind: str, ns: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    api = "security.istio.io/v1" if kind == "AuthorizationPolicy" else "networking.istio.io/v1"
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {"namespace": ns, "name": name},
+        "spec": spec,
+    }
+
+
+GW = obj("Gateway", "shop", "gw", {"selector": {"istio": "ingress"}, "servers": []})
+VS = obj(
+    "VirtualService",
+    "shop",
+    "web",
+    {
+        "hosts": ["web.example.com"],
+        "gateways": ["gw"],
+        "http": [{"route": [{"destination": {"host": "web"}}]}],
+    },
+)
+SVC = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"namespace": "shop", "name": "web"},
+    "spec": {},
+}
+NS = {"metadata": {"name": "shop"}}
+
+
+class Out:
+    def __init__(self) -> None:
+        self.replaced: dict[str, list[str]] = {}
+        self.changes: list[store_events.Change] = []
+
+    def replace(self, key: str, members: list[str]) -> None:
+        self.replaced[key] = members
+
+    def change(self, c: store_events.Change) -> None:
+        self.changes.append(c)
+
+
+def listed_state(out: Out) -> MeshState:
+    state = MeshState("c1", [(k, k.api_version()) for k in KINDS], 0.0, out.replace, out.change)
+    for k in KINDS:
+        items = {"Gateway": [GW], "VirtualService": [VS]}.get(k.kind, [])
+        assert not state.complete
+        state.replace(k.key, items)
+    state.replace(mesh.SERVICES, [SVC])
+    state.replace(mesh.NAMESPACES, [NS])
+    assert state.complete
+    return state
+
+
+def status_of(member: str | None) -> rows.Row:
+    assert member is not None
+    return rows.decode("c1", member)
+
+
+def test_first_validation_replaces_every_kind_then_events_change_only_dependents() -> None:
+    out = Out()
+    state = listed_state(out)
+    assert state.validate() == 2
+    assert set(out.replaced) == {k.key for k in KINDS} and not out.changes
+    (vs,) = out.replaced["VirtualService"]
+    assert status_of(vs)["status"] == "healthy" and status_of(vs)["warnings"] == 0
+
+    out.replaced.clear()
+    state.event("Gateway", "DELETED", GW)
+    assert state.validate() == 2  # the Gateway's row goes, the VirtualService's changes
+    assert not out.replaced
+    by_id = {c.identity: c.member for c in out.changes}
+    assert by_id[rows.sort_key("shop", "Gateway", "gw")] is None
+    row = status_of(by_id[rows.sort_key("shop", "VirtualService", "web")])
+    assert (row["status"], row["reason"]) == ("unhealthy", "KIA1102")
+
+    out.changes.clear()
+    assert state.validate() == 0 and not out.changes  # nothing changed: nothing written
+    state.event(mesh.SERVICES, "DELETED", SVC)
+    state.event("Gateway", "ADDED", GW)
+    state.validate()
+    row = status_of(
+        {c.identity: c.member for c in out.changes}[rows.sort_key("shop", "VirtualService", "web")]
+    )
+    assert row["status"] == "healthy" and row["warnings"] == 1 and "KIA1101" in row["message"]
+
+
+def test_a_relist_replaces_that_kind_whole() -> None:
+    out = Out()
+    state = listed_state(out)
+    state.validate()
+    out.replaced.clear()
+    state.replace("VirtualService", [])
+    state.validate()
+    assert out.replaced == {"VirtualService": []} and not out.changes
+
+
+def test_unlistable_services_leave_istio_rows_not_validated() -> None:
+    out = Out()
+    state = MeshState("c1", [(k, k.api_version()) for k in KINDS], 0.0, out.replace, out.change)
+    for k in KINDS:
+        state.replace(k.key, [VS] if k.kind == "VirtualService" else [])
+    state.replace(mesh.NAMESPACES, [NS])
+    assert not state.complete
+    state.unavailable(mesh.SERVICES)
+    assert state.complete
+    state.validate()
+    row = status_of(out.replaced["VirtualService"][0])
+    assert (row["status"], row["reason"]) == ("unknown", "NotChecked")
