@@ -129,13 +129,17 @@ class ClusterWatch:
         return not (self.lost or self.stop_event.is_set())
 
     def healthy(self, now: float | None = None) -> bool:
-        """Every resource listed and watching, none silent past the idle timeout."""
+        """Every resource listed and watching, none silent past the idle timeout, and the Istio
+        config validated once (its rows written)."""
         now = time.monotonic() if now is None else now
         with self._lock:
             live = dict(self._live)
         idle = self.settings.watch_idle_timeout_s
-        return bool(self._expected) and all(
-            now - live.get(res, float("-inf")) < idle for res in self._expected
+        validated = self.mesh is None or self.mesh.validations > 0  # Istio rows written once
+        return (
+            bool(self._expected)
+            and validated
+            and all(now - live.get(res, float("-inf")) < idle for res in self._expected)
         )
 
     def rbac_healthy(self, now: float | None = None) -> bool:
