@@ -33,6 +33,10 @@ QUEUE_MAX = 20_000  # encoded rows waiting for the writer (back-pressure on the 
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 
 
+class _Validated:
+    """Queued after a validation's rows: once written, the Istio rows reflect the config."""
+
+
 @dataclass(frozen=True)
 class _Replace:
     """A (re)list of one kind: its rows become exactly `members`."""
@@ -62,7 +66,10 @@ class ClusterWatch:
         self.stop_event = threading.Event()
         self.rbac = RbacState(r, self.cluster, kinds, settings.watch_rbac_debounce_s, self.owned)
         self.mesh: MeshState | None = None
-        self._queue: queue.Queue[store_events.Change | _Replace] = queue.Queue(QUEUE_MAX)
+        self._queue: queue.Queue[store_events.Change | _Replace | _Validated] = queue.Queue(
+            QUEUE_MAX
+        )
+        self.mesh_written = False  # a validation's rows were written (see healthy)
         self._streams: set[WatchStream] = set()
         self._live: dict[str, float] = {}  # resource -> monotonic time of its last event
         self._rv: dict[str, str] = {}  # resource -> resourceVersion to watch from
@@ -91,6 +98,7 @@ class ClusterWatch:
                 self.settings.watch_validate_debounce_s,
                 lambda key, members: self._put(_Replace(key, members)),
                 self._put,
+                lambda: self._put(_Validated()),
             )
             self._expected |= set(CONTEXT)
         self._spawn(self._writer, "writer")
@@ -135,7 +143,7 @@ class ClusterWatch:
         with self._lock:
             live = dict(self._live)
         idle = self.settings.watch_idle_timeout_s
-        validated = self.mesh is None or self.mesh.validations > 0  # Istio rows written once
+        validated = self.mesh is None or self.mesh_written  # a validation's rows are stored
         return (
             bool(self._expected)
             and validated
@@ -246,7 +254,7 @@ class ClusterWatch:
         with self._lock:
             self._live.pop(res, None)
 
-    def _put(self, item: store_events.Change | _Replace) -> None:
+    def _put(self, item: store_events.Change | _Replace | _Validated) -> None:
         while not self.stop_event.is_set():
             try:
                 self._queue.put(item, timeout=0.5)
@@ -276,6 +284,10 @@ class ClusterWatch:
                     self._write(
                         store_events.kind_changes(self.r, self.cluster, it.kind_key, it.members)
                     )
+                elif isinstance(it, _Validated):
+                    self._write(pending)
+                    pending = []
+                    self.mesh_written = True
                 else:
                     pending.append(it)
             self._write(pending)

@@ -38,11 +38,12 @@ class MeshState:
         debounce_s: float,
         replace: Callable[[str, list[str]], None],
         change: Callable[[store_events.Change], None],
+        done: Callable[[], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.kinds = {k.key: (k, v) for k, v in kinds}
         self.debounce_s = debounce_s
-        self._replace, self._change = replace, change
+        self._replace, self._change, self._done = replace, change, done
         self.objects: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in self.kinds}
         self.services: dict[Key, dict[str, Any]] = {}
         self.namespaces: set[str] = set()
@@ -153,6 +154,8 @@ class MeshState:
                 self._change(store_events.Change(identity, None))
                 changed += 1
         self._emitted = new
+        if self._done is not None:
+            self._done()
         return changed
 
 
