@@ -117,8 +117,7 @@ class Settings:
     """Wait after an RBAC watch event before recompiling grants (later events join the batch)."""
 
     watch_validate_debounce_s: float = 0.3
-    """Wait after an Istio, Service or Namespace watch event before re-validating the cluster's
-    Istio config (later events join the batch); dependents are re-checked too."""
+    """Wait after an Istio, Service or Namespace watch event before re-validating Istio config."""
 
     auth_mode: AuthMode = "oidc"
     """How the query service identifies callers: `oidc`, `header` or `anonymous` (demos only)."""

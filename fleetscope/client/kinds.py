@@ -33,7 +33,8 @@ SHORT_NAMES: dict[str, tuple[str, ...]] = {
     "AuthorizationPolicy": ("ap",),
     "PeerAuthentication": ("pa",),
     "RequestAuthentication": ("ra",),
-    # Gateway API
+    # Gateway API (the server keys its Gateway `K8sGateway`: Istio's Gateway is `Gateway`)
+    "K8sGateway": ("gtw",),
     "GatewayClass": ("gc",),
     "ReferenceGrant": ("refgrant",),
     "BackendTLSPolicy": ("btlspolicy",),
@@ -48,6 +49,14 @@ DEFAULT_KINDS = (
     "Receiver",
     "Sidecar",
     "Telemetry",
+    "HTTPRoute",
+    "GRPCRoute",
+    "TLSRoute",
+    "TCPRoute",
+    "AuthPolicy",
+    "RateLimitPolicy",
+    "DNSPolicy",
+    "TLSPolicy",
 )
 
 

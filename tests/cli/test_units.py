@@ -78,6 +78,14 @@ def test_unknown_and_unserved_kinds_are_bad_input() -> None:
     assert kinds.resolve(["ap"], []) == ["AuthorizationPolicy"]  # no document: built-in kinds
 
 
+def test_the_two_gateways_resolve_apart() -> None:
+    """Istio's Gateway is `Gateway` (gw); Gateway API's is keyed `K8sGateway` (gtw, its CRD's)."""
+    known = ["Gateway", "K8sGateway", "GatewayClass"]
+    assert kinds.resolve(["gw", "gtw", "gc"], known) == ["Gateway", "K8sGateway", "GatewayClass"]
+    assert kinds.resolve(["gateways", "k8sgateway"], known) == ["Gateway", "K8sGateway"]
+    assert kinds.resolve(["httproutes", "ratelimitpolicy"], []) == ["HTTPRoute", "RateLimitPolicy"]
+
+
 def test_plurals() -> None:
     assert [kinds.plural(k) for k in ("Gateway", "Telemetry", "Bucket", "Proxy", "Mesh")] == [
         "gateways",
