@@ -1,8 +1,10 @@
 """The generated fleet: clusters, namespaces, Flux, Istio, Gateway API and Kuadrant objects,
 the Services behind their hosts, and multi-tenant RBAC, all deterministic from a seed. A
 cluster's objects are generated when it is first used, from pre-serialized templates, so a
-1.5 M-object fleet starts at once and stays compact. Flux objects are drawn here (`MIX`); the
-traffic objects come from `kubesim.traffic`, namespace by namespace from a `ClusterPlan`.
+1.5 M-object fleet starts at once and stays compact. Flux objects come from `kubesim.flux`,
+the traffic objects from `kubesim.traffic`, namespace by namespace from a `ClusterPlan`; both
+reference generated objects (but for a few dangling ones, annotated) and carry the managed-by
+labels of the Flux object that applied them (`kubesim.marks`).
 
 Tenancy: namespace `app-NNNN` belongs to team `team-XX` (about 1 % of namespaces per team); a
 RoleBinding `team-view` binds the team group to ClusterRole `view`, into which `flux-view`,
@@ -20,43 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.catalog import Catalog, Resource
-from kubesim.plan import ClusterPlan, Planned, plan_cluster
+from kubesim.flux import FluxContext, FluxShares, namespace_flux, platform_flux, to_planned
+from kubesim.marks import PLATFORM, marked_shape, marks
+from kubesim.plan import ClusterPlan, Manager, Planned, plan_cluster
 from kubesim.rbac_objects import cluster_rbac, namespace_shape, role_binding_shape
 from kubesim.seeds import mix64
-from kubesim.shapes import flux_shape
 from kubesim.store import ClusterStore
 from kubesim.templates import Template
 from kubesim.traffic import cluster_traffic, namespace_traffic, system_traffic
 
 PRESETS = {"S": (10, 100), "M": (50, 500), "L": (200, 2000)}
 SYSTEM_NAMESPACES = ("default", "kube-system", "flux-system", "istio-system")
-
-# Expected Flux objects of each kind per app namespace (name, kind, share); the Istio, Gateway
-# API and Kuadrant objects are drawn by kubesim.traffic. ~3.7 rows per namespace in all.
-MIX: tuple[tuple[str, str, float], ...] = (
-    ("apps", "Kustomization", 1.0),
-    ("config", "Kustomization", 0.1),
-    ("apps-repo", "GitRepository", 0.3),
-    ("web", "HelmRelease", 0.25),
-    ("web", "HelmChart", 0.25),
-    ("charts", "HelmRepository", 0.05),
-    ("manifests", "OCIRepository", 0.03),
-    ("assets", "Bucket", 0.02),
-    ("web", "ImageRepository", 0.03),
-    ("web", "ImagePolicy", 0.03),
-    ("web", "ImageUpdateAutomation", 0.02),
-    ("on-call", "Alert", 0.03),
-    ("slack", "Provider", 0.03),
-    ("github", "Receiver", 0.01),
-)
-SYSTEM_OBJECTS = (
-    ("flux-system", "flux-system", "GitRepository"),
-    ("flux-system", "flux-system", "Kustomization"),
-    ("flux-system", "charts", "HelmRepository"),
-    ("flux-system", "slack", "Provider"),
-    ("flux-system", "on-call", "Alert"),
-    ("flux-system", "github", "Receiver"),
-)
 
 
 @dataclass(frozen=True)
@@ -75,6 +51,9 @@ class FleetSpec:
     """App namespaces holding Gateway API objects (a Gateway and its routes)."""
     breakage_share: float = 0.02
     """Relevant objects hit by each kind of broken reference or failing condition."""
+    dangling_share: float = 0.015
+    """Flux references (sourceRef, dependsOn, chart, image, provider, receiver) naming no
+    object, each kind drawn apart."""
 
 
 @dataclass
@@ -149,21 +128,23 @@ class GeneratedFleet:
             )
             yield rb, ns, "team-view", tmpl.render({**stamp("team-view", ns), "team": team})
         plan = self.plan(index, catalog)
-        for ns, name, kind in SYSTEM_OBJECTS:
-            yield self._flux(catalog, kind, name, ns, "platform", rng, stamp)
+        flux = self._flux_context(catalog)
+        for obj in platform_flux(flux, rng):
+            planned = to_planned(obj, flux, flux.platform)
+            yield self._render(catalog, planned, "platform", rng, stamp, planned.manager)
         for planned in system_traffic(plan):
-            yield self._render(catalog, planned, "platform", rng, stamp)
+            yield self._render(catalog, planned, "platform", rng, stamp, PLATFORM)
         for i, ns in enumerate(ns_names):
             team = self.team_of(index, i)
-            forced = plan.item(i) == "flux-suspended-failing"  # the apps Kustomization
-            for name, kind, share in MIX:
-                if share >= 1.0 or rng.random() < share:
-                    yield self._flux(catalog, kind, name, ns, team, rng, stamp, forced)
-                    forced = False
+            ns_flux = namespace_flux(flux, ns, plan.item(i), rng)
+            for planned in ns_flux.planned(flux):
+                yield self._render(catalog, planned, team, rng, stamp, planned.manager)
             for planned in namespace_traffic(plan, i, rng):
-                yield self._render(catalog, planned, team, rng, stamp)
+                manager = ns_flux.manager_of(planned, rng)
+                yield self._render(catalog, planned, team, rng, stamp, manager)
         for planned in cluster_traffic(plan):
-            yield self._render(catalog, planned, "platform", rng, stamp)
+            manager = None if planned.kind == "Service" else PLATFORM
+            yield self._render(catalog, planned, "platform", rng, stamp, manager)
 
     def plan(self, index: int, catalog: Catalog) -> ClusterPlan:
         """What cluster `index`'s traffic objects will be (cheap: no objects are made)."""
@@ -176,40 +157,12 @@ class GeneratedFleet:
             lambda kind: catalog.find(kind).api_version,
         )
 
-    def _flux_variant(self, rng: random.Random) -> str:
-        s, u = self.spec, rng.random()
-        if u < s.unhealthy_share:
-            return "stalled" if u < s.unhealthy_share / 4 else "unhealthy"
-        if u < s.unhealthy_share + s.progressing_share:
-            return "progressing"
-        return "healthy"
-
-    def _flux(
-        self,
-        catalog: Catalog,
-        kind: str,
-        name: str,
-        ns: str,
-        team: str,
-        rng: random.Random,
-        stamp: Callable[[str, str], dict[str, str]],
-        suspended_failing: bool = False,
-    ) -> tuple[Resource, str, str, bytes]:
-        res = catalog.find(kind)
-        variant = self._flux_variant(rng)
-        suspended = rng.random() < self.spec.suspended_share
-        if suspended_failing:
-            variant, suspended = "unhealthy", True
-        tmpl = self._template(
-            (kind, variant, suspended),
-            lambda: flux_shape(res.api_version, kind, variant, suspended, _labels(team)),
+    def _flux_context(self, catalog: Catalog) -> FluxContext:
+        s = self.spec
+        shares = FluxShares(
+            s.unhealthy_share, s.progressing_share, s.suspended_share, s.dangling_share
         )
-        values = stamp(name, ns)
-        gen = rng.randrange(1, 6)
-        values.update(
-            gen=str(gen), ogen=str(gen - 1), team=team, rev=f"{rng.getrandbits(160):040x}"
-        )
-        return res, ns, name, tmpl.render(values)
+        return FluxContext(shares, lambda kind: catalog.find(kind).api_version)
 
     def _render(
         self,
@@ -218,9 +171,13 @@ class GeneratedFleet:
         team: str,
         rng: random.Random,
         stamp: Callable[[str, str], dict[str, str]],
+        manager: Manager | None = None,
     ) -> tuple[Resource, str, str, bytes]:
         res = catalog.find(planned.kind)
-        tmpl = self._template(planned.key, planned.make)
+        key, extra = marks(planned, manager)
+        tmpl = self._templates.get(key)
+        if tmpl is None:
+            tmpl = self._templates[key] = Template(marked_shape(planned, manager))
         gen = rng.randrange(1, 6)
         values = {
             **stamp(planned.name, planned.namespace),
@@ -228,6 +185,7 @@ class GeneratedFleet:
             "ogen": str(gen - 1),
             "team": team,
             **planned.values,
+            **extra,
         }
         return res, planned.namespace, planned.name, tmpl.render(values)
 
@@ -240,10 +198,6 @@ class GeneratedFleet:
         if tmpl is None:
             tmpl = self._templates[key] = Template(make())
         return tmpl
-
-
-def _labels(team: str) -> dict[str, str]:
-    return {"app.kubernetes.io/part-of": "@@ns@@", "fleetscope.io/team": "@@team@@"} if team else {}
 
 
 @functools.lru_cache(maxsize=65536)

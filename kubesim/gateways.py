@@ -160,7 +160,9 @@ def _gateway_namespace(
     )
     key = ("K8sGateway", tuple(names), variant, gw_affected)
     values = {f"ar_{n}": str(attached[n]) for n in names}
-    yield Planned(K8S_GATEWAY, ns.name, "gateway", key, make, values)
+    # a class no controller serves, often not even installed: the Gateway waits either way
+    dangling = "" if managed or "envoy" in plan.extra_classes() else "spec.gatewayClassName"
+    yield Planned(K8S_GATEWAY, ns.name, "gateway", key, make, values, dangling=dangling)
     if managed:
         ns.need("gateway-istio")
     yield from routes
@@ -266,7 +268,8 @@ def _route(
     )
     key = (kind, parents, port, bool(namespace), outcomes, refs, kuadrant)
     values = {"bname": service, "bns": namespace or ns.name}
-    return Planned(kind, ns.name, name, key, make, values)
+    dangling = "spec.rules[0].backendRefs[0]" if refs == "BackendNotFound" else ""
+    return Planned(kind, ns.name, name, key, make, values, dangling=dangling)
 
 
 def cluster_gateway_api(plan: ClusterPlan) -> Iterator[Planned]:

@@ -67,11 +67,13 @@ def _planned(
     args: tuple[Any, ...],
     variant: str = "",
     codes: tuple[str, ...] = (),
+    dangling: str = "",
 ) -> Planned:
     lookup = NETWORKING_GATEWAY if kind == "Gateway" else kind
     expected = ",".join(sorted(codes))
     make = partial(_shape, plan.api_version(lookup), kind, spec, args, variant, expected)
-    return Planned(lookup, ns, name, (kind, spec.__name__, args, variant, expected), make, {})
+    key = (kind, spec.__name__, args, variant, expected)
+    return Planned(lookup, ns, name, key, make, {}, dangling=dangling)
 
 
 def _istiod(plan: ClusterPlan, rng: random.Random) -> str:
@@ -198,6 +200,7 @@ def _virtual_service(
     else:
         routes = ((dest, subsets[0] if subsets else "", 0),)
     args = (hosts, gateways, routes)
+    dangling = "spec.gateways[0]" if "KIA1102" in codes else ""  # the one gateway named
     return _planned(
         plan,
         "VirtualService",
@@ -207,6 +210,7 @@ def _virtual_service(
         args,
         _istiod(plan, rng),
         tuple(codes),
+        dangling,
     )
 
 

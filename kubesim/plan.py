@@ -54,6 +54,12 @@ SHOWCASE = (
     "policy-partial",
     # Flux: suspended while failing (the status stays what the controller last wrote)
     "flux-suspended-failing",
+    # Flux propagation (kubesim.flux): a failing source and its users, a sourceRef naming no
+    # object, a dependsOn chain failing at its root, a dependsOn cycle
+    "flux-source-failing",
+    "flux-source-dangling",
+    "flux-depends-chain",
+    "flux-depends-cycle",
 )
 SHOWCASE_MIN = 50  # namespaces per cluster from which the showcase run is placed
 API_ROUTE_SHARE = 0.6  # Gateway API namespaces with an `api` HTTPRoute
@@ -61,9 +67,14 @@ CROSS_SHARE = 0.1  # `api` routes whose backend is another namespace's Service
 _SALT_SHOWCASE, _SALT_GW, _SALT_API, _SALT_CROSS, _SALT_TARGET, _SALT_GRANT = range(6)
 
 
+Manager = tuple[str, str, str]  # ("kustomize" | "helm", name, namespace) of the managing object
+
+
 class Planned(NamedTuple):
     """One object to render: `kind` as `Catalog.find` takes it, the template `key` and the
-    `make` that builds its shape (called once per key), and slot `values` beyond the stamp."""
+    `make` that builds its shape (called once per key), and slot `values` beyond the stamp.
+    `manager`: the Flux object that applied it (`kubesim.marks`); `dangling`: the paths of
+    its references that name no object, comma-separated."""
 
     kind: str
     namespace: str
@@ -71,6 +82,8 @@ class Planned(NamedTuple):
     key: tuple[Any, ...]
     make: Callable[[], dict[str, Any]]
     values: dict[str, str]
+    manager: Manager | None = None
+    dangling: str = ""
 
 
 @dataclass

@@ -116,7 +116,9 @@ def _planned(
     kind = KINDS[name]
     target = _target(name, variant)
     make = partial(policy, plan.api_version(kind), kind, target, variant, LABELS, mode, other)
-    return Planned(kind, ns.name, name, (kind, target, variant, mode, other), make, {})
+    key = (kind, target, variant, mode, other)
+    dangling = "spec.targetRef" if variant == "target-not-found" else ""
+    return Planned(kind, ns.name, name, key, make, {}, dangling=dangling)
 
 
 def _affected(variants: dict[str, str]) -> dict[str, Affected]:
