@@ -72,10 +72,13 @@ def test_redis_down_then_back_empty(
         assert not sup.dead(), [c.tail() for c in sup.dead()]
 
         private_redis[0] = server = start_redis_server(port=server.port)
+        seen: list[dict] = []
         rebuilding = wait_for(
-            lambda: (s := state(base)).get("state") == "rebuilding" and s["total"] == 3 and s,
+            lambda: (s := state(base), seen.append(s))[0].get("state") == "rebuilding"
+            and s["total"] == 3
+            and s,
             60,
-            "rebuilding with the registry back",
+            lambda: f"rebuilding with the registry back (last status: {seen[-1] if seen else None})",
         )
         assert rebuilding["collected"] < 3
         assert rebuilding["message"].startswith("Rebuilding index: ")
