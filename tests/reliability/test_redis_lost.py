@@ -73,12 +73,16 @@ def test_redis_down_then_back_empty(
 
         private_redis[0] = server = start_redis_server(port=server.port)
         seen: list[dict] = []
+
+        def rebuilding_with_registry() -> dict | None:
+            s = state(base)
+            seen.append(s)
+            return s if s.get("state") == "rebuilding" and s.get("total") == 3 else None
+
         rebuilding = wait_for(
-            lambda: (s := state(base), seen.append(s))[0].get("state") == "rebuilding"
-            and s["total"] == 3
-            and s,
+            rebuilding_with_registry,
             60,
-            lambda: f"rebuilding with the registry back (last status: {seen[-1] if seen else None})",
+            lambda: f"rebuilding with the registry back (last status: {seen[-1:]})",
         )
         assert rebuilding["collected"] < 3
         assert rebuilding["message"].startswith("Rebuilding index: ")
