@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from collector import mesh
+from collector.debounce import run_debounced
 from common.errors import FleetscopeError
 from common.index import rows, store_events
 from common.kinds.registry import Kind
@@ -108,19 +109,16 @@ class MeshState:
 
     def run(self, stop: threading.Event, may_write: Callable[[], bool]) -> None:
         """Validate after changes, at most once per debounce window, once everything is listed."""
-        while not stop.is_set():
-            if not self._dirty.wait(0.5):
-                continue
-            if stop.wait(self.debounce_s):
-                return
-            self._dirty.clear()
-            if self.complete and may_write():
-                try:
-                    self.validate()
-                except (FleetscopeError, redis.RedisError) as e:
-                    log.warning("could not re-validate: %s", e, extra={"cluster": self.cluster})
-                    self._dirty.set()
-                    stop.wait(1.0)
+        run_debounced(
+            stop,
+            self._dirty,
+            self.debounce_s,
+            lambda: self.complete and may_write(),
+            self.validate,
+            (FleetscopeError, redis.RedisError),
+            "re-validate Istio config",
+            self.cluster,
+        )
 
     def validate(self) -> int:
         """Validate the whole config and hand the writer the rows that changed; returns their

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from collector.debounce import run_debounced
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
@@ -67,19 +68,16 @@ class RbacState:
 
     def run(self, stop: threading.Event) -> None:
         """Recompile and store the grants after changes, at most once per debounce window."""
-        while not stop.is_set():
-            if not self._dirty.wait(0.5):
-                continue
-            if stop.wait(self.debounce_s):
-                return
-            self._dirty.clear()
-            if self.complete and self.may_write():
-                try:
-                    self.compile_and_store()
-                except redis.RedisError:
-                    log.warning("could not store grants; retrying", extra={"cluster": self.cluster})
-                    self._dirty.set()
-                    stop.wait(1.0)
+        run_debounced(
+            stop,
+            self._dirty,
+            self.debounce_s,
+            lambda: self.complete and self.may_write(),
+            self.compile_and_store,
+            (redis.RedisError,),
+            "store grants",
+            self.cluster,
+        )
 
     def compile_and_store(self) -> bool:
         with self._lock:
