@@ -159,6 +159,21 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
     assert nobody["items"] == [] and nobody["continue"] is None
     assert {r["namespace"] for r in admin["items"]} != {r["namespace"] for r in team["items"]}
 
+    # The demo's fleet shows failing Istio, Gateway API and Kuadrant rows that say what is wrong.
+    headers, url = requests["admin-0"]
+    base = url.split("/api/v1/")[0]
+    families = {
+        "Istio": "VirtualService,DestinationRule,Sidecar",
+        "Gateway API": "K8sGateway,HTTPRoute",
+        "Kuadrant": "AuthPolicy,RateLimitPolicy,DNSPolicy,TLSPolicy",
+    }
+    for family, kinds in families.items():
+        failing = _get(f"{base}/api/v1/objects?status=unhealthy&kind={kinds}&limit=50", headers)
+        assert failing["items"], f"no unhealthy {family} row in the demo"
+        assert all(r["message"] and r["reason"] for r in failing["items"]), family
+    istio = _get(f"{base}/api/v1/objects?status=unhealthy&kind=VirtualService&limit=50", headers)
+    assert any(r["reason"].startswith("KIA") for r in istio["items"]), "fleetscope's own checks"
+
     children = _descendants(demo.proc.pid)
     assert len(children) >= 5  # redis, kubesim, worker, beat, query (+ their forks)
     demo.proc.send_signal(signal.SIGINT)
