@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
@@ -26,3 +27,14 @@ def kubesim(tmp_path: Path) -> Iterator[KubeSim]:
     )
     yield sim
     sim.stop()
+
+
+@pytest.fixture
+def http(kubesim: KubeSim, tmp_path: Path) -> Iterator[requests.Session]:
+    """A session to kubesim's API as the collector identity, trusting its CA."""
+    s = requests.Session()
+    s.trust_env = False  # REQUESTS_CA_BUNDLE would override the session's verify
+    s.verify = str(kubesim.ca_file(tmp_path))
+    s.headers["Authorization"] = f"Bearer {kubesim.collector_token}"
+    yield s
+    s.close()

@@ -5,8 +5,6 @@ impersonation, authentication."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -14,16 +12,6 @@ import requests
 from kubesim.server import KubeSim
 
 KS = "/apis/kustomize.toolkit.fluxcd.io/v1"
-
-
-@pytest.fixture
-def http(kubesim: KubeSim, tmp_path: Path) -> Iterator[requests.Session]:
-    s = requests.Session()
-    s.trust_env = False  # REQUESTS_CA_BUNDLE would override the session's verify
-    s.verify = str(kubesim.ca_file(tmp_path))
-    s.headers["Authorization"] = f"Bearer {kubesim.collector_token}"
-    yield s
-    s.close()
 
 
 def url(sim: KubeSim, path: str, cluster: str = "cluster-000") -> str:

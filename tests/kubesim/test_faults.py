@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -13,16 +11,6 @@ import requests
 from kubesim.server import KubeSim
 
 NS = "/api/v1/namespaces"
-
-
-@pytest.fixture
-def http(kubesim: KubeSim, tmp_path: Path) -> Iterator[requests.Session]:
-    s = requests.Session()
-    s.trust_env = False
-    s.verify = str(kubesim.ca_file(tmp_path))
-    s.headers["Authorization"] = f"Bearer {kubesim.collector_token}"
-    yield s
-    s.close()
 
 
 def test_error_rate_500_and_recovery(kubesim: KubeSim, http: requests.Session) -> None:

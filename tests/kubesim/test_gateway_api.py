@@ -6,7 +6,6 @@ the namespaced kinds in their namespaces, GatewayClasses only callers bound clus
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -18,16 +17,6 @@ from kubesim.server import KubeSim
 from kubesim.users import fleet_users
 
 GW = "/apis/gateway.networking.k8s.io/v1"
-
-
-@pytest.fixture
-def http(kubesim: KubeSim, tmp_path: Path) -> Iterator[requests.Session]:
-    s = requests.Session()
-    s.trust_env = False
-    s.verify = str(kubesim.ca_file(tmp_path))
-    s.headers["Authorization"] = f"Bearer {kubesim.collector_token}"
-    yield s
-    s.close()
 
 
 @pytest.fixture
