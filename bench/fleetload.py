@@ -45,11 +45,11 @@ def load_cluster(r: redis.Redis, fleet: Any, index: int, catalog: Catalog) -> in
     rbac: dict[str, list[dict[str, Any]]] = {f: [] for f in RBAC_KINDS.values()}
     for res, _ns, _name, raw in fleet.objects(index, catalog):
         kind = registry.by_resource(res.group, res.plural)
-        if kind is not None and mesh.validated(kind):
+        if kind is not None and mesh.held(kind):
             held.append(mesh.Held(kind, res.api_version, json.loads(raw)))
         elif kind is not None:
             obj = json.loads(raw)
-            members.append(rows.encode(rows.build_row(cluster, kind, res.api_version, obj)))
+            members.append(rows.member(cluster, kind, res.api_version, obj))
         elif res.group == "rbac.authorization.k8s.io":
             rbac[RBAC_KINDS[res.kind]].append(json.loads(raw))
         elif res.group == "" and res.plural == mesh.SERVICES:

@@ -1,5 +1,7 @@
-"""Istio rows with fleetscope's own validation (common.kinds.istio_checks), for the full sync and
-the watcher alike.
+"""Rows that need the cluster's other objects, for the full sync and the watcher alike: Istio rows
+with fleetscope's own validation (common.kinds.istio_checks) and VirtualService -> DestinationRule
+edges, and rows of kinds whose edges name Services (route backends), which record whether each
+Service exists.
 
 istiod writes `status.validationMessages` only with PILOT_ENABLE_STATUS and analysis on (both off
 by default), so the collector checks each cluster's Istio config itself: over the cluster's Istio
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.index import rows
-from common.kinds import istio_checks
+from common.kinds import istio_checks, relations
 from common.kinds.registry import Kind, KindRegistry
 from common.kinds.status import Finding
 
@@ -33,9 +35,25 @@ def validated(kind: Kind) -> bool:
     )
 
 
+def needs_services(kind: Kind) -> bool:
+    """Whether rows of `kind` have edges to Services (route backends)."""
+    return "gateway-backends" in kind.relations
+
+
+def held(kind: Kind) -> bool:
+    """Whether rows of `kind` are built once the cluster's context is known (validated kinds
+    and kinds with Service edges): the full sync holds them to the end, the watcher keeps them."""
+    return validated(kind) or needs_services(kind)
+
+
 def validated_kinds(registry: KindRegistry, served: Mapping[str, str]) -> list[Kind]:
     """The served kinds whose rows need the cluster's validation."""
     return [k for k in registry if k.key in served and validated(k)]
+
+
+def held_kinds(registry: KindRegistry, served: Mapping[str, str]) -> list[Kind]:
+    """The served kinds whose rows need the cluster's context (`held`)."""
+    return [k for k in registry if k.key in served and held(k)]
 
 
 @dataclass(frozen=True)
@@ -52,14 +70,26 @@ class Held:
         return str(meta.get("namespace") or ""), self.kind.kind, str(meta.get("name") or "")
 
 
+_MANAGED_LABELS = tuple(
+    f"{group}/{f}" for group, _ in relations.MANAGERS for f in ("name", "namespace")
+)
+
+
 def slim(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-    """What building the row and the checks read of an object (the watcher keeps these)."""
+    """What building the row, its edges and the checks read of an object (the watcher keeps
+    these)."""
     meta = obj.get("metadata") or {}
     kept = {k: meta[k] for k in ("namespace", "name", "generation") if k in meta}
     annotations = meta.get("annotations")
     if isinstance(annotations, dict) and rows.UI_URL_ANNOTATION in annotations:
         kept["annotations"] = {rows.UI_URL_ANNOTATION: annotations[rows.UI_URL_ANNOTATION]}
-    out = {**istio_checks.essentials(kind.kind, obj), "metadata": kept}
+    labels = meta.get("labels")
+    if isinstance(labels, dict) and any(k in labels for k in _MANAGED_LABELS):
+        kept["labels"] = {k: labels[k] for k in _MANAGED_LABELS if k in labels}
+    if validated(kind):
+        out = {**istio_checks.essentials(kind.kind, obj), "metadata": kept}
+    else:
+        out = {"metadata": kept, "spec": obj.get("spec") or {}}
     if "status" in obj:
         out["status"] = obj["status"]
     return out
@@ -89,16 +119,27 @@ def members(
     services: Iterable[dict[str, Any]] | None,
     namespaces: Iterable[str] | None,
 ) -> list[str]:
-    """Encoded rows of the held objects, with their findings. Without the Services or Namespaces
-    (not listable) nothing is validated: the rows then say they were not checked."""
+    """Encoded rows of the held objects, with their findings and edges. Without the Services or
+    Namespaces (not listable) nothing is validated (the rows then say they were not checked) and
+    Service backends are not checked for existence."""
     held = list(held)
-    found = (
-        findings_for(held, services, namespaces)
-        if services is not None and namespaces is not None
-        else None
-    )
+    known = services is not None and namespaces is not None
+    checked = [h for h in held if validated(h.kind)]
+    found = findings_for(checked, services or (), namespaces or ()) if known else None
+    rules = [h.obj for h in checked if h.kind.kind == "DestinationRule"]
+    service_keys = {_service_key(s) for s in services or ()} if known else None
     out = []
     for h in held:
-        f = None if found is None else found.get(h.identity, [])
-        out.append(rows.encode(rows.build_row(cluster, h.kind, h.api_version, h.obj, f)))
+        f = None
+        if validated(h.kind):
+            f = None if found is None else found.get(h.identity, [])
+        extra: list[relations.Ref] = []
+        if h.kind.kind == "VirtualService" and validated(h.kind):
+            extra = relations.resolve_destination_rules(h.obj, rules, namespaces=namespaces or ())
+        out.append(rows.member(cluster, h.kind, h.api_version, h.obj, f, extra, service_keys))
     return out
+
+
+def _service_key(service: dict[str, Any]) -> tuple[str, str]:
+    meta = service.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

@@ -153,8 +153,9 @@ def _objects(
 def collect(
     client: LeafClient, registry: KindRegistry, result: SyncResult | None = None
 ) -> list[str]:
-    """Encoded rows of every object of every served registered kind; the checked Istio kinds
-    are validated together at the end (collector.mesh). `result` gets the validation's work."""
+    """Encoded rows of every object of every served registered kind, with their edges; the
+    kinds that need the cluster's context (checked Istio kinds, kinds with Service edges) are
+    built together at the end (collector.mesh). `result` gets the validation's work."""
     served = client.discover(registry)
     members: list[str] = []
     held: list[mesh.Held] = []
@@ -163,18 +164,18 @@ def collect(
         api_version = served.get(kind.key)
         if api_version is None:
             continue
-        if mesh.validated(kind):
+        if mesh.held(kind):
             held.extend(mesh.Held(kind, api_version, o) for o in client.list_all(kind, api_version))
             continue
         for obj in client.list_all(kind, api_version):
-            members.append(rows.encode(rows.build_row(cluster, kind, api_version, obj)))
+            members.append(rows.member(cluster, kind, api_version, obj))
     if held:
         services, namespaces = _mesh_context(client)
         started = time.process_time()
         members.extend(mesh.members(cluster, held, services, namespaces))
         if result is not None:
             result.validation_cpu_s = time.process_time() - started
-            result.validated = len(held)
+            result.validated = sum(1 for h in held if mesh.validated(h.kind))
     return members
 
 

@@ -90,7 +90,7 @@ class ClusterWatch:
         if served is None:
             return
         self._expected = {k for k in served} | set(RESOURCES)
-        checked = mesh.validated_kinds(self.kinds, served)
+        checked = mesh.held_kinds(self.kinds, served)
         if checked:
             self.mesh = MeshState(
                 self.cluster,
@@ -212,9 +212,7 @@ class ClusterWatch:
         elif self.mesh is not None and kind.key in self.mesh.kinds:
             self.mesh.replace(kind.key, items)
         else:
-            members = [
-                rows.encode(rows.build_row(self.cluster, kind, api_version, o)) for o in items
-            ]
+            members = [rows.member(self.cluster, kind, api_version, o) for o in items]
             self._put(_Replace(kind.key, members))
         self._rv[res] = rv
 
@@ -316,4 +314,4 @@ def _change(
         meta = obj.get("metadata") or {}
         identity = rows.sort_key(str(meta.get("namespace") or ""), kind.key, str(meta.get("name")))
         return store_events.Change(identity, None)
-    return store_events.Change.of(rows.encode(rows.build_row(cluster, kind, api_version, obj)))
+    return store_events.Change.of(rows.member(cluster, kind, api_version, obj))

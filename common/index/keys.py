@@ -10,6 +10,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:st:suspended  | zset | -    | collector, watcher         | query (suspended filter) |
 | fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
 | fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
+| fs:{c:<cluster>}:dependents    | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -25,7 +26,9 @@ list of what could not be registered (both: common.index.registry_record, never 
 `rows` and `st:<status>` members are encoded rows (common.index.rows); every status except `healthy`
 has an `st:` index, and `st:suspended` holds the suspended rows whatever their health. `counts`
 fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended rows. `names` fields are object names,
-values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index). `rbac`
+values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index).
+`dependents` fields are row identities (rows.sort_key) that some row's edges name, existing or
+not, values the identities of those rows, RS-joined (common.index.graph). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """
@@ -107,6 +110,11 @@ def names(cluster: str) -> str:
     return f"{_tag(cluster)}:names"
 
 
+def dependents(cluster: str) -> str:
+    """The reverse of the rows' edges: who depends on each node (common.index.graph)."""
+    return f"{_tag(cluster)}:dependents"
+
+
 def generation(cluster: str) -> str:
     return f"{_tag(cluster)}:gen"
 
@@ -135,7 +143,8 @@ def lease(cluster: str) -> str:
 
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry)."""
-    fixed = [rows(cluster), counts(cluster), names(cluster), generation(cluster), sync(cluster)]
+    fixed = [rows(cluster), counts(cluster), names(cluster), dependents(cluster)]
+    fixed += [generation(cluster), sync(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
     return [*fixed, rbac(cluster), *indexes]
 

@@ -4,12 +4,14 @@ A row is stored as one member of its cluster's lexicographic sorted set (see com
 
     <namespace> NUL <kind key> NUL <name> NUL <status code> NUL <reason> NUL <message>
                 NUL <lastTransitionTime epoch s> NUL <revision> NUL <apiVersion> NUL <uiUrl>
-                NUL <warnings>
+                NUL <warnings> NUL <edges> NUL <blockedBy>
 
 The status code is one byte: the health (`h` healthy, `u` unhealthy, `p` progressing, `k`
 unknown), upper-case when the object is suspended, so one code filter selects any mix of health
 and suspension. Cluster-scoped objects have an empty namespace (they sort first). `warnings` is
-empty for none.
+empty for none. `edges` (what the object depends on) and `blockedBy` (the nearest failing node
+upstream) are in common.index.edges' format; a member stored before they existed reads as
+having none.
 
 The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX walks rows in
 the list order and one command returns a whole page with its data. NUL sorts before every other
@@ -23,10 +25,12 @@ import calendar
 import functools
 import json
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any, TypedDict
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, NotRequired, TypedDict
 
+from common.index import edges as edge_codec
 from common.index import keys
+from common.kinds import relations
 from common.kinds import status as status_rules
 from common.kinds.registry import Kind
 from common.kinds.status import Finding
@@ -45,6 +49,8 @@ FIELDS = (
     "apiVersion",
     "uiUrl",
     "warnings",
+    "edges",
+    "blockedBy",
 )
 """The member's fields in order. The first three are the identity (the sort key); the status code
 (one byte) follows it: common.index.reader_lua relies on exactly that (checked at its import)."""
@@ -58,6 +64,7 @@ CODE_STATUS = {
     **{v.upper(): k for k, v in STATUS_CODES.items()},
     LEGACY_SUSPENDED: "unknown",
 }
+_EDGES, _BLOCKED = FIELDS.index("edges"), FIELDS.index("blockedBy")
 SUSPENDED_CODES = frozenset(c for c in CODE_STATUS if c.isupper() or c == LEGACY_SUSPENDED)
 UI_URL_ANNOTATION = "fleetscope.io/ui-url"
 _esc = json.encoder.encode_basestring_ascii  # in C; quotes and escapes as json.dumps does
@@ -79,6 +86,26 @@ class Row(TypedDict):
     lastTransitionTime: str | None
     revision: str
     uiUrl: str | None
+    blockedBy: NotRequired[edge_codec.Blocker]
+
+
+def member(
+    cluster: str,
+    kind: Kind,
+    api_version: str,
+    obj: dict[str, Any],
+    findings: Sequence[Finding] | None = None,
+    extra_refs: Iterable[relations.Ref] = (),
+    services: Collection[tuple[str, str]] | None = None,
+) -> str:
+    """The encoded row of one raw object with its edges (`relations.extract`, then
+    `extra_refs`: the ones that need the cluster's other objects); `services` as
+    common.index.edges.encode has it. `blockedBy` is left empty: the writer fills it in."""
+    row = build_row(cluster, kind, api_version, obj, findings)
+    refs = [*relations.extract(kind, obj), *extra_refs]
+    own = (row["namespace"], row["kind"], row["name"])  # a self-reference is no dependency
+    refs = [r for r in dict.fromkeys(refs) if (r.namespace, r.kind, r.name) != own]
+    return encode(row, edge_codec.encode(row["namespace"], refs, services))
 
 
 def build_row(
@@ -137,8 +164,9 @@ def sort_key(namespace: str, kind: str, name: str) -> str:
     return f"{namespace}{SEP}{kind}{SEP}{name}{SEP}"
 
 
-def encode(row: Row) -> str:
-    """A row as its sorted-set member (the cluster is implied by the key)."""
+def encode(row: Row, edges: str = "", blocked: str = "") -> str:
+    """A row as its sorted-set member (the cluster is implied by the key); `edges` and
+    `blocked` (the blockedBy field) in common.index.edges' format."""
     rev = _clean(row["revision"])
     message = _clean(row["message"])
     if rev and len(rev) > 8 and rev in message:
@@ -156,24 +184,51 @@ def encode(row: Row) -> str:
             row["apiVersion"],
             _clean(row["uiUrl"] or ""),
             str(row["warnings"]) if row["warnings"] else "",
+            edges,
+            blocked,
         )
     )
 
 
 def _fields(member: str) -> list[str]:
-    """The member's fields; a member written before `warnings` existed gets an empty one."""
+    """The member's fields; fields added since a member was written (`warnings`, `edges`,
+    `blockedBy`) read as empty."""
     parts = member.split(SEP)
-    if len(parts) == len(FIELDS) - 1:
-        parts.append("")
+    if len(parts) < len(FIELDS):
+        parts.extend([""] * (len(FIELDS) - len(parts)))
     return parts
+
+
+def split_member(member: str) -> list[str]:
+    """Every field of an encoded member (FIELDS order), fields it predates empty."""
+    return _fields(member)
+
+
+def edges_of(member: str) -> str:
+    """The `edges` field of an encoded member."""
+    return _fields(member)[_EDGES]
+
+
+def blocked_of(member: str) -> str:
+    """The `blockedBy` field of an encoded member ("" when not blocked)."""
+    return _fields(member)[_BLOCKED]
+
+
+def with_blocked(member: str, blocked: str) -> str:
+    """The member with its `blockedBy` field set to `blocked`."""
+    parts = _fields(member)
+    parts[_BLOCKED] = blocked
+    return SEP.join(parts)
 
 
 def decode(cluster: str, member: str | bytes) -> Row:
     """The inverse of `encode`."""
     if isinstance(member, bytes):
         member = member.decode()
-    ns, kind, name, code, reason, message, ltt, rev, api_version, ui_url, warn = _fields(member)
-    return Row(
+    ns, kind, name, code, reason, message, ltt, rev, api_version, ui_url, warn, _, blocked = (
+        _fields(member)
+    )
+    row = Row(
         cluster=cluster,
         namespace=ns,
         kind=kind,
@@ -188,6 +243,9 @@ def decode(cluster: str, member: str | bytes) -> Row:
         revision=rev,
         uiUrl=ui_url or None,
     )
+    if blocked:
+        row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)  # type: ignore[typeddict-item]
+    return row
 
 
 def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
@@ -196,8 +254,8 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     out: list[Row] = []
     append, codes, mark, iso, susp = out.append, CODE_STATUS, REV_MARK, _iso, SUSPENDED_CODES
     for cluster, member in rows:
-        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn = _fields(
-            member.decode()
+        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, blocked = (
+            _fields(member.decode())
         )
         row: Any = {
             "cluster": cluster,
@@ -214,6 +272,8 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             "revision": rev,
             "uiUrl": ui_url or None,
         }
+        if blocked:
+            row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)
         append(row)
     return out
 
@@ -221,7 +281,7 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
 def row_json(cluster: str, member: bytes) -> str:
     """`decode(cluster, member)` as compact JSON text (ASCII, keys in Row order), formatted
     directly: json.dumps builds a new encoder per call, costlier than the row's encoding."""
-    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn = _fields(
+    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, *_ = _fields(
         member.decode()
     )
     e = _esc
@@ -282,7 +342,7 @@ def name_entry(member: str) -> tuple[str, str]:
 
 def is_member(raw: bytes) -> bool:
     """Whether a stored value looks like an encoded member (it has the separators)."""
-    return raw.count(b"\x00") in (len(FIELDS) - 1, len(FIELDS) - 2)
+    return len(FIELDS) - 4 <= raw.count(b"\x00") <= len(FIELDS) - 1
 
 
 def count_field(member: str) -> str:

@@ -1,8 +1,9 @@
 """The full sync's side of the row store: make a listed snapshot the cluster's rows, atomically,
 through the one writer (common.index.writer), plus the sync status and cluster deletion.
 
-`replace_rows` reads the stored members (one ZRANGE, in the writer's read round trip), and hands
-the writer the difference with the snapshot: a re-sync with nothing changed writes no rows, and
+`replace_rows` computes every row's `blockedBy` from the snapshot (common.index.graph), reads the
+stored members (one ZRANGE, in the writer's read round trip), and hands the writer the difference
+with the snapshot: a re-sync with nothing changed writes no rows, and
 the derived structures are rebuilt from the snapshot (repairing any drift).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import redis
 
-from common.index import keys, syncstatus, writer
+from common.index import graph, keys, syncstatus, writer
 from common.lease import Fence
 from common.redis_client import text
 
@@ -69,7 +70,7 @@ def replace_rows(
     `since_generation` is the cluster's generation read before the snapshot was listed: if
     other writers (the watcher) changed rows meanwhile, the snapshot may be older than their
     events, so rows are left alone (`superseded`) and only `sync_fields` are written."""
-    snapshot = set(members)
+    snapshot = graph.with_blockers(members)
     done = writer.write(r, cluster, _Snapshot(snapshot), fence, sync_fields, since_generation)
     if done.superseded:
         return WriteStats(0, 0, len(snapshot), superseded=True)

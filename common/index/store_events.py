@@ -71,7 +71,8 @@ class _Events:
         self.stats = Counter()
         for new, old_raw in zip(self.latest.values(), replies, strict=True):
             old = [text(m) for m in old_raw]
-            if old == ([new] if new is not None else []):
+            # New members carry no blockedBy yet (the writer fills it in): compare without it.
+            if [rows.with_blocked(m, "") for m in old] == ([new] if new is not None else []):
                 continue  # nothing visible changed (e.g. a resync event)
             removed.extend(old)
             if new is not None:
@@ -111,7 +112,7 @@ def kind_changes(
             continue
         identity = rows.identity(m)
         want = new.pop(identity, None)
-        if want != m:
+        if want != rows.with_blocked(m, ""):
             changes.append(Change(identity, want))
     changes.extend(Change(i, m) for i, m in new.items())
     return changes

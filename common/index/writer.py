@@ -1,6 +1,6 @@
 """The one writer of a cluster's rows: applies a delta (rows removed and added) to the rows and
-everything derived from them (status indexes, counts, name index), the generation and the sync
-status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
+everything derived from them (status indexes, counts, name index, the `dependents` of their edges
+and every row's `blockedBy`: common.index.graph), the generation and the sync status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
 policy. The full sync (common.index.store) and the watcher (common.index.store_events) only say
 what to read and how to turn it into a delta (a `Plan`).
 
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import redis
 
 from common.errors import LockBusy, RedisUnavailable
-from common.index import keys, name_index, rows, syncstatus
+from common.index import graph, keys, name_index, rows, syncstatus
 from common.lease import Fence
 from common.redis_client import text
 
@@ -29,8 +29,9 @@ CHUNK = 1000  # members per ZADD/ZREM/HSET inside the transaction
 @dataclass(frozen=True)
 class Delta:
     """Rows to remove and to add (encoded members). `snapshot`, when set, is the whole new row
-    set: derived structures are then rebuilt from it and compared with what is stored (a full
-    sync repairs any drift), instead of adjusted."""
+    set, its `blockedBy` computed (graph.with_blockers): derived structures are then rebuilt from
+    it and compared with what is stored (a full sync repairs any drift), instead of adjusted.
+    Otherwise the added rows' `blockedBy` is filled in by the writer (graph.settle)."""
 
     removed: Collection[str]
     added: Collection[str]
@@ -43,7 +44,8 @@ class Plan(Protocol):
 
     @property
     def names(self) -> Sequence[str] | None:
-        """The object names the delta can touch (their name-index entries are read); None: all."""
+        """The object names the delta can touch (their name-index entries are read); None: all
+        (a snapshot: the whole name index and `dependents` are read and compared)."""
 
     def queue_reads(self, cluster: str, reads: Any) -> None: ...
 
@@ -60,6 +62,8 @@ class Written:
     kinds: dict[str, int] = field(default_factory=dict)
     superseded: bool = False
     """True when newer writes landed since `since_generation`: rows left alone."""
+    graph_reads: int = 0
+    """Read round trips made to settle `blockedBy` (graph.settle)."""
 
 
 def write(
@@ -107,6 +111,7 @@ def _write(
         names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
         if names is None:
             reads.hgetall(keys.names(cluster))
+            reads.hgetall(keys.dependents(cluster))
         elif len(names) > 1:
             reads.hmget(keys.names(cluster), names)
         plan.queue_reads(cluster, reads)
@@ -119,8 +124,10 @@ def _write(
             tx.execute()
             return Written(superseded=True)
         old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
+        stored_deps: dict[str, str] = {}
         if names is None:
             stored_names = {text(k): text(v) for k, v in replies.pop(0).items()}
+            stored_deps = {text(k): text(v) for k, v in replies.pop(0).items()}
         elif len(names) > 1:
             got = zip(names, replies.pop(0), strict=True)
             stored_names = {n: text(v) for n, v in got if v is not None}
@@ -128,6 +135,16 @@ def _write(
             stored_names = {}
         rest = replies
         delta = plan.delta(rest)
+        graph_reads = 0
+        if delta.snapshot is not None:
+            deps_set, deps_gone = graph.diff(stored_deps, graph.dependents(delta.snapshot))
+        elif delta.removed or delta.added:
+            settled = graph.settle(r, cluster, delta.removed, delta.added)
+            delta = Delta(settled.removed, settled.added)
+            deps_set, deps_gone = settled.dependents_set, settled.dependents_gone
+            graph_reads = settled.reads
+        else:
+            deps_set, deps_gone = {}, []
         counts = _new_counts(old_counts, delta)
         names_set, names_gone = _new_names(stored_names, delta)
         counts_set = {k: v for k, v in counts.items() if old_counts.get(k) != v}
@@ -135,16 +152,20 @@ def _write(
         kinds = _kinds(counts)
         totals = syncstatus.encode(objects=sum(kinds.values()), kinds=kinds)
         tx.multi()
-        if delta.removed or delta.added or counts_set or counts_gone or names_set or names_gone:
+        derived = (counts_set, counts_gone, names_set, names_gone, deps_set, deps_gone)
+        if delta.removed or delta.added or any(derived):
             _write_members(tx, cluster, delta.removed, delta.added)
             _write_hash(tx, keys.counts(cluster), counts_set, counts_gone)
             _write_hash(tx, keys.names(cluster), names_set, names_gone)
+            _write_hash(tx, keys.dependents(cluster), deps_set, deps_gone)
             tx.incr(keys.generation(cluster))
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         tx.execute()
-    return Written(len(delta.removed), len(delta.added), sum(kinds.values()), kinds)
+    return Written(
+        len(delta.removed), len(delta.added), sum(kinds.values()), kinds, graph_reads=graph_reads
+    )
 
 
 def _new_counts(old: dict[str, int], delta: Delta) -> dict[str, int]:

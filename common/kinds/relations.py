@@ -139,7 +139,7 @@ def _flux_provider(o: _Obj) -> Iterator[Ref]:
     return _named("provider", "Provider", dct(o.spec.get("providerRef")), o.namespace, local=True)
 
 
-_MANAGERS = (
+MANAGERS = (
     ("kustomize.toolkit.fluxcd.io", "Kustomization"),
     ("helm.toolkit.fluxcd.io", "HelmRelease"),
 )
@@ -148,7 +148,7 @@ _MANAGERS = (
 def _managed_by(o: _Obj) -> Iterator[Ref]:
     """The Kustomization or HelmRelease that applied the object, from the labels
     `<group>/name` and `<group>/namespace` its controller sets (both are needed)."""
-    for prefix, key in _MANAGERS:
+    for prefix, key in MANAGERS:
         name, ns = o.labels.get(f"{prefix}/name"), o.labels.get(f"{prefix}/namespace")
         if _name(name) and _name(ns):
             yield Ref("managedBy", key, ns, name)

@@ -1,0 +1,108 @@
+"""The stored form of a row's edges (what it depends on) and of its root cause (`blockedBy`).
+
+Both are fields of the row's member (common.index.rows), so a row and its edges are written,
+read and replaced together and can never disagree.
+
+`edges`: the object's references (common.kinds.relations.Ref), in spec order, joined by RS
+(`\\x1e`); each is `<relation code><kind> US <namespace> US <name> [US <sectionName> [US <exists>]]`
+(US = `\\x1f`), where the namespace is `=` when it is the object's own (the commonest case: it
+saves the namespace's bytes on most edges) and `exists` is `0` for an external node (a Service
+backend: not a row) known to be missing. Whether a row target exists is read from the rows.
+
+`blockedBy`: `<kind> US <namespace> US <name> US <exists: 1|0>` of the nearest failing node
+upstream (common.index.graph), empty when there is none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import TypedDict
+
+from common.kinds.relations import RELATIONS, Ref
+
+RS, US = "\x1e", "\x1f"
+SAME_NAMESPACE = "="  # never a namespace name (DNS labels), so it cannot be confused
+EXTERNAL_KINDS = frozenset({"Service"})
+"""Kinds a ref can name that are not rows: their existence is stored in the edge when known."""
+CODES = dict(zip(RELATIONS, "sdcipmgrPCbt", strict=True))
+RELATION_OF = {v: k for k, v in CODES.items()}
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One stored outgoing edge, its namespace resolved."""
+
+    relation: str
+    kind: str
+    namespace: str
+    name: str
+    section: str = ""
+    missing: bool = False
+    """True only for an external node known not to exist (rows: look the row up)."""
+
+    @property
+    def external(self) -> bool:
+        return self.kind in EXTERNAL_KINDS
+
+
+class Blocker(TypedDict):
+    """A row's `blockedBy` as the API returns it (the row's cluster is the node's)."""
+
+    cluster: str
+    namespace: str
+    kind: str
+    name: str
+    exists: bool
+
+
+def encode(
+    namespace: str, refs: Iterable[Ref], services: Collection[tuple[str, str]] | None = None
+) -> str:
+    """The `edges` field of an object in `namespace`. `services`: the cluster's Services as
+    (namespace, name), when known: a backend naming none of them is stored as missing."""
+    out = []
+    for ref in refs:
+        ns = SAME_NAMESPACE if ref.namespace == namespace and namespace else ref.namespace
+        parts = [CODES[ref.relation] + _clean(ref.kind), _clean(ns), _clean(ref.name)]
+        missing = (
+            ref.kind in EXTERNAL_KINDS
+            and services is not None
+            and (ref.namespace, ref.name) not in services
+        )
+        if ref.section or missing:
+            parts.append(_clean(ref.section))
+        if missing:
+            parts.append("0")
+        out.append(US.join(parts))
+    return RS.join(out)
+
+
+def decode(namespace: str, field: str) -> list[Edge]:
+    """The edges of an `edges` field written for an object in `namespace`."""
+    if not field:
+        return []
+    out = []
+    for entry in field.split(RS):
+        head, ns, name, *rest = entry.split(US)
+        section = rest[0] if rest else ""
+        missing = len(rest) > 1 and rest[1] == "0"
+        ns = namespace if ns == SAME_NAMESPACE else ns
+        out.append(Edge(RELATION_OF[head[0]], head[1:], ns, name, section, missing))
+    return out
+
+
+def encode_blocker(kind: str, namespace: str, name: str, exists: bool) -> str:
+    return US.join((kind, namespace, name, "1" if exists else "0"))
+
+
+def decode_blocker(cluster: str, field: str) -> Blocker | None:
+    if not field:
+        return None
+    kind, namespace, name, exists = field.split(US)
+    return Blocker(cluster=cluster, namespace=namespace, kind=kind, name=name, exists=exists == "1")
+
+
+def _clean(text: str) -> str:
+    """Separators never appear in names; strip them anyway so a field always parses."""
+    return text.replace("\x00", "").replace(RS, "").replace(US, "")
