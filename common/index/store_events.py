@@ -45,6 +45,8 @@ class EventStats:
     removed: int = 0
     updated: int = 0
     total: int = 0
+    graph_reads: int = 0
+    """Read round trips made to settle `blockedBy` (common.index.graph.settle)."""
 
     @property
     def changed(self) -> bool:
@@ -96,7 +98,7 @@ def apply_changes(
     plan = _Events({c.identity: c.member for c in changes})
     done = writer.write(r, cluster, plan, fence, sync_fields)
     st = plan.stats
-    return EventStats(st["added"], st["removed"], st["updated"], done.total)
+    return EventStats(st["added"], st["removed"], st["updated"], done.total, done.graph_reads)
 
 
 def kind_changes(

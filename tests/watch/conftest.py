@@ -14,7 +14,7 @@ import redis
 from collector.clusters import ClusterSource
 from collector.sync import collect
 from collector.watch_replica import WatchReplica
-from common.index import keys
+from common.index import graph, keys
 from common.kinds.registry import builtin_registry
 from common.leaf import registry
 from common.leaf.client import LeafClient
@@ -104,11 +104,12 @@ def start_replica(wsettings: Settings, rb: redis.Redis) -> Iterator[Callable[...
 
 
 def full_sync_members(sim: KubeSim, cluster: str) -> set[str]:
-    """The oracle: the rows a full object sync would store for the cluster right now."""
+    """The oracle: the rows a full object sync would store for the cluster right now (with
+    every row's blockedBy, as common.index.store.replace_rows computes it)."""
     config = registry.load_dir(str(sim.kubeconfig_dir))[cluster]
     client = LeafClient(config)
     try:
-        return set(collect(client, REG))
+        return graph.with_blockers(collect(client, REG))
     finally:
         client.close()
 

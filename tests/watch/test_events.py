@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import redis
 
-from common.index import keys, rows, syncstatus
+from common.index import graph, keys, rows, syncstatus
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import AccessResolver
 from kubesim.server import KubeSim
@@ -29,6 +29,9 @@ def consistent(r: redis.Redis, cluster: str) -> bool:
             return False
     suspended = {m.decode() for m in r.zrange(keys.suspended(cluster), 0, -1)}
     if suspended != {m for m in members if rows.suspended_of(m)}:
+        return False
+    deps = {k.decode(): v.decode() for k, v in r.hgetall(keys.dependents(cluster)).items()}
+    if deps != graph.dependents(members):
         return False
     s = syncstatus.read_all(r, [cluster])[cluster]
     return counts == want and s.objects == len(members)
@@ -106,3 +109,47 @@ def test_deleted_rolebinding_stops_granting(
     sim.delete(c, "RoleBinding", ns, "team-view")
     poll(lambda: ns not in resolver.resolve(user, [c])[c].namespaces, what="revoked")
     assert run.replica.watches[c].rbac.compiles == compiles + 1  # one debounced recompile
+
+
+def test_blocked_by_follows_a_failing_source_through_watch_events(
+    sim: KubeSim, rb: redis.Redis, start_replica: Callable[..., Running]
+) -> None:
+    """A GitRepository fails: every Kustomization sourcing it gets `blockedBy` naming it, and
+    loses it when the repository recovers; rows and `dependents` equal a full sync's meanwhile."""
+    run = start_replica("a")
+    c = sim.clusters[0]
+    poll(lambda: run.healthy(c), what=f"{c} watched")
+    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what=f"{c} listed")
+    ks = [
+        k
+        for k in sim.list(c, "Kustomization")
+        if (k["spec"].get("sourceRef") or {}).get("kind") == "GitRepository"
+    ]
+    ref = ks[0]["spec"]["sourceRef"]
+    repo_ns = ref.get("namespace") or ks[0]["metadata"]["namespace"]
+    sourcing = [
+        k["metadata"]
+        for k in ks
+        if k["spec"]["sourceRef"]["name"] == ref["name"]
+        and (k["spec"]["sourceRef"].get("namespace") or k["metadata"]["namespace"]) == repo_ns
+    ]
+    cause = {"namespace": repo_ns, "kind": "GitRepository", "name": ref["name"], "exists": True}
+
+    def blocked_by_repo() -> list[bool]:
+        out = []
+        for m in sourcing:
+            member = row_of(rb, c, m["namespace"], "Kustomization", m["name"]) or ""
+            b = rows.decode(c, member).get("blockedBy") if member else None
+            out.append(b is not None and {k: b[k] for k in cause} == cause)  # type: ignore[literal-required]
+        return out
+
+    sim.set_ready(c, "GitRepository", repo_ns, ref["name"], True, "Succeeded", "stored artifact")
+    poll(lambda: not any(blocked_by_repo()), what="no Kustomization blocked by the repository")
+    sim.set_ready(c, "GitRepository", repo_ns, ref["name"], False, "GitOperationFailed", "boom")
+    poll(lambda: all(blocked_by_repo()), what="every sourcing Kustomization blocked by it")
+    assert stored(rb, c) == full_sync_members(sim, c)
+    assert consistent(rb, c)
+    sim.set_ready(c, "GitRepository", repo_ns, ref["name"], True, "Succeeded", "stored artifact")
+    poll(lambda: not any(blocked_by_repo()), what="blockedBy cleared after recovery")
+    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync's")
+    assert consistent(rb, c)
