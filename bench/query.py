@@ -41,6 +41,7 @@ class Profile:
     groups: tuple[str, ...]
     query: str
     p99_target_ms: float = P99_MS
+    path: str = "/api/v1/objects"
 
     def headers(self) -> dict[str, str]:
         h = {"X-Remote-User": self.user}
@@ -49,8 +50,14 @@ class Profile:
         return h
 
 
-def profiles(deep_token: str) -> list[Profile]:
+def profiles(deep_token: str, related: str = "") -> list[Profile]:
+    """The list profiles, then (with `related`, an object's path) its relations at depth 1
+    and 3."""
     deep = "limit=50&continue=" + urllib.parse.quote(deep_token)
+    relations = [
+        Profile(f"relations depth={d} (admin)", *ADMIN, f"depth={d}", P99_MS, related)
+        for d in (1, 3)
+    ]
     return [
         Profile("cluster admin", *ADMIN, "limit=50"),
         Profile("team member (~1% of namespaces)", "dev-team-00", ("team-00",), "limit=50"),
@@ -63,7 +70,27 @@ def profiles(deep_token: str) -> list[Profile]:
             NAME_P99_MS,
         ),
         Profile("deep page, 10,000 rows in (admin)", *ADMIN, deep),
+        *(relations if related else []),
     ]
+
+
+def related_object(base: str) -> str:
+    """The relations path of a Kustomization with both upstream (its source) and downstream
+    (the objects it manages): the first of the admin's list with both."""
+    headers = Profile("", *ADMIN, "").headers()
+    items = requests.get(
+        f"{base}/api/v1/objects", params={"kind": "Kustomization", "limit": "100"}, headers=headers
+    ).json()["items"]
+    for row in items:
+        path = "/".join(
+            urllib.parse.quote(row[k] or "_", safe="")
+            for k in ("cluster", "namespace", "kind", "name")
+        )
+        url = f"{base}/api/v1/objects/{path}/relations"
+        body = requests.get(url, headers=headers).json()
+        if body.get("upstream") and body.get("downstream"):
+            return f"/api/v1/objects/{path}/relations"
+    raise SystemExit("no Kustomization with upstream and downstream in the first 100")
 
 
 def deep_token(base: str, rows_in: int = 10_000) -> str:
@@ -112,12 +139,12 @@ def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
         gunicorn("bench.ref_app:app", redis_url, "/ref") as ref,
     ):
         token = deep_token(base)
-        for p in profiles(token):
+        for p in profiles(token, related_object(base)):
             if args.profiles and not any(p.name.startswith(x) for x in args.profiles):
                 continue
             one_get = measure(r, f"{ref}/ref", {}, args)
             refs.append(one_get)
-            res = measure(r, f"{base}/api/v1/objects?{p.query}", p.headers(), args)
+            res = measure(r, f"{base}{p.path}?{p.query}", p.headers(), args)
             res["ratio_to_one_get"] = round(res["rps"] / one_get["rps"], 2)
             res["one_get_rps"] = one_get["rps"]
             results.append({"profile": p.name, "p99_target_ms": p.p99_target_ms, **res})

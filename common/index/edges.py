@@ -27,6 +27,57 @@ EXTERNAL_KINDS = frozenset({"Service"})
 """Kinds a ref can name that are not rows: their existence is stored in the edge when known."""
 CODES = dict(zip(RELATIONS, "sdcipmgrPCbt", strict=True))
 RELATION_OF = {v: k for k, v in CODES.items()}
+KIND_CODES = {
+    "Kustomization": "K",
+    "HelmRelease": "H",
+    "GitRepository": "G",
+    "HelmRepository": "R",
+    "OCIRepository": "O",
+    "Bucket": "B",
+    "HelmChart": "C",
+    "ImageRepository": "I",
+    "ImagePolicy": "P",
+    "ImageUpdateAutomation": "U",
+    "Alert": "A",
+    "Provider": "p",
+    "Receiver": "r",
+    "VirtualService": "V",
+    "DestinationRule": "D",
+    "Gateway": "g",
+    "ServiceEntry": "E",
+    "Sidecar": "S",
+    "WorkloadEntry": "W",
+    "AuthorizationPolicy": "Z",
+    "PeerAuthentication": "a",
+    "RequestAuthentication": "q",
+    "Telemetry": "T",
+    "GatewayClass": "c",
+    "K8sGateway": "k",
+    "HTTPRoute": "h",
+    "GRPCRoute": "x",
+    "TLSRoute": "t",
+    "TCPRoute": "u",
+    "ReferenceGrant": "F",
+    "AuthPolicy": "z",
+    "RateLimitPolicy": "l",
+    "DNSPolicy": "d",
+    "TLSPolicy": "s",
+    "Service": "v",
+}
+"""Stored codes of the built-in kind keys (and Service): fixed forever once written; a new
+built-in kind gets a new character (tests keep every built-in kind coded, each code once)."""
+KIND_OF = {v: k for k, v in KIND_CODES.items()}
+KIND_MARK = "~"  # never the start of a kind key (kinds are CamelCase names)
+
+
+def kind_code(kind: str) -> str:
+    """A kind as stored: `~` + its code when built in, else its key."""
+    code = KIND_CODES.get(kind)
+    return KIND_MARK + code if code else kind
+
+
+def kind_of(stored: str) -> str:
+    return KIND_OF[stored[1]] if stored.startswith(KIND_MARK) else stored
 
 
 @dataclass(frozen=True)
@@ -64,7 +115,7 @@ def encode(
     out = []
     for ref in refs:
         ns = SAME_NAMESPACE if ref.namespace == namespace and namespace else ref.namespace
-        parts = [CODES[ref.relation] + _clean(ref.kind), _clean(ns), _clean(ref.name)]
+        parts = [CODES[ref.relation] + kind_code(_clean(ref.kind)), _clean(ns), _clean(ref.name)]
         missing = (
             ref.kind in EXTERNAL_KINDS
             and services is not None
@@ -88,7 +139,25 @@ def decode(namespace: str, field: str) -> list[Edge]:
         section = rest[0] if rest else ""
         missing = len(rest) > 1 and rest[1] == "0"
         ns = namespace if ns == SAME_NAMESPACE else ns
-        out.append(Edge(RELATION_OF[head[0]], head[1:], ns, name, section, missing))
+        out.append(Edge(RELATION_OF[head[0]], kind_of(head[1:]), ns, name, section, missing))
+    return out
+
+
+def targets(namespace: str, field: str) -> list[tuple[str, str, str, bool]]:
+    """(kind, namespace, name, missing) of each edge: `decode` without the objects, for whole
+    snapshots."""
+    out = []
+    for entry in field.split(RS):
+        head, ns, name, *rest = entry.split(US)
+        kind = KIND_OF[head[2]] if head[1] == KIND_MARK else head[1:]
+        out.append(
+            (
+                kind,
+                namespace if ns == SAME_NAMESPACE else ns,
+                name,
+                len(rest) > 1 and rest[1] == "0",
+            )
+        )
     return out
 
 

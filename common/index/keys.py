@@ -27,8 +27,8 @@ list of what could not be registered (both: common.index.registry_record, never 
 has an `st:` index, and `st:suspended` holds the suspended rows whatever their health. `counts`
 fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended rows. `names` fields are object names,
 values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index).
-`dependents` fields are row identities (rows.sort_key) that some row's edges name, existing or
-not, values the identities of those rows, RS-joined (common.index.graph). `rbac`
+`dependents` fields are the nodes (rows, existing or not) that some row's edges name, values
+those rows, both in common.index.graph's compact form. `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """

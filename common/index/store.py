@@ -45,15 +45,18 @@ class _Snapshot:
 
     names = None  # the whole name index is compared with the snapshot's
 
-    def __init__(self, members: set[str]) -> None:
+    def __init__(self, members: set[str], dependents: dict[str, str]) -> None:
         self.members = members
+        self.dependents = dependents
 
     def queue_reads(self, cluster: str, reads: Any) -> None:
         reads.zrange(keys.rows(cluster), 0, -1)
 
     def delta(self, replies: list[Any]) -> writer.Delta:
         current = {text(m) for m in replies[0]}
-        return writer.Delta(current - self.members, self.members - current, self.members)
+        return writer.Delta(
+            current - self.members, self.members - current, self.members, self.dependents
+        )
 
 
 def replace_rows(
@@ -70,8 +73,10 @@ def replace_rows(
     `since_generation` is the cluster's generation read before the snapshot was listed: if
     other writers (the watcher) changed rows meanwhile, the snapshot may be older than their
     events, so rows are left alone (`superseded`) and only `sync_fields` are written."""
-    snapshot = graph.with_blockers(members)
-    done = writer.write(r, cluster, _Snapshot(snapshot), fence, sync_fields, since_generation)
+    parsed = graph.Snapshot(members)
+    snapshot = parsed.members()
+    plan = _Snapshot(snapshot, parsed.dependents())
+    done = writer.write(r, cluster, plan, fence, sync_fields, since_generation)
     if done.superseded:
         return WriteStats(0, 0, len(snapshot), superseded=True)
     return WriteStats(done.added, done.removed, done.total, done.kinds)

@@ -36,6 +36,8 @@ class Delta:
     removed: Collection[str]
     added: Collection[str]
     snapshot: Collection[str] | None = None
+    dependents: dict[str, str] | None = None
+    """The snapshot's `dependents` hash when already computed (else computed from it)."""
 
 
 class Plan(Protocol):
@@ -137,7 +139,10 @@ def _write(
         delta = plan.delta(rest)
         graph_reads = 0
         if delta.snapshot is not None:
-            deps_set, deps_gone = graph.diff(stored_deps, graph.dependents(delta.snapshot))
+            wanted = delta.dependents
+            if wanted is None:
+                wanted = graph.dependents(delta.snapshot)
+            deps_set, deps_gone = graph.diff(stored_deps, wanted)
         elif delta.removed or delta.added:
             settled = graph.settle(r, cluster, delta.removed, delta.added)
             delta = Delta(settled.removed, settled.added)

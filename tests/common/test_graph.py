@@ -110,10 +110,12 @@ def test_dependson_cycles_are_data() -> None:
         "b": {"name": "a", "exists": True},
         "c": {"name": "a", "exists": True},
     }
-    assert graph.dependents(cycle) == {
-        rows.sort_key("apps", "Kustomization", n): rows.sort_key("apps", "Kustomization", s)
+    stored_deps = graph.dependents(cycle)
+    assert {graph.unfield(f): graph.split(graph.unfield(f), v) for f, v in stored_deps.items()} == {
+        rows.sort_key("apps", "Kustomization", n): {rows.sort_key("apps", "Kustomization", s)}
         for n, s in (("a", "c"), ("b", "a"), ("c", "b"))
     }
+    assert stored_deps[graph.field(rows.sort_key("apps", "Kustomization", "a"))] == "=\x1f~K\x1fc"
 
 
 def test_external_services_block_only_when_known_missing() -> None:
@@ -140,6 +142,14 @@ def test_edges_round_trip_with_sections_and_same_namespace_elision() -> None:
     assert [(e.relation, e.kind, e.namespace, e.name, e.section) for e in back] == [
         (r.relation, r.kind, r.namespace, r.name, r.section) for r in refs
     ]
+
+
+def test_every_builtin_kind_has_one_stored_code() -> None:
+    from common.kinds.registry import BUILTIN_KINDS
+
+    assert {k.key for k in BUILTIN_KINDS} | {"Service"} == set(edges.KIND_CODES)
+    assert len(set(edges.KIND_CODES.values())) == len(edges.KIND_CODES)
+    assert edges.kind_of(edges.kind_code("MyKind")) == "MyKind"  # kinds-file kinds: as is
 
 
 def test_legacy_members_read_as_having_no_edges() -> None:
