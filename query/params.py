@@ -151,6 +151,7 @@ def limit(args: MultiDict[str, str]) -> int:
     raw = args.get("limit")
     if raw is None or raw == "":
         return DEFAULT_LIMIT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    # isascii: "²".isdigit() holds, and int("²") raises (a 500 for bad input).
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidInput("limit", f"an integer from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     return int(raw)
