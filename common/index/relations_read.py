@@ -55,6 +55,14 @@ class _Level:
     sources: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Found:
+    """What one level read: members (None: no such row) and `dependents` values."""
+
+    members: dict[str, str | None]
+    sources: dict[str, set[str]]
+
+
 def read(r: Any, cluster: str, identity: str, depth: int, visible: Visible) -> Relations | None:
     """The relations of the row `identity` (rows.sort_key) up to `depth` levels each way;
     None when there is no such row."""
@@ -155,12 +163,6 @@ class _Walk:
                 )
             if ways:  # else `dependents` was ahead of the row: it no longer names the node
                 self.down_frontier.append((s, found.sources.get(s, set())))
-
-
-@dataclass
-class _Found:
-    members: dict[str, str | None]
-    sources: dict[str, set[str]]
 
 
 def _queue_member(pipe: Any, cluster: str, identity: str) -> None:
