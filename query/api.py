@@ -28,7 +28,7 @@ def list_objects() -> Response:
     page, scope = list_page(st, user, PageRequest(filters, limit, cursor))
     after = st.signer.encode(page.cursor, filters) if page.cursor else None
     rest = {"continue": after, "freshness": scope.freshness(st.settings)}
-    return body.page_response(page.members, rest)
+    return body.page_response(page.members, rest, scope.visible)
 
 
 @bp.get("/facets")

@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from common.errors import ClusterError, ClusterUnreachable, InvalidInput, NotFound, UpstreamError
+from common.errors import ClusterError, ClusterUnreachable, NotFound, UpstreamError
 from common.index import keys
 from common.index.rows import decode, is_member, sort_key
 from query import params
@@ -36,15 +36,7 @@ def detail(cluster: str, namespace: str, kind: str, name: str) -> dict[str, Any]
     user = caller()
     params.check_known(request.args, ())
     st = state()
-    keys.check_cluster_name(cluster)
-    namespace = params.check_namespace(namespace)
-    params.check_object_name(name)
-    k = st.registry.get(kind)
-    if k is None:
-        raise NotFound(f"unknown kind {kind[:80]!r}; see /api/v1/openapi.json for the kinds")
-    if k.namespaced != bool(namespace):
-        why = "is cluster-scoped: its namespace is `_`" if namespace else "is namespaced"
-        raise InvalidInput("namespace", f"kind {kind} {why}")
+    namespace, k = params.object_path(cluster, namespace, kind, name, st.registry)
     # A cluster where the caller can list nothing answers exactly like an unregistered one:
     # the proxy must not reveal which clusters exist to someone who cannot see them.
     if not st.r.hexists(keys.CLUSTERS, cluster) or cluster not in st.scope(user).access:

@@ -4,16 +4,20 @@ at `/api/v1/openapi.json`; `markdown()` renders docs/api.md from it (a test keep
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from common.index.keys import CLUSTER_NAME_RE
 from common.index.registry_record import PROBLEM_TYPES
 from common.kinds.registry import KindRegistry
+from common.kinds.relations import RELATIONS
 from common.kinds.status import STATUSES
 from query.params import (
+    DEFAULT_DEPTH,
     DEFAULT_LIMIT,
     DNS_LABEL,
     DNS_SUBDOMAIN,
+    MAX_DEPTH,
     MAX_LIMIT,
     MAX_VALUE_LEN,
     NAME_SUBSTRING,
@@ -39,23 +43,49 @@ _NAMESPACE = {"type": "string", "pattern": f"^_$|{DNS_LABEL.pattern}"}
 _OBJECT_NAME = {"type": "string", "pattern": DNS_SUBDOMAIN.pattern, "maxLength": MAX_VALUE_LEN}
 _CLUSTER_REF = _obj({"cluster": _STR})
 
+_STATUS = {"type": "string", "enum": list(STATUSES)}
+_ROW = {
+    "cluster": _STR,
+    "namespace": _STR,
+    "kind": _STR,
+    "apiVersion": _STR,
+    "name": _STR,
+    "status": _STATUS,
+    "suspended": _BOOL,
+    "reason": _STR,
+    "message": _STR,
+    "warnings": {"type": "integer", "minimum": 0},
+    "lastTransitionTime": _NSTR,
+    "revision": _STR,
+    "uiUrl": _NSTR,
+}
+_EDGE = {
+    "relation": {"type": "string", "enum": list(RELATIONS)},
+    "cluster": _STR,
+    "namespace": _STR,
+    "kind": _STR,
+    "name": _STR,
+    "sectionName": _STR,
+    "exists": _BOOL,
+    "status": {**_STATUS, "nullable": True},
+    "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH},
+}
+
 SCHEMAS: S = {
     "Error": _obj({"error": _STR, "message": _STR}),
-    "Row": _obj(
+    # `blockedBy`: only when the row has one and the caller may list that node.
+    "Row": _obj({**_ROW, "blockedBy": _ref("Blocker")}, list(_ROW)),
+    "Blocker": _obj(
+        {"cluster": _STR, "namespace": _STR, "kind": _STR, "name": _STR, "exists": _BOOL}
+    ),
+    # `sectionName`: only when the reference names a listener.
+    "Edge": _obj(_EDGE, [f for f in _EDGE if f != "sectionName"]),
+    "Relations": _obj(
         {
-            "cluster": _STR,
-            "namespace": _STR,
-            "kind": _STR,
-            "apiVersion": _STR,
-            "name": _STR,
-            "status": {"type": "string", "enum": list(STATUSES)},
-            "suspended": _BOOL,
-            "reason": _STR,
-            "message": _STR,
-            "warnings": {"type": "integer", "minimum": 0},
-            "lastTransitionTime": _NSTR,
-            "revision": _STR,
-            "uiUrl": _NSTR,
+            "object": _ref("Row"),
+            "upstream": {"type": "array", "items": _ref("Edge")},
+            "downstream": {"type": "array", "items": _ref("Edge")},
+            "hidden": {"type": "integer", "minimum": 0},
         }
     ),
     "Freshness": _obj(
@@ -218,11 +248,38 @@ def _responses(ok: str, desc: str, *codes: int) -> S:
     return out
 
 
-def _get(summary: str, params: list[S], ok: str, desc: str, *codes: int, auth: bool = True) -> S:
+def _get(
+    summary: str,
+    params: list[S],
+    ok: str,
+    desc: str,
+    *codes: int,
+    auth: bool = True,
+    tag: str = "",
+) -> S:
     op: S = {"summary": summary, "parameters": params, "responses": _responses(ok, desc, *codes)}
+    if tag:
+        op["tags"] = [tag]
     if not auth:
         op["security"] = []
     return {"get": op}
+
+
+_RELATIONS = """\
+`GET /api/v1/objects/{cluster}/{namespace}/{kind}/{name}/relations` answers from the index what
+an object depends on (`upstream`: the targets of its references, such as sources, `dependsOn`,
+parent Gateways, policy targets, the Kustomization or HelmRelease that applied it) and what
+depends on it (`downstream`), level by level up to `depth`; each edge says the `depth` it was
+reached at. A node appears once per direction (a `dependsOn` cycle ends), with one edge per
+relation (and `sectionName`) naming it. `exists: false` is a dangling reference; a `Service` is
+a route backend, not a row; both have `status` null and are not followed further. Related
+objects the caller may not list are never named, missing or not: each adds 1 to `hidden` and is
+not followed. An object the caller may not list is a 404, as an unknown one is. Rows (the
+object's here, and list rows) carry `blockedBy`, the nearest failing or missing object upstream,
+when there is one and the caller may list it."""
+
+TAGS = [{"name": "Relations", "description": " ".join(_RELATIONS.split())}]
+"""Topics the docs explain once, in their own section (OpenAPI tags with a description)."""
 
 
 def document(registry: KindRegistry) -> S:
@@ -254,6 +311,7 @@ def document(registry: KindRegistry) -> S:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
+        "tags": TAGS,
         "paths": {
             "/api/v1/objects": _get(
                 "Visible objects, filtered, in (cluster, namespace, kind, name) order, one page",
@@ -274,6 +332,29 @@ def document(registry: KindRegistry) -> S:
                 502,
                 503,
                 504,
+            ),
+            "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}/relations": _get(
+                "What the object depends on and what depends on it, from the index",
+                [
+                    *path_params,
+                    _param(
+                        "depth",
+                        f"levels to follow each way, 1..{MAX_DEPTH}",
+                        {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_DEPTH,
+                            "default": DEFAULT_DEPTH,
+                        },
+                    ),
+                ],
+                "Relations",
+                "the object's row and its edges",
+                400,
+                401,
+                404,
+                503,
+                tag="Relations",
             ),
             "/api/v1/facets": _get(
                 "Counts of visible objects by cluster, kind, status and suspension under the filters",
@@ -345,6 +426,8 @@ def markdown(doc: S) -> str:
     for path, item in doc["paths"].items():
         op = item["get"]
         lines += [f"## `GET {path}`", "", op["summary"] + ".", ""]
+        for tag in op.get("tags", ()):
+            lines += [f"See [{tag}](#{tag.lower()}).", ""]
         if op.get("security") == []:
             lines += ["No authentication.", ""]
         if op.get("parameters"):
@@ -360,9 +443,16 @@ def markdown(doc: S) -> str:
             shape = f" (`{schema['$ref'].rsplit('/', 1)[1]}`)" if schema else ""
             lines.append(f"| {code} | {resp['description']}{shape} |")
         lines.append("")
+    for tag in doc.get("tags", ()):
+        text = textwrap.wrap(tag["description"], 100, break_on_hyphens=False)
+        lines += [f"## {tag['name']}", "", *text, ""]
     lines += ["## Schemas", ""]
     for name, schema in doc["components"]["schemas"].items():
-        props = ", ".join(f"`{p}`" for p in schema.get("properties", {}))
+        required = schema.get("required", ())
+        props = ", ".join(
+            f"`{p}`" + ("" if p in required else " (optional)")
+            for p in schema.get("properties", {})
+        )
         lines.append(f"- **{name}**: {props}")
     return "\n".join(lines) + "\n"
 

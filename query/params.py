@@ -12,10 +12,10 @@ from collections.abc import Iterable
 
 from werkzeug.datastructures import MultiDict
 
-from common.errors import InvalidInput
+from common.errors import InvalidInput, NotFound
 from common.index import keys
 from common.index.reader import Filters
-from common.kinds.registry import KindRegistry
+from common.kinds.registry import Kind, KindRegistry
 from common.kinds.status import STATUSES
 
 DEFAULT_LIMIT, MAX_LIMIT = 50, 500
@@ -27,6 +27,9 @@ NAME_SUBSTRING = re.compile(r"^[a-z0-9.-]{1,253}$")
 
 LIST_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "limit", "continue")
 FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name")
+RELATIONS_PARAMS = ("depth",)
+DEFAULT_DEPTH, MAX_DEPTH = 1, 5
+_DEPTHS = frozenset(str(d) for d in range(1, MAX_DEPTH + 1))
 CLUSTER_SCOPED = "_"
 """Stands for the empty namespace of cluster-scoped objects in paths and the namespace filter."""
 
@@ -85,6 +88,36 @@ def check_object_name(name: str, param: str = "name") -> str:
     return name
 
 
+def object_path(
+    cluster: str, namespace: str, kind: str, name: str, registry: KindRegistry
+) -> tuple[str, Kind]:
+    """Validate an object's path segments (`_`: the namespace of cluster-scoped kinds); the
+    namespace as stored ("" for `_`) and the kind. An unknown kind is a 404, as an unknown
+    object would be."""
+    keys.check_cluster_name(cluster)
+    namespace = check_namespace(namespace)
+    check_object_name(name)
+    k = registry.get(kind)
+    if k is None:
+        raise NotFound(f"unknown kind {kind[:80]!r}; see /api/v1/openapi.json for the kinds")
+    if k.namespaced != bool(namespace):
+        why = "is cluster-scoped: its namespace is `_`" if namespace else "is namespaced"
+        raise InvalidInput("namespace", f"kind {kind} {why}")
+    return namespace, k
+
+
+def depth(args: MultiDict[str, str]) -> int:
+    """Levels of relations to follow each way (`depth`)."""
+    raw = args.getlist("depth")
+    if not raw:
+        return DEFAULT_DEPTH
+    if len(raw) > 1 or raw[0] not in _DEPTHS:
+        raise InvalidInput(
+            "depth", f"an integer from 1 to {MAX_DEPTH}, once (default {DEFAULT_DEPTH})"
+        )
+    return int(raw[0])
+
+
 def check_kind(kind: str, registry: KindRegistry, param: str = "kind") -> str:
     if registry.get(kind) is None:
         raise InvalidInput(
@@ -118,6 +151,7 @@ def limit(args: MultiDict[str, str]) -> int:
     raw = args.get("limit")
     if raw is None or raw == "":
         return DEFAULT_LIMIT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+    # isascii: "²".isdigit() holds, and int("²") raises (a 500 for bad input).
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidInput("limit", f"an integer from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     return int(raw)

@@ -2,7 +2,7 @@
 // /api/v1/objects at a time, counts from /api/v1/facets, the live object in a dialog.
 
 import { api, config, el, setUpIdentity, showBanner, showError, timeElement } from "./api.js";
-import { openDetail, setUpDetail } from "./detail.js";
+import { describe, openDetail, refElement, setUpDetail } from "./detail.js";
 import { externalUrl } from "./links.js";
 
 const DIMENSIONS = { status: "f-status", suspended: "f-suspended", kind: "f-kind", cluster: "f-cluster" };
@@ -197,6 +197,8 @@ function rowElement(row) {
   status.append(health);
   // Suspension is shown beside the health, never instead of it (as `flux get` does).
   if (row.suspended) status.append(" ", el("span", "suspended", "badge badge-suspended"));
+  const blocked = blockedElement(row);
+  if (blocked) status.append(blocked);
   const message = el("span", row.message, "message");
   message.title = row.message;
   if (row.warnings) {
@@ -224,6 +226,18 @@ function rowElement(row) {
     if (!ev.target.closest("a, button")) openDetail(row);
   });
   return tr;
+}
+
+// The root cause: the nearest failing or missing object upstream (only when the caller may
+// list it: the API leaves it out otherwise).
+function blockedElement(row) {
+  const b = row.blockedBy;
+  if (!b) return null;
+  const box = el("div", "blocked by ", "blocked");
+  const label = describe(b);
+  box.append(refElement(b, label, `${row.name} is blocked by ${label}: show its detail`));
+  if (!b.exists) box.append(" ", el("span", "missing", "marker-missing"));
+  return box;
 }
 
 function td(child) {

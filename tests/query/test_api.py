@@ -117,6 +117,7 @@ def test_continue_token_is_bound_to_filters_and_signed(client) -> None:
         ({"limit": 0}, "limit"),
         ({"limit": 501}, "limit"),
         ({"limit": "ten"}, "limit"),
+        ({"limit": "²"}, "limit"),
         ({"status": "broken"}, "status"),
         ({"kind": "Pod"}, "kind"),
         ({"namespace": "Not_A_Namespace"}, "namespace"),

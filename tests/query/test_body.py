@@ -1,5 +1,5 @@
 """The list response body built from cached per-row JSON: the same JSON as decoding the rows,
-on cache hits and misses, with the cache bounded."""
+on cache hits and misses, `blockedBy` spliced in per caller, with the cache bounded."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from common.index import rows
+from common.index import edges, rows
+from common.rbac.grants import Access
 from query import body
 
 
@@ -54,3 +55,20 @@ def test_cache_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
             f"r{i}-{j}" for j in range(3)
         ]
         assert len(body._rows) <= 4
+
+
+def test_blockedby_is_spliced_in_only_for_callers_who_may_list_the_node() -> None:
+    blocker = edges.encode_blocker("GitRepository", "flux-system", "platform", False)
+    blocked = rows.with_blocked(member("b").decode(), blocker).encode()
+    page = [("c1", member("a")), ("c1", blocked)]
+    expected = [rows.decode(c, m) for c, m in page]
+    assert expected[1]["blockedBy"]["name"] == "platform"
+    platform = Access.build(frozenset(), {"flux-system": frozenset({"GitRepository"})})
+    other = Access.build(frozenset({"Kustomization"}), {})
+    for _ in range(2):  # a miss, then hits: the cached text serves both callers
+        assert [json.loads(t) for t in body.row_texts(page, {"c1": platform})] == expected
+        without = [json.loads(t) for t in body.row_texts(page, {"c1": other})]
+        assert "blockedBy" not in without[1]
+        assert without[1] == {k: v for k, v in expected[1].items() if k != "blockedBy"}
+        assert body.row_texts(page, {"c2": platform}) == body.row_texts(page)  # other cluster
+        assert "blockedBy" not in body.row_texts(page)[1]

@@ -421,3 +421,144 @@ def test_suspension_beside_health_and_cluster_scoped_rows(stack: Stack, page: An
     member = next(u for u in fleet_users(stack.sim.fleet) if u.name.startswith("dev-team"))
     view_as(page, member.name)
     expect_names(page, [])
+
+
+def relations(stack: Stack, headers: dict[str, str], ref: dict[str, Any], depth: int = 1) -> Any:
+    path = f"{ref['cluster']}/{ref['namespace'] or '_'}/{ref['kind']}/{ref['name']}"
+    resp = requests.get(
+        f"{stack.base}/api/v1/objects/{path}/relations",
+        params={"depth": depth},
+        headers=headers,
+        timeout=10,
+    )
+    resp.raise_for_status()
+    return resp.json()
+
+
+def edge_texts(edges: list[dict[str, Any]]) -> list[str]:
+    """What the dialog shows for each edge, as the API describes it."""
+    out = []
+    for e in edges:
+        name = f"{e['namespace']}/{e['name']}" if e["namespace"] else e["name"]
+        section = f" listener {e['sectionName']}" if e.get("sectionName") else ""
+        mark = "missing" if not e["exists"] else e["status"] or "external"
+        out.append(f"{e['relation']} {e['kind']} {name}{section} {mark}")
+    return out
+
+
+def self_text(row: dict[str, Any]) -> str:
+    """The dialog's line about the object itself, for its row as the API returns it."""
+    out = f"This object: {row['status']}" + (" suspended" if row["suspended"] else "")
+    b = row.get("blockedBy")
+    if b:
+        where = f"{b['namespace']}/{b['name']}" if b["namespace"] else b["name"]
+        out += f" blocked by {b['kind']} {where}" + ("" if b["exists"] else " missing")
+    return out
+
+
+def test_relations_and_blocked_by(stack: Stack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    items = requests.get(
+        f"{stack.base}/api/v1/objects", params={"limit": 500}, headers=ADMIN, timeout=10
+    ).json()["items"]
+    row = next(r for r in items if r.get("blockedBy", {}).get("exists"))
+    cause = row["blockedBy"]
+    label = f"{cause['kind']} {cause['namespace']}/{cause['name']}"
+    page.goto(f"/?cluster={row['cluster']}&namespace={row['namespace']}&kind={row['kind']}")
+    line = page.locator(f"{ROWS} .blocked").first
+    expect(line).to_have_text(f"blocked by {label}")
+    shot(page, "blocked-by")
+
+    # The cause opens in the dialog with its relations, as the API answers them.
+    line.get_by_role("button").click()
+    expect(page.locator("#detail-title")).to_have_text(f"{label} · {row['cluster']}")
+    answer = relations(stack, ADMIN, cause)
+    up, down = page.locator("#upstream li"), page.locator("#downstream li")
+    expect(up).to_have_text(edge_texts(answer["upstream"]) or ["none"])
+    expect(down).to_have_text(edge_texts(answer["downstream"]) or ["none"])
+    expect(page.locator("#relations-self")).to_have_text(
+        f"This object: {answer['object']['status']}"
+    )
+    assert f"{row['kind']} {row['namespace']}/{row['name']}" in " ".join(down.all_text_contents())
+    expect(page.locator("#relations-hidden")).to_be_hidden()
+    expect(page.locator("#downstream .badge").first).to_be_visible()
+    shot(page, "relations")
+    page.select_option("#relations-depth", "3")
+    deeper = relations(stack, ADMIN, cause, 3)
+    expect(up).to_have_text(edge_texts(deeper["upstream"]) or ["none"])
+    expect(down).to_have_text(edge_texts(deeper["downstream"]) or ["none"])
+    page.select_option("#relations-depth", "1")
+    assert page.evaluate(UNLABELLED_JS) == []
+
+    # A related row opens its own detail in place; Escape returns to where the user started.
+    page.get_by_role(
+        "button", name=f"{row['kind']} {row['namespace']}/{row['name']}: show its detail"
+    ).click()
+    expect(page.locator("#detail-title")).to_contain_text(
+        f"{row['kind']} {row['namespace']}/{row['name']}"
+    )
+    expect(page.locator("#relations-self")).to_have_text(self_text(row))
+    expect(page.locator("#upstream li", has_text=label).locator(".badge")).to_have_text(
+        relations(stack, ADMIN, cause)["object"]["status"]
+    )
+    page.keyboard.press("Escape")
+    expect(line.get_by_role("button")).to_be_focused()
+
+    # A dangling reference: "missing", on the row's blocked-by line and in its relations.
+    cluster, namespace = row["cluster"], row["namespace"]
+    orphan = {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": {"name": "orphan", "namespace": namespace},
+        "spec": {
+            "dependsOn": [{"name": "ghost"}],
+            "sourceRef": {"kind": "GitRepository", "name": "nope"},
+        },
+    }
+    stack.sim.apply(cluster, orphan)
+    try:
+        assert all(o.ok for o in stack.collect([cluster]))
+        page.goto(f"/?cluster={cluster}&namespace={namespace}&kind=Kustomization&name=orphan")
+        blocked = page.locator(f"{ROWS} .blocked")
+        expect(blocked).to_have_text(f"blocked by GitRepository {namespace}/nope missing")
+        expect(blocked.get_by_role("button")).to_have_count(0)  # nothing to open
+        page.get_by_role("button", name="orphan: show the live Kustomization").click()
+        expect(page.locator("#upstream li")).to_have_text(
+            [
+                f"source GitRepository {namespace}/nope missing",
+                f"dependsOn Kustomization {namespace}/ghost missing",
+            ]
+        )
+        expect(page.locator("#upstream .marker-missing")).to_have_count(2)
+        page.keyboard.press("Escape")
+    finally:
+        stack.sim.delete(cluster, "Kustomization", namespace, "orphan")
+        assert all(o.ok for o in stack.collect([cluster]))
+
+    # A user who may list only their namespace: related objects elsewhere are only counted.
+    view_as(page, "solo")
+    mine = requests.get(
+        f"{stack.base}/api/v1/objects",
+        params={"kind": "Kustomization"},
+        headers={"X-Remote-User": "solo"},
+        timeout=10,
+    ).json()["items"]
+    target = next(r for r in mine if relations(stack, {"X-Remote-User": "solo"}, r)["hidden"])
+    theirs = relations(stack, {"X-Remote-User": "solo"}, target)
+    everything = relations(stack, ADMIN, target)
+    unseen = {e["name"] for e in everything["upstream"] + everything["downstream"]} - {
+        e["name"] for e in theirs["upstream"] + theirs["downstream"]
+    }
+    assert unseen
+    page.goto(f"/?kind=Kustomization&namespace={target['namespace']}")
+    page.get_by_role("button", name=f"{target['name']}: show the live Kustomization").click()
+    hidden = page.locator("#relations-hidden")
+    expect(hidden).to_have_text(f"+{theirs['hidden']} hidden: related objects you may not list")
+    expect(page.locator("#upstream li")).to_have_text(
+        edge_texts(theirs["upstream"]) or ["none you may list"]
+    )
+    text = page.locator("#relations").text_content()
+    for name in unseen:
+        assert name not in text
+    shot(page, "relations-hidden")

@@ -1,0 +1,74 @@
+"""`GET /api/v1/objects/{cluster}/{namespace}/{kind}/{name}/relations?depth=1..5`: what an
+object depends on and what depends on it, from the index (common.index.relations_read).
+
+The caller's replicated RBAC decides, as for lists: an object they may not list is the same 404
+as an unknown one (a cluster where they list nothing, or whose RBAC data is stale, as an
+unregistered one), and related rows they may not list are only counted in `hidden`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, request
+
+from common.errors import NotFound
+from common.index import relations_read
+from common.index.relations_read import Related
+from common.index.rows import decode, sort_key
+from common.rbac.grants import Access
+from query import params
+from query.state import caller, state
+
+bp = Blueprint("relations", __name__, url_prefix="/api/v1")
+
+
+@bp.get("/objects/<cluster>/<namespace>/<kind>/<name>/relations")
+def relations(cluster: str, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    user = caller()
+    params.check_known(request.args, params.RELATIONS_PARAMS)
+    st = state()
+    namespace, k = params.object_path(cluster, namespace, kind, name, st.registry)
+    depth = params.depth(request.args)
+    access = st.scope(user).visible.get(cluster)
+    if access is None:
+        raise NotFound(f"no cluster named {cluster!r} is registered")
+
+    def visible(ns: str, kind: str) -> bool:
+        return kind in access.kinds_in(ns)
+
+    found = None
+    if visible(namespace, k.key):
+        found = relations_read.read(st.r, cluster, sort_key(namespace, k.key, name), depth, visible)
+    if found is None:  # absent, or not the caller's to list: the same answer
+        where = f"{namespace}/{name}" if namespace else name
+        raise NotFound(f"no {k.key} {where} in the index of cluster {cluster}")
+    return {
+        "object": shown_row(cluster, found.member, access),
+        "upstream": [edge(cluster, e) for e in found.upstream],
+        "downstream": [edge(cluster, e) for e in found.downstream],
+        "hidden": found.hidden,
+    }
+
+
+def shown_row(cluster: str, member: str, access: Access) -> dict[str, Any]:
+    """The row, its `blockedBy` only when the caller may list that node."""
+    row: dict[str, Any] = dict(decode(cluster, member))
+    blocker = row.get("blockedBy")
+    if blocker is not None and blocker["kind"] not in access.kinds_in(blocker["namespace"]):
+        del row["blockedBy"]
+    return row
+
+
+def edge(cluster: str, e: Related) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "relation": e.relation,
+        "cluster": cluster,
+        "namespace": e.namespace,
+        "kind": e.kind,
+        "name": e.name,
+    }
+    if e.section:
+        out["sectionName"] = e.section
+    out.update(exists=e.exists, status=e.status, depth=e.depth)
+    return out
