@@ -174,6 +174,19 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
     istio = _get(f"{base}/api/v1/objects?status=unhealthy&kind=VirtualService&limit=50", headers)
     assert any(r["reason"].startswith("KIA") for r in istio["items"]), "fleetscope's own checks"
 
+    # ... and root causes: a failing Kustomization blocked by its source, whose relations say so.
+    ks = _get(f"{base}/api/v1/objects?status=unhealthy&kind=Kustomization&limit=500", headers)
+    blocked = [r for r in ks["items"] if "blockedBy" in r]
+    assert blocked, "no failing Kustomization with a root cause in the demo"
+    row, cause = blocked[0], blocked[0]["blockedBy"]
+    path = "/".join(row[k] or "_" for k in ("cluster", "namespace", "kind", "name"))
+    rel = _get(f"{base}/api/v1/objects/{path}/relations?depth=5", headers)
+    assert any(
+        (e["namespace"], e["kind"], e["name"], e["exists"])
+        == (cause["namespace"], cause["kind"], cause["name"], cause["exists"])
+        for e in rel["upstream"]
+    ), "the cause is upstream of the row"
+
     children = _descendants(demo.proc.pid)
     assert len(children) >= 5  # redis, kubesim, worker, beat, query (+ their forks)
     demo.proc.send_signal(signal.SIGINT)
