@@ -248,3 +248,38 @@ def test_a_full_sync_repairs_edges_and_blockers_a_missed_event_left_wrong(r: red
     assert stored(r) != good
     store.replace_rows(r, C, [repo, app])
     assert stored(r) == good
+
+
+def test_a_kinds_file_kind_gets_edges_from_the_extractors_it_lists() -> None:
+    from common.kinds.registry import parse_kind
+
+    kind = parse_kind({**kind_entry(), "relations": ["flux-source", "managedBy"]})
+    obj = {
+        "metadata": {
+            "namespace": "apps",
+            "name": "d",
+            "labels": {
+                "kustomize.toolkit.fluxcd.io/name": "apps",
+                "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+            },
+        },
+        "spec": {"sourceRef": {"kind": "GitRepository", "name": "repo"}},
+    }
+    m = rows.member(C, kind, "example.io/v1", obj)
+    got = [(e.relation, e.kind, e.namespace, e.name) for e in graph.upstream(rows.identity(m), m)]
+    assert got == [
+        ("source", "GitRepository", "apps", "repo"),
+        ("managedBy", "Kustomization", "flux-system", "apps"),
+    ]
+    none = parse_kind({**kind_entry(), "relations": []})
+    assert rows.edges_of(rows.member(C, none, "example.io/v1", obj)) == ""
+
+
+def kind_entry() -> dict[str, object]:
+    return {
+        "group": "example.io",
+        "versions": ["v1"],
+        "kind": "Deployer",
+        "plural": "deployers",
+        "status_rule": "conditions",
+    }
