@@ -8,7 +8,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-from collector import metrics, tasks
+from collector import gc_tuning, metrics, tasks
 from common import logs
 from common.settings import Settings
 
@@ -79,6 +79,10 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
             return
         metrics.prepare_worker(settings)
         metrics.serve(settings)
+        gc_tuning.tune()  # before the pool forks: children inherit it
+
+    def worker_process_init(**_: Any) -> None:
+        gc_tuning.tune()
 
     def beat_init(sender: Any = None, **_: Any) -> None:
         # Start collecting at once instead of one interval after beat starts.
@@ -89,4 +93,5 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
 
     signals.setup_logging.connect(setup_logging, weak=False)
     signals.worker_init.connect(worker_init, weak=False)
+    signals.worker_process_init.connect(worker_process_init, weak=False)
     signals.beat_init.connect(beat_init, weak=False)

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import TextIO
 
+from collector import gc_tuning
 from collector.clusters import ClusterSource
 from collector.jobs import ClusterOutcome, Collector, collect_once
 from common import logs, redis_client
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
         return 2
     settings = settings or Settings.from_env()
     logs.configure(settings)
+    gc_tuning.tune()
     r = redis_client.connect(settings.redis_url)
     source = ClusterSource(settings, r=r)
     try:

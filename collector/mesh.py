@@ -126,7 +126,9 @@ def members(
     known = services is not None and namespaces is not None
     checked = [h for h in held if validated(h.kind)]
     found = findings_for(checked, services or (), namespaces or ()) if known else None
-    rules = [h.obj for h in checked if h.kind.kind == "DestinationRule"]
+    rules = relations.DestinationRuleIndex(
+        [h.obj for h in checked if h.kind.kind == "DestinationRule"], namespaces or ()
+    )
     service_keys = {_service_key(s) for s in services or ()} if known else None
     out = []
     for h in held:
@@ -135,7 +137,7 @@ def members(
             f = None if found is None else found.get(h.identity, [])
         extra: list[relations.Ref] = []
         if h.kind.kind == "VirtualService" and validated(h.kind):
-            extra = relations.resolve_destination_rules(h.obj, rules, namespaces=namespaces or ())
+            extra = rules.refs(h.obj)
         out.append(rows.member(cluster, h.kind, h.api_version, h.obj, f, extra, service_keys))
     return out
 

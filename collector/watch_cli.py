@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from collector import gc_tuning
 from collector.clusters import ClusterSource
 from collector.watch_replica import WatchReplica
 from common import logs, redis_client
@@ -43,6 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
     settings = settings or Settings.from_env()
     logs.configure(settings)
+    gc_tuning.tune()
     heartbeat = _heartbeat(Path(args.heartbeat_file)) if args.heartbeat_file else None
     stop = threading.Event()
 

@@ -114,18 +114,17 @@ def encode(
     (namespace, name), when known: a backend naming none of them is stored as missing."""
     out = []
     for ref in refs:
-        ns = SAME_NAMESPACE if ref.namespace == namespace and namespace else ref.namespace
-        parts = [CODES[ref.relation] + kind_code(_clean(ref.kind)), _clean(ns), _clean(ref.name)]
-        missing = (
-            ref.kind in EXTERNAL_KINDS
-            and services is not None
-            and (ref.namespace, ref.name) not in services
-        )
-        if ref.section or missing:
-            parts.append(_clean(ref.section))
+        relation, kind, ref_ns, name, section = ref
+        if not (name.isprintable() and ref_ns.isprintable() and section.isprintable()):
+            continue  # control characters would break the format (no valid name has any)
+        ns = SAME_NAMESPACE if ref_ns == namespace and namespace else ref_ns
+        entry = f"{CODES[relation]}{kind_code(kind)}{US}{ns}{US}{name}"
+        missing = kind in EXTERNAL_KINDS and services is not None and (ref_ns, name) not in services
         if missing:
-            parts.append("0")
-        out.append(US.join(parts))
+            entry += f"{US}{section}{US}0"
+        elif section:
+            entry += f"{US}{section}"
+        out.append(entry)
     return RS.join(out)
 
 
@@ -170,8 +169,3 @@ def decode_blocker(cluster: str, field: str) -> Blocker | None:
         return None
     kind, namespace, name, exists = field.split(US)
     return Blocker(cluster=cluster, namespace=namespace, kind=kind, name=name, exists=exists == "1")
-
-
-def _clean(text: str) -> str:
-    """Separators never appear in names; strip them anyway so a field always parses."""
-    return text.replace("\x00", "").replace(RS, "").replace(US, "")

@@ -86,19 +86,20 @@ class Snapshot:
         sep, unhealthy = rows.SEP, rows.STATUS_CODES
         failing_codes = {unhealthy["unhealthy"], unhealthy["unhealthy"].upper()}
         failing_rows = set()
-        self._stored: dict[str, tuple[str, str]] = {}  # identity -> (namespace, stored entry)
+        self._stored: dict[str, tuple[str, str, str]] = {}  # identity -> (ns, kind, name)
         us, code = codec.US, codec.kind_code
         whole = len(rows.FIELDS) - 1  # separators in a member with every field
+        by_identity, stored, edges_at = self.by_identity, self._stored, rows.edges_of
         for m in members:
-            parts = m.split(sep, 4)
-            identity = f"{parts[0]}{sep}{parts[1]}{sep}{parts[2]}{sep}"
-            self.by_identity[identity] = m
-            self._stored[identity] = (parts[0], f"{us}{code(parts[1])}{us}{parts[2]}")
-            if parts[3] in failing_codes:
+            ns, kind, name, status, _ = m.split(sep, 4)
+            identity = f"{ns}{sep}{kind}{sep}{name}{sep}"
+            by_identity[identity] = m
+            stored[identity] = (ns, kind, name)
+            if status in failing_codes:
                 failing_rows.add(identity)
-            edges = m.rsplit(sep, 2)[1] if m.count(sep) == whole else rows.edges_of(m)
+            edges = m.rsplit(sep, 2)[1] if m.count(sep) == whole else edges_at(m)
             if edges:
-                parsed.append((identity, parts[0], edges))
+                parsed.append((identity, ns, edges))
         self.sources: dict[str, set[str]] = {}
         self._fields: dict[str, tuple[str, str]] = {}  # target -> (namespace, stored field)
         bad: set[str] = set()  # rows with a failing node one edge up
@@ -139,13 +140,15 @@ class Snapshot:
         """The whole `dependents` hash (fields and values as stored, as `field` and `join`
         write them)."""
         out = {}
-        stored, same, rs = self._stored, codec.SAME_NAMESPACE, codec.RS
+        stored, same, rs, us = self._stored, codec.SAME_NAMESPACE, codec.RS, codec.US
+        code = codec.kind_code
         for t, sources in self.sources.items():
             target_ns, target_field = self._fields[t]
             entries = []
             for source in sources:
-                ns, rest = stored[source]
-                entries.append((same if ns == target_ns and ns else ns) + rest)
+                ns, kind, name = stored[source]
+                ns = same if ns == target_ns and ns else ns
+                entries.append(f"{ns}{us}{code(kind)}{us}{name}")
             entries.sort()
             out[target_field] = rs.join(entries)
         return out

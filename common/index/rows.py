@@ -102,10 +102,13 @@ def member(
     `extra_refs`: the ones that need the cluster's other objects); `services` as
     common.index.edges.encode has it. `blockedBy` is left empty: the writer fills it in."""
     row = build_row(cluster, kind, api_version, obj, findings)
-    refs = [*relations.extract(kind, obj), *extra_refs]
-    own = (row["namespace"], row["kind"], row["name"])  # a self-reference is no dependency
-    refs = [r for r in dict.fromkeys(refs) if (r.namespace, r.kind, r.name) != own]
-    return encode(row, edge_codec.encode(row["namespace"], refs, services))
+    refs = relations.extract(kind, obj)
+    if extra_refs:
+        refs = list(dict.fromkeys([*refs, *extra_refs]))
+    ns, key, name = row["namespace"], row["kind"], row["name"]
+    # A self-reference (the flux-system Kustomization's own labels) is no dependency.
+    refs = [r for r in refs if r.name != name or r.kind != key or r.namespace != ns]
+    return encode(row, edge_codec.encode(ns, refs, services))
 
 
 def build_row(

@@ -14,7 +14,6 @@ needs the cluster's other objects. Extractors and upstream shapes: docs/architec
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeGuard
 
 from common.kinds.istio_mesh import Exported, dct, exported, fqdn, lst, strs, suffixes, visible
@@ -37,9 +36,9 @@ RELATIONS = (
 )
 
 
-@dataclass(frozen=True)
-class Ref:
-    """One outgoing reference: the relation and the target (which may not exist)."""
+class Ref(NamedTuple):
+    """One outgoing reference: the relation and the target (which may not exist). A tuple: the
+    collector builds one or two per object, and dataclass hashing was a fifth of a row's cost."""
 
     relation: str  # one of RELATIONS
     kind: str  # the target's kind key in the registry, or "Service" for backends
@@ -73,10 +72,14 @@ def extract(kind: Kind, obj: dict[str, Any]) -> list[Ref]:
     meta = dct(obj.get("metadata"))
     ns = _namespace(meta.get("namespace"), "") if kind.namespaced else ""
     o = _Obj(kind, ns or "", dct(obj.get("spec")), dct(meta.get("labels")))
-    refs: dict[Ref, None] = {}
+    refs: list[Ref] = []
     for name in kind.relations:
-        refs.update(dict.fromkeys(_EXTRACTORS[name](o)))
-    return list(refs)
+        if name == "managedBy":  # every kind has it: inlined (this runs for every object)
+            if o.labels:
+                refs.extend(_managed_by(o))
+        else:
+            refs.extend(_EXTRACTORS[name](o))
+    return list(dict.fromkeys(refs)) if len(refs) > 1 else refs
 
 
 # Flux ---------------------------------------------------------------------------------------
@@ -148,10 +151,13 @@ MANAGERS = (
 def _managed_by(o: _Obj) -> Iterator[Ref]:
     """The Kustomization or HelmRelease that applied the object, from the labels
     `<group>/name` and `<group>/namespace` its controller sets (both are needed)."""
-    for prefix, key in MANAGERS:
-        name, ns = o.labels.get(f"{prefix}/name"), o.labels.get(f"{prefix}/namespace")
+    for name_label, ns_label, key in _MANAGER_LABELS:
+        name, ns = o.labels.get(name_label), o.labels.get(ns_label)
         if _name(name) and _name(ns):
             yield Ref("managedBy", key, ns, name)
+
+
+_MANAGER_LABELS = tuple((f"{p}/name", f"{p}/namespace", key) for p, key in MANAGERS)
 
 
 # Istio --------------------------------------------------------------------------------------
@@ -177,22 +183,51 @@ def resolve_destination_rules(
     the most specific match (Istio's MostSpecificHostMatch: the host itself, else the longest
     wildcard covering it), in destination order, then by namespace and name, each once. Hosts
     resolve as `istio_mesh.fqdn` has it; `namespaces` (the cluster's) lets `name.ns` resolve
-    when no VirtualService or DestinationRule given lives in `ns`. No match, no Ref."""
-    vs = dct(vs)
-    vs_ns = _namespace(dct(vs.get("metadata")).get("namespace"), "") or ""
-    rules = [r for r in map(_rule, destination_rules) if r is not None]
-    known = {vs_ns, *(ns for _, ns, _, _ in rules), *namespaces}
-    by_host: dict[str, list[tuple[str, str]]] = {}
-    for host, ns, name, exp in rules:
-        if visible(exp, vs_ns):
-            by_host.setdefault(fqdn(host, ns, known), []).append((ns, name))
-    refs: dict[Ref, None] = {}
-    for dest in references(dct(vs.get("spec")))[1]:
-        dest_host = dest.get("host")
-        fq = fqdn(dest_host, vs_ns, known) if _name(dest_host) else ""
-        for ns, name in sorted(by_host.get(_most_specific(fq, by_host), ())):
-            refs[Ref("destinationRule", "DestinationRule", ns, name)] = None
-    return list(refs)
+    when no VirtualService or DestinationRule given lives in `ns`. No match, no Ref. For many
+    VirtualServices of one cluster, build a `DestinationRuleIndex` once instead."""
+    return DestinationRuleIndex(destination_rules, namespaces).refs(vs)
+
+
+class DestinationRuleIndex:
+    """One cluster's DestinationRules by resolved host, built once (`refs` per VirtualService
+    is then linear in its destinations, not in the cluster's DestinationRules)."""
+
+    def __init__(
+        self, destination_rules: Iterable[dict[str, Any]], namespaces: Iterable[str] = ()
+    ) -> None:
+        self.rules = [r for r in map(_rule, destination_rules) if r is not None]
+        self.known = {*(ns for _, ns, _, _ in self.rules), *namespaces}
+        self.by_host = self._by_host(self.known)
+
+    def _by_host(self, known: set[str]) -> dict[str, list[tuple[str, str, Exported]]]:
+        by_host: dict[str, list[tuple[str, str, Exported]]] = {}
+        for host, ns, name, exp in self.rules:
+            by_host.setdefault(fqdn(host, ns, known), []).append((ns, name, exp))
+        return by_host
+
+    def refs(self, vs: dict[str, Any]) -> list[Ref]:
+        vs = dct(vs)
+        vs_ns = _namespace(dct(vs.get("metadata")).get("namespace"), "") or ""
+        known, by_host = self.known, self.by_host
+        if vs_ns not in known:  # the VirtualService's namespace also resolves `name.ns` hosts
+            known = {*known, vs_ns}
+            by_host = self._by_host(known)
+        seen: dict[str, list[tuple[str, str]]] = {}
+
+        def shown(host: str) -> list[tuple[str, str]]:
+            """The rules of `host` visible from the VirtualService's namespace, sorted."""
+            if host not in seen:
+                rules = by_host.get(host, ())
+                seen[host] = sorted((ns, n) for ns, n, exp in rules if visible(exp, vs_ns))
+            return seen[host]
+
+        refs: dict[Ref, None] = {}
+        for dest in references(dct(vs.get("spec")))[1]:
+            dest_host = dest.get("host")
+            fq = fqdn(dest_host, vs_ns, known) if _name(dest_host) else ""
+            for ns, name in shown(_most_specific(fq, lambda h: bool(shown(h)))):
+                refs[Ref("destinationRule", "DestinationRule", ns, name)] = None
+        return list(refs)
 
 
 def _rule(dr: Any) -> tuple[str, str, str, Exported] | None:
@@ -205,14 +240,14 @@ def _rule(dr: Any) -> tuple[str, str, str, Exported] | None:
     return host, ns, name, exported(strs(spec.get("exportTo")), ns)
 
 
-def _most_specific(fq: str, hosts: Collection[str]) -> str:
-    """The host of `hosts` that Istio applies to `fq`, "" for none."""
-    if not fq or fq in hosts:
+def _most_specific(fq: str, has: Callable[[str], bool]) -> str:
+    """The host (one `has` accepts) that Istio applies to `fq`, "" for none."""
+    if not fq or has(fq):
         return fq
     if fq.startswith("*"):
         return ""  # a wildcard destination names no service
     wildcards = (f"*{s}" for s in suffixes(fq))  # longest first
-    return next((w for w in wildcards if w in hosts), "*" if "*" in hosts else "")
+    return next((w for w in wildcards if has(w)), "*" if has("*") else "")
 
 
 # Gateway API and Kuadrant -------------------------------------------------------------------
@@ -276,20 +311,24 @@ def _named(
     target_ns = ns if local else _namespace(ref.get("namespace"), ns)
     if not _name(name) or target_ns is None:
         return
-    if section_name is not None and not isinstance(section_name, str):
+    if section_name is not None and not (
+        isinstance(section_name, str) and section_name.isprintable()
+    ):
         return
     yield Ref(relation, key, target_ns, name, section_name or "")
 
 
 def _name(value: Any) -> TypeGuard[str]:
-    return isinstance(value, str) and bool(value)
+    """A usable name: a non-empty string without control characters (they could not be stored:
+    common.index.edges separates fields with them; the API server would reject such a name)."""
+    return isinstance(value, str) and bool(value) and value.isprintable()
 
 
 def _namespace(value: Any, default: str) -> str | None:
     """A ref's namespace: the default when unset or empty, None when malformed."""
     if value is None or value == "":
         return default
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, str) and value.isprintable() else None
 
 
 def _opt(ref: dict[str, Any], field: str, default: Any) -> Any:
