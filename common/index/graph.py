@@ -103,6 +103,7 @@ class Snapshot:
         self.sources: dict[str, set[str]] = {}
         self._fields: dict[str, tuple[str, str]] = {}  # target -> (namespace, stored field)
         bad: set[str] = set()  # rows with a failing node one edge up
+        sources, fields = self.sources, self._fields
         for identity, namespace, field in parsed:
             for kind, ns, name, missing in codec.targets(namespace, field):
                 if kind in codec.EXTERNAL_KINDS:
@@ -110,11 +111,12 @@ class Snapshot:
                         bad.add(identity)
                     continue
                 t = f"{ns}{sep}{kind}{sep}{name}{sep}"
-                if t not in self.sources:
-                    self.sources[t] = set()
-                    self._fields[t] = (ns, f"{ns}{us}{code(kind)}{us}{name}")
-                self.sources[t].add(identity)
-                if t in failing_rows or t not in self.by_identity:
+                if t in sources:
+                    sources[t].add(identity)
+                else:
+                    sources[t] = {identity}
+                    fields[t] = (ns, f"{ns}{us}{code(kind)}{us}{name}")
+                if t in failing_rows or t not in by_identity:
                     bad.add(identity)
         self.affected = set(bad)  # rows with a failing node somewhere upstream
         frontier = bad
@@ -129,9 +131,10 @@ class Snapshot:
         """Every member with its `blockedBy` computed."""
         lookup = self.by_identity.get
         out = set()
+        affected, sep = self.affected, rows.SEP
         for identity, member in self.by_identity.items():
-            blocked = blocker(identity, lookup) if identity in self.affected else ""
-            if rows.blocked_of(member) != blocked:
+            blocked = blocker(identity, lookup) if identity in affected else ""
+            if member.rpartition(sep)[2] != blocked and rows.blocked_of(member) != blocked:
                 member = rows.with_blocked(member, blocked)
             out.add(member)
         return out

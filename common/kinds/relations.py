@@ -70,13 +70,16 @@ def extract(kind: Kind, obj: dict[str, Any]) -> list[Ref]:
     if not isinstance(obj, dict):
         return []
     meta = dct(obj.get("metadata"))
+    if kind.relations == _ONLY_MANAGED:  # most kinds: only the labels are read
+        labels = meta.get("labels")
+        return _managed(labels) if isinstance(labels, dict) and labels else []
     ns = _namespace(meta.get("namespace"), "") if kind.namespaced else ""
     o = _Obj(kind, ns or "", dct(obj.get("spec")), dct(meta.get("labels")))
     refs: list[Ref] = []
     for name in kind.relations:
         if name == "managedBy":  # every kind has it: inlined (this runs for every object)
             if o.labels:
-                refs.extend(_managed_by(o))
+                refs.extend(_managed(o.labels))
         else:
             refs.extend(_EXTRACTORS[name](o))
     return list(dict.fromkeys(refs)) if len(refs) > 1 else refs
@@ -151,13 +154,20 @@ MANAGERS = (
 def _managed_by(o: _Obj) -> Iterator[Ref]:
     """The Kustomization or HelmRelease that applied the object, from the labels
     `<group>/name` and `<group>/namespace` its controller sets (both are needed)."""
+    return iter(_managed(o.labels))
+
+
+def _managed(labels: dict[str, Any]) -> list[Ref]:
+    out = []
     for name_label, ns_label, key in _MANAGER_LABELS:
-        name, ns = o.labels.get(name_label), o.labels.get(ns_label)
+        name, ns = labels.get(name_label), labels.get(ns_label)
         if _name(name) and _name(ns):
-            yield Ref("managedBy", key, ns, name)
+            out.append(Ref("managedBy", key, ns, name))
+    return out
 
 
 _MANAGER_LABELS = tuple((f"{p}/name", f"{p}/namespace", key) for p, key in MANAGERS)
+_ONLY_MANAGED = ("managedBy",)
 
 
 # Istio --------------------------------------------------------------------------------------
