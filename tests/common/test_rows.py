@@ -217,3 +217,35 @@ def test_ui_url_comes_from_the_kinds_template_unless_the_object_names_one(tmp_pa
     assert rows.decode("c1", rows.encode(row))["uiUrl"] == row["uiUrl"]  # stored, served as is
     annotated = rows.build_row("c1", kust, "v1", _obj())
     assert annotated["uiUrl"] == "https://ui.example/apps"  # the object's own link wins
+
+
+def test_builtin_api_versions_are_stored_as_codes_and_read_back() -> None:
+    from common.kinds.registry import BUILTIN_KINDS
+
+    served = {f"{k.group}/{v}" for k in BUILTIN_KINDS for v in k.versions}
+    assert served <= set(rows.API_VERSION_CODES)  # a new built-in version needs a new code
+    assert len(set(rows.API_VERSION_CODES.values())) == len(rows.API_VERSION_CODES)
+    for api_version in ("kustomize.toolkit.fluxcd.io/v1", "example.io/v1"):
+        row = rows.decode("c", rows.encode({**ROW_FOR_CODES, "apiVersion": api_version}))
+        assert row["apiVersion"] == api_version
+    member = rows.encode({**ROW_FOR_CODES, "apiVersion": "kustomize.toolkit.fluxcd.io/v1"})
+    assert "toolkit" not in member
+    assert '"apiVersion":"kustomize.toolkit.fluxcd.io/v1"' in rows.row_json("c", member.encode())
+    assert rows.decode_page([("c", member.encode())])[0]["apiVersion"].startswith("kustomize")
+
+
+ROW_FOR_CODES = rows.Row(
+    cluster="c",
+    namespace="apps",
+    kind="Kustomization",
+    apiVersion="",
+    name="a",
+    status="healthy",
+    suspended=False,
+    reason="",
+    message="",
+    warnings=0,
+    lastTransitionTime=None,
+    revision="",
+    uiUrl=None,
+)
