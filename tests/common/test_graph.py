@@ -12,6 +12,7 @@ import redis
 from common.index import edges, graph, keys, rows, store, store_events
 from common.kinds.relations import Ref
 from common.redis_client import text
+from tests import rowfactory
 
 C = "graph"
 
@@ -24,22 +25,7 @@ def member(
     refs: tuple[Ref, ...] = (),
     services: set[tuple[str, str]] | None = None,
 ) -> str:
-    row = rows.Row(
-        cluster=C,
-        namespace=ns,
-        kind=kind,
-        apiVersion="v1",
-        name=name,
-        status=status,
-        suspended=False,
-        reason="",
-        message="",
-        warnings=0,
-        lastTransitionTime=None,
-        revision="",
-        uiUrl=None,
-    )
-    return rows.encode(row, edges.encode(ns, refs, services))
+    return rowfactory.member(C, ns, kind, name, status, edges.encode(ns, refs, services))
 
 
 def blocked(members: set[str]) -> dict[str, dict[str, object] | None]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from common.index import rows
 from common.kinds.registry import builtin_registry, load_registry
+from tests import rowfactory
 
 KUSTOMIZATION = builtin_registry().get("Kustomization")
 REV = "main@sha1:0123456789abcdef0123456789abcdef01234567"
@@ -234,18 +235,4 @@ def test_builtin_api_versions_are_stored_as_codes_and_read_back() -> None:
     assert rows.decode_page([("c", member.encode())])[0]["apiVersion"].startswith("kustomize")
 
 
-ROW_FOR_CODES = rows.Row(
-    cluster="c",
-    namespace="apps",
-    kind="Kustomization",
-    apiVersion="",
-    name="a",
-    status="healthy",
-    suspended=False,
-    reason="",
-    message="",
-    warnings=0,
-    lastTransitionTime=None,
-    revision="",
-    uiUrl=None,
-)
+ROW_FOR_CODES = rowfactory.row("c", "apps", "Kustomization", "a")
