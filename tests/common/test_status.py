@@ -1048,3 +1048,15 @@ def test_a_suspended_object_keeps_its_last_verdict_although_its_generation_moved
     assert (s.status, s.reason) == ("unhealthy", "BuildFailed") and is_suspended("flux", obj)
     resumed = {**obj, "spec": {"suspend": False}}
     assert evaluate("flux", resumed).status == "progressing"  # resumed: waiting for the controller
+
+
+def test_a_non_ascii_digit_generation_is_no_generation() -> None:
+    # "²".isdigit() holds and int("²") raises: one such object must not fail a cluster's sync.
+    obj = {
+        "metadata": {"generation": 2},
+        "status": {
+            "observedGeneration": "²",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded"}],
+        },
+    }
+    assert evaluate("flux", obj).status in {"healthy", "progressing", "unknown"}
