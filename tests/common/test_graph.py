@@ -5,6 +5,7 @@ leaving what a full sync of the same rows would store, in rows and in `dependent
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 import pytest
 import redis
@@ -197,7 +198,7 @@ def test_a_status_change_among_healthy_rows_costs_no_graph_read(r: redis.Redis) 
     progressing = member("apps", "Kustomization", "app", "progressing", (src("repo"),))
     stats = store_events.apply_changes(r, C, [store_events.Change.of(progressing)])
     assert stats.updated == 1 and stats.graph_reads == 0
-    (app_now,) = [m for m in stored(r)[0] if "\x00app\x00" in m]
+    app_now = one(m for m in stored(r)[0] if "\x00app\x00" in m)
     assert rows.status_of(app_now) == "progressing"
     assert edges.decode_blocker(C, rows.blocked_of(app_now))["name"] == "repo"  # type: ignore[index]
 
@@ -222,13 +223,20 @@ def test_blocked_by_appears_and_clears_as_the_source_fails_and_recovers(r: redis
     assert got["app"] == edges.encode_blocker("GitRepository", "apps", "repo", False)
 
 
+def one(items: Iterable[str]) -> str:
+    found = list(items)
+    assert len(found) == 1, found
+    return found[0]
+
+
 def test_a_full_sync_repairs_edges_and_blockers_a_missed_event_left_wrong(r: redis.Redis) -> None:
     repo = member("apps", "GitRepository", "repo", "unhealthy")
     app = member("apps", "Kustomization", "app", "healthy", (src("repo"),))
     store.replace_rows(r, C, [repo, app])
     good = stored(r)
-    r.hdel(keys.dependents(C), rows.identity(repo))  # drift: as if an event was lost
-    (app_stored,) = [m for m in good[0] if m != repo]
+    # drift, as if an event was lost: the repository's dependents, the app's blockedBy
+    assert r.hdel(keys.dependents(C), graph.field(rows.identity(repo))) == 1
+    app_stored = one(m for m in good[0] if m != repo)
     r.zrem(keys.rows(C), app_stored)
     r.zadd(keys.rows(C), {rows.with_blocked(app_stored, ""): 0})
     assert stored(r) != good
