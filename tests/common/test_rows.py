@@ -71,23 +71,7 @@ def test_build_row_from_flux_object() -> None:
 
 def test_members_sort_by_namespace_then_kind_then_name() -> None:
     def member(ns: str, kind: str, name: str) -> str:
-        return rows.encode(
-            rows.Row(
-                cluster="c",
-                namespace=ns,
-                kind=kind,
-                apiVersion="v1",
-                name=name,
-                status="healthy",
-                suspended=False,
-                reason="",
-                message="",
-                warnings=0,
-                lastTransitionTime=None,
-                revision="",
-                uiUrl=None,
-            )
-        )
+        return rowfactory.member("c", ns, kind, name)
 
     ordered = [
         member("a", "Kustomization", "x"),
