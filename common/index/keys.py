@@ -10,6 +10,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:st:suspended  | zset | -    | collector, watcher         | query (suspended filter) |
 | fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
 | fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
+| fs:{c:<cluster>}:nsc:<0..63>   | hash | -    | collector, watcher         | query (facets, plans)    |
 | fs:{c:<cluster>}:dependents    | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
@@ -27,6 +28,8 @@ list of what could not be registered (both: common.index.registry_record, never 
 has an `st:` index, and `st:suspended` holds the suspended rows whatever their health. `counts`
 fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended rows. `names` fields are object names,
 values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index).
+`nsc:<b>` fields are namespaces, values their rows counted by kind and status (common.index.nscounts,
+which also says which of the 64 hashes holds a namespace).
 `dependents` fields are the nodes (rows, existing or not) that some row's edges name, values
 those rows, both in common.index.graph's compact form. `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
@@ -110,6 +113,16 @@ def names(cluster: str) -> str:
     return f"{_tag(cluster)}:names"
 
 
+NSCOUNTS_BUCKETS = 64
+
+
+def nscounts(cluster: str, bucket: int) -> str:
+    """One of the cluster's per-namespace count hashes (common.index.nscounts picks which)."""
+    if not 0 <= bucket < NSCOUNTS_BUCKETS:
+        raise ValueError(f"bucket {bucket} out of range")
+    return f"{_tag(cluster)}:nsc:{bucket}"
+
+
 def dependents(cluster: str) -> str:
     """The reverse of the rows' edges: who depends on each node (common.index.graph)."""
     return f"{_tag(cluster)}:dependents"
@@ -146,7 +159,8 @@ def cluster_keys(cluster: str) -> list[str]:
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents(cluster)]
     fixed += [generation(cluster), sync(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
-    return [*fixed, rbac(cluster), *indexes]
+    per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]
+    return [*fixed, rbac(cluster), *indexes, *per_ns]
 
 
 def subject(kind: str, name: str) -> str:

@@ -60,6 +60,7 @@ class _Events:
     def __init__(self, latest: dict[str, str | None]) -> None:
         self.latest = latest
         self.names = sorted({rows.split_identity(i)[2] for i in latest})
+        self.namespaces = sorted({rows.split_identity(i)[0] for i in latest})
         self.stats: Counter[str] = Counter()
 
     def queue_reads(self, cluster: str, reads: Any) -> None:

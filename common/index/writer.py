@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import redis
 
 from common.errors import LockBusy, RedisUnavailable
-from common.index import graph, keys, name_index, rows, syncstatus
+from common.index import graph, keys, name_index, nscounts, rows, syncstatus
 from common.lease import Fence
 from common.redis_client import text
 
@@ -50,6 +50,12 @@ class Plan(Protocol):
         (a snapshot: the whole name index and `dependents` are read and compared)."""
 
     def queue_reads(self, cluster: str, reads: Any) -> None: ...
+
+
+def plan_namespaces(plan: Plan) -> Sequence[str]:
+    """The namespaces a plan says its delta can touch (read with the first round trip); a plan
+    without `namespaces` gets them read after its delta, in one more round trip."""
+    return getattr(plan, "namespaces", ())
 
     def delta(self, replies: list[Any]) -> Delta: ...
 
@@ -110,12 +116,17 @@ def _write(
         if since_generation is not None:
             reads.get(keys.generation(cluster))
         reads.hgetall(keys.counts(cluster))
+        reads.hget(keys.sync(cluster), nscounts.READY)
         names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
+        ns_groups: list[list[str]] = []
         if names is None:
             reads.hgetall(keys.names(cluster))
             reads.hgetall(keys.dependents(cluster))
-        elif len(names) > 1:
-            reads.hmget(keys.names(cluster), names)
+            nscounts.queue_read_all(reads, cluster)
+        else:
+            if len(names) > 1:
+                reads.hmget(keys.names(cluster), names)
+            ns_groups = nscounts.queue_read(reads, cluster, plan_namespaces(plan))
         plan.queue_reads(cluster, reads)
         replies = reads.execute()
         if fence is not None and text(replies.pop(0)) != fence.token:
@@ -126,15 +137,21 @@ def _write(
             tx.execute()
             return Written(superseded=True)
         old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
+        ns_ready = replies.pop(0) is not None
         stored_deps: dict[str, str] = {}
+        stored_ns: dict[str, str] = {}
         if names is None:
             stored_names = {text(k): text(v) for k, v in replies.pop(0).items()}
             stored_deps = {text(k): text(v) for k, v in replies.pop(0).items()}
-        elif len(names) > 1:
-            got = zip(names, replies.pop(0), strict=True)
-            stored_names = {n: text(v) for n, v in got if v is not None}
+            stored_ns = nscounts.collect_all(replies[: nscounts.BUCKETS])
+            del replies[: nscounts.BUCKETS]
         else:
             stored_names = {}
+            if len(names) > 1:
+                got = zip(names, replies.pop(0), strict=True)
+                stored_names = {n: text(v) for n, v in got if v is not None}
+            stored_ns = nscounts.collect(ns_groups, replies[: len(ns_groups)])
+            del replies[: len(ns_groups)]
         rest = replies
         delta = plan.delta(rest)
         graph_reads = 0
@@ -152,17 +169,21 @@ def _write(
             deps_set, deps_gone = {}, []
         counts = _new_counts(old_counts, delta)
         names_set, names_gone = _new_names(stored_names, delta)
+        ns_set, ns_gone = _new_ns_counts(r, cluster, ns_ready, stored_ns, ns_groups, delta)
         counts_set = {k: v for k, v in counts.items() if old_counts.get(k) != v}
         counts_gone = [k for k in old_counts if k not in counts]
         kinds = _kinds(counts)
         totals = syncstatus.encode(objects=sum(kinds.values()), kinds=kinds)
         tx.multi()
         derived = (counts_set, counts_gone, names_set, names_gone, deps_set, deps_gone)
-        if delta.removed or delta.added or any(derived):
+        if delta.snapshot is not None and not ns_ready:
+            totals[nscounts.READY] = nscounts.READY_VALUE  # complete from now on
+        if delta.removed or delta.added or any(derived) or ns_set or ns_gone:
             _write_members(tx, cluster, delta.removed, delta.added)
             _write_hash(tx, keys.counts(cluster), counts_set, counts_gone)
             _write_hash(tx, keys.names(cluster), names_set, names_gone)
             _write_hash(tx, keys.dependents(cluster), deps_set, deps_gone)
+            nscounts.queue_write(tx, cluster, ns_set, ns_gone)
             tx.incr(keys.generation(cluster))
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:
@@ -180,6 +201,32 @@ def _new_counts(old: dict[str, int], delta: Delta) -> dict[str, int]:
     counts.subtract(rows.count_field(m) for m in delta.removed)
     counts.update(rows.count_field(m) for m in delta.added)
     return {k: n for k, n in counts.items() if n > 0}
+
+
+def _new_ns_counts(
+    r: Any,
+    cluster: str,
+    ready: bool,
+    stored: dict[str, str],
+    groups: list[list[str]],
+    delta: Delta,
+) -> tuple[dict[str, str], list[str]]:
+    """What to write to the per-namespace counts: rebuilt from a snapshot (repairing any
+    drift), or moved by a delta once they are complete (`ready`); a delta touching namespaces
+    its plan did not name reads them now (under the WATCH, so still consistent)."""
+    if delta.snapshot is not None:
+        wanted = {ns: nscounts.encode(c) for ns, c in nscounts.of_members(delta.snapshot).items()}
+        return nscounts.diff(stored, wanted)
+    if not ready or not (delta.removed or delta.added):
+        return {}, []
+    change = nscounts.net_change(delta.removed, delta.added)
+    known = {ns for g in groups for ns in g}
+    missing = [ns for ns in change if ns not in known]
+    if missing:
+        pipe = r.pipeline(transaction=False)
+        more = nscounts.queue_read(pipe, cluster, missing)
+        stored = {**stored, **nscounts.collect(more, pipe.execute())}
+    return nscounts.apply(stored, change), []
 
 
 def _new_names(stored: dict[str, str], delta: Delta) -> tuple[dict[str, str], list[str]]:
