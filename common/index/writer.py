@@ -51,13 +51,13 @@ class Plan(Protocol):
 
     def queue_reads(self, cluster: str, reads: Any) -> None: ...
 
+    def delta(self, replies: list[Any]) -> Delta: ...
+
 
 def plan_namespaces(plan: Plan) -> Sequence[str]:
     """The namespaces a plan says its delta can touch (read with the first round trip); a plan
     without `namespaces` gets them read after its delta, in one more round trip."""
     return getattr(plan, "namespaces", ())
-
-    def delta(self, replies: list[Any]) -> Delta: ...
 
 
 @dataclass(frozen=True)
