@@ -4,7 +4,7 @@ version moved the page is read again under freshly checked grants. Views stay th
 
 from __future__ import annotations
 
-from common.index.reader import Filters, Page, PageRequest
+from common.index.reader import Facets, Filters, Page, PageRequest
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
 from query import metrics
@@ -23,6 +23,18 @@ def list_page(st: QueryState, user: UserInfo, request: PageRequest) -> tuple[Pag
         page = st.reader.page(scoped_access(scope, request.filters), request)
     metrics.ROWS_SCANNED.inc(page.scanned)
     return page, scope
+
+
+def facets(st: QueryState, user: UserInfo, filters: Filters) -> tuple[Facets, Scope]:
+    """Counts of what `user` may list, under the same optimistic-then-confirmed grants."""
+    scope = st.scope(user, optimistic=True)
+    counts = st.reader.facets(scoped_access(scope, filters), filters, not scope.checked)
+    if counts.version is not None and counts.version != scope.version:
+        metrics.ROWS_SCANNED.inc(counts.scanned)
+        scope = st.scope(user)
+        counts = st.reader.facets(scoped_access(scope, filters), filters)
+    metrics.ROWS_SCANNED.inc(counts.scanned)
+    return counts, scope
 
 
 def scoped_access(scope: Scope, filters: Filters) -> dict[str, Access]:

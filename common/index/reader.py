@@ -9,13 +9,14 @@ The client must not decode responses (members are compared as bytes).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
-from common.index import keys, reader_lua, rows
+from common.index import keys, reader_lua, rows, tally
 from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
 from common.index.reader_plan import visible_kinds_uniform as _uniform
 from common.index.rows import Row, decode_page
@@ -74,6 +75,9 @@ class Facets:
     suspended: dict[str, int] = field(default_factory=dict)
     """Rows by suspension: `true` and `false`."""
     scanned: int = 0
+    """Members Redis examined (0 when summed from the count tables)."""
+    version: keys.GrantsVersion | None = None
+    """The grants version, read in the first round trip when asked (`confirm_version`)."""
 
 
 @dataclass
@@ -109,6 +113,9 @@ class Reader:
         self.budget, self.window, self.max_batch = budget, window, max_batch
         self._sha: dict[str, str] = {}
         self._plans: dict[tuple[int, Filters], tuple[AccessLike, list[Range]]] = {}
+        self.tallies = tally.Tallies(r)
+        self._facets: dict[tuple[int, Filters], tuple[Mapping[str, AccessLike], list[int], Facets]]
+        self._facets = {}
 
     # -- scripts -------------------------------------------------------------------------------
 
@@ -305,10 +312,83 @@ class Reader:
 
     # -- facets --------------------------------------------------------------------------------
 
-    def facets(self, access: Mapping[str, AccessLike], filters: Filters) -> Facets:
-        """Counts of visible rows by cluster, kind, status and suspension under `filters`."""
+    def facets(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        confirm_version: bool = False,
+    ) -> Facets:
+        """Counts of visible rows by cluster, kind, status and suspension under `filters`.
+
+        Summed from the callers' count tables (common.index.tally), never by scanning rows:
+        one round trip reads the clusters' generations (and the grants version when
+        `confirm_version`); the tables of clusters written since are read again in one more.
+        A name filter counts through the name index instead (the tables know no names), and so
+        does a cluster whose per-namespace counts are not complete yet."""
+        clusters = self._candidates(access, filters, None)
+        if filters.name:
+            version = self.r.get(keys.VERSION) if confirm_version else None
+            out = self._scan_facets(access, filters, clusters)
+            out.version = (
+                None if version is None and not confirm_version else keys.GrantsVersion(version)
+            )
+            return out
+        gens, version = tally.generations(self.r, clusters, confirm_version)
+        key = (id(access), filters)
+        hit = self._facets.get(key)
+        if hit is not None and hit[0] is access and hit[1] == gens:
+            return dataclasses.replace(hit[2], version=version)
+        namespaces = tuple(sorted(set(filters.namespaces)))
+        tables: dict[str, tally.Table | None] = {}
+        stale = []
+        for c, gen in zip(clusters, gens, strict=True):
+            table = self.tallies.cached(c, access[c], namespaces, gen)
+            if table is None:
+                stale.append((c, access[c], namespaces))
+            else:
+                tables[c] = table
+        tables.update(self.tallies.compute(stale))
         out = Facets()
-        walks = self._walks(access, filters, None)
+        kinds, statuses = set(filters.kinds), set(filters.statuses)
+        for c in clusters:
+            table = tables[c]
+            if table is None:
+                continue
+            for (kind, code), n in table.items():
+                status, suspended = tally.code_status(code)
+                if (kinds and kind not in kinds) or (statuses and status not in statuses):
+                    continue
+                if filters.suspended is None or suspended is filters.suspended:
+                    self._add(out, c, kind, status, suspended, n)
+        unready = [c for c in clusters if tables[c] is None]
+        if unready:
+            self._merge_facets(out, self._scan_facets(access, filters, unready))
+        elif len(self._facets) < PLANS_MAX:
+            self._facets[key] = (access, gens, out)
+        else:
+            self._facets.clear()
+        return dataclasses.replace(out, version=version)
+
+    @staticmethod
+    def _merge_facets(out: Facets, more: Facets) -> None:
+        out.total += more.total
+        out.scanned += more.scanned
+        for mine, theirs in (
+            (out.clusters, more.clusters),
+            (out.kinds, more.kinds),
+            (out.statuses, more.statuses),
+            (out.suspended, more.suspended),
+        ):
+            for k, n in theirs.items():
+                mine[k] = mine.get(k, 0) + n
+
+    def _scan_facets(
+        self, access: Mapping[str, AccessLike], filters: Filters, clusters: Sequence[str]
+    ) -> Facets:
+        """Facets by scanning (the name index for a name filter): the counts hash for callers
+        who see the same kinds everywhere, COUNT scans over their ranges otherwise."""
+        out = Facets()
+        walks = [w for w in (self._walk(c, access[c], filters, None) for c in clusters) if w]
         fast = [
             w
             for w in walks

@@ -1,6 +1,7 @@
 """Test fleets written straight into Redis (rows, status indexes, counts, sync, grants-free).
 
-Rows go in through `common.index.rows.encode` + ZADD (the name index rebuilt from them) so the query
+Rows go in through `common.index.rows.encode` + ZADD (the name index and the per-namespace
+counts rebuilt from them, the generation bumped as the writer does) so the query
 tests do not depend on the collector; `visible` is the oracle: which rows a caller sees, computed without the reader.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from common.index import keys, name_index
+from common.index import keys, name_index, nscounts
 from common.index.rows import Row, encode, sort_key
 
 NAMESPACED = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")
@@ -109,12 +110,18 @@ def _count_field(row: Row) -> str:
 
 
 def reindex_names(r: redis.Redis, clusters: Iterable[str]) -> None:
-    """Rebuild the name index of `clusters` from their rows (as the collector keeps it)."""
+    """Rebuild the name index and per-namespace counts of `clusters` from their rows (as the
+    writer keeps them) and bump their generation."""
     for c in clusters:
-        index = name_index.build(m.decode() for m in r.zrange(keys.rows(c), 0, -1))
-        r.delete(keys.names(c))
+        members = [m.decode() for m in r.zrange(keys.rows(c), 0, -1)]
+        index = name_index.build(members)
+        r.delete(keys.names(c), *(keys.nscounts(c, b) for b in range(nscounts.BUCKETS)))
         if index:
             r.hset(keys.names(c), mapping=index)
+        per_ns = {ns: nscounts.encode(n) for ns, n in nscounts.of_members(members).items()}
+        nscounts.queue_write(r, c, per_ns, [])
+        r.hset(keys.sync(c), nscounts.READY, nscounts.READY_VALUE)
+        r.incr(keys.generation(c))
 
 
 def order(row: Row) -> tuple[str, bytes]:

@@ -1,0 +1,151 @@
+"""Count tables: a caller's visible rows on one cluster counted by (kind, status code), summed
+from counts the writer keeps (never by scanning rows), and remembered while the cluster's
+generation is unchanged.
+
+A table is the cluster-wide `counts` hash restricted to the caller's cluster-wide kinds, plus
+the per-namespace counts (common.index.nscounts) of each namespace where the caller has more
+kinds, restricted to those. Computing one costs one pipelined round trip whatever the number of
+namespaces (one HMGET per bucket); a caller's tables are then reused, per process, until a write
+to the cluster bumps its generation, so facets and plans for a caller with thousands of
+namespaces cost one MGET of generations in the steady state. Tables are exact as of the
+generation read with them: the generation is read first, so a write landing mid-read only makes
+the table look older than it is (recomputed next time), never newer.
+
+Used by common.index.reader for facets and to plan sparse pages (which clusters hold matches,
+whether a status index is cheaper to walk than the caller's namespace ranges).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from common.index import keys, nscounts, rows
+from common.index.reader_plan import AccessLike
+from common.redis_client import text
+
+Table = dict[nscounts.Key, int]
+"""Visible rows by (kind, status code)."""
+TABLES_MAX = 65536  # remembered tables per process (cluster x access x namespace filter)
+
+
+@dataclass(frozen=True)
+class View:
+    """What one caller may count on one cluster: `cluster_wide` kinds everywhere (from the
+    `counts` hash) and, per namespace, the kinds beyond them (from the per-namespace counts)."""
+
+    cluster_wide: frozenset[str]
+    namespaces: Mapping[str, frozenset[str]]
+
+
+def view(access: AccessLike, namespaces: Sequence[str] = ()) -> View:
+    """The caller's view, restricted to `namespaces` when given (the `namespace` filter)."""
+    cw = access.cluster_wide
+    if namespaces:
+        per_ns = {ns: cw | access.namespaces.get(ns, frozenset()) for ns in namespaces}
+        return View(frozenset(), {ns: k for ns, k in per_ns.items() if k})
+    extra = {ns: k - cw for ns, k in access.namespaces.items()}
+    return View(cw, {ns: k for ns, k in extra.items() if k})
+
+
+def code_status(code: str) -> tuple[str, bool]:
+    """(status, suspended) of a status code."""
+    return rows.CODE_STATUS[code], code in rows.SUSPENDED_CODES
+
+
+class Tallies:
+    """Tables per (cluster, access, namespace filter), valid while the cluster's generation is
+    the one they were read at (one per process; thread-safe)."""
+
+    def __init__(self, r: Any) -> None:
+        self.r = r
+        self._tables: dict[tuple[str, int, tuple[str, ...]], tuple[AccessLike, int, Table]] = {}
+        self._lock = threading.Lock()
+        self.computed = 0
+        """Tables computed from Redis (not reused) so far: what the tests count."""
+
+    def cached(
+        self, cluster: str, access: AccessLike, namespaces: tuple[str, ...], gen: int
+    ) -> Table | None:
+        hit = self._tables.get((cluster, id(access), namespaces))
+        if hit is not None and hit[0] is access and hit[1] == gen:
+            return hit[2]
+        return None
+
+    def compute(
+        self,
+        wanted: Iterable[tuple[str, AccessLike, tuple[str, ...]]],
+        pipe: Any | None = None,
+    ) -> dict[str, Table | None]:
+        """Read the tables of `wanted` (cluster, access, namespace filter) in one pipelined
+        round trip and remember them; None for a cluster whose per-namespace counts are not
+        complete yet (the caller counts by scanning there)."""
+        todo = [(c, a, ns, view(a, ns)) for c, a, ns in wanted]
+        if not todo:
+            return {}
+        p = pipe if pipe is not None else self.r.pipeline(transaction=False)
+        spans: list[tuple[int, list[list[str]]]] = []
+        for c, _a, _ns, v in todo:
+            p.get(keys.generation(c))  # first: a write landing after it makes the table look older
+            p.hget(keys.sync(c), nscounts.READY)
+            if v.cluster_wide:
+                p.hgetall(keys.counts(c))
+            groups = nscounts.queue_read(p, c, v.namespaces) if v.namespaces else []
+            spans.append((3 if v.cluster_wide else 2, groups))
+        replies = p.execute()
+        out: dict[str, Table | None] = {}
+        pos = 0
+        for (c, a, ns_filter, v), (head, groups) in zip(todo, spans, strict=True):
+            gen, ready = int(replies[pos] or 0), replies[pos + 1] is not None
+            counts = replies[pos + 2] if v.cluster_wide else {}
+            per_ns = nscounts.collect(groups, replies[pos + head : pos + head + len(groups)])
+            pos += head + len(groups)
+            if not ready:
+                out[c] = None
+                continue
+            table = _table(v, counts, per_ns)
+            out[c] = table
+            self._remember((c, id(a), ns_filter), (a, gen, table))
+        self.computed += len(todo)
+        return out
+
+    def _remember(
+        self, key: tuple[str, int, tuple[str, ...]], value: tuple[AccessLike, int, Table]
+    ) -> None:
+        with self._lock:
+            if len(self._tables) >= TABLES_MAX:
+                self._tables.clear()
+            self._tables[key] = value
+
+
+def _table(v: View, counts: Mapping[Any, Any], per_ns: Mapping[str, str]) -> Table:
+    table: Table = {}
+    for f, n in counts.items():
+        kind, status, suspended = rows.parse_count_field(f)
+        if kind in v.cluster_wide:
+            k = (kind, nscounts.code_of(status, suspended))
+            table[k] = table.get(k, 0) + int(n)
+    for ns, value in per_ns.items():
+        kinds = v.namespaces[ns]
+        for (kind, code), n in nscounts.decode(value).items():
+            if kind in kinds:
+                table[(kind, code)] = table.get((kind, code), 0) + n
+    return {k: n for k, n in table.items() if n > 0}
+
+
+def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[int], Any]:
+    """The clusters' generations in one round trip (MGET), and the grants version when asked
+    (`keys.GrantsVersion`, else None)."""
+    if not clusters and not version:
+        return [], None
+    p = r.pipeline(transaction=False)
+    if version:
+        p.get(keys.VERSION)
+    if clusters:
+        p.mget([keys.generation(c) for c in clusters])
+    replies = p.execute()
+    got = keys.GrantsVersion(replies.pop(0)) if version else None
+    gens = [int(text(g)) if g is not None else 0 for g in replies[0]] if clusters else []
+    return gens, got
