@@ -10,6 +10,7 @@ The client must not decode responses (members are compared as bytes).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all
 from common.index.reader_plan import visible_kinds_uniform as _uniform
 from common.index.rows import Row, decode_page
 from common.kinds.status import STATUSES
+from common.redis_client import text
 
 __all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
 
@@ -29,6 +31,12 @@ _Call = tuple[str, str | tuple[str, ...], list[bytes]]  # script, key(s), ARGV
 PLANS_MAX = 4096  # remembered scan plans per process (see Reader._plan)
 NAME_DENSE = 256  # more rows matching a name filter in a cluster: scan instead of the index
 NAME_FIRST_BATCH = 4  # clusters in a name-filtered page's first round trip
+WALK_MIN_RANGES = 32  # fewer ranges: always scan them (no size estimate needed)
+RANGE_COST = 3.0
+"""What visiting one range costs, in members walked (measured: a range is an argument triple
+built in Python plus one ZRANGEBYLEX inside the script, a walked member one transfer and one
+membership test in Python); see `Reader._choose`."""
+SIZES_TTL_S = 10.0  # how long a cluster's index sizes serve as estimates
 
 
 @dataclass(frozen=True)
@@ -82,11 +90,56 @@ class Facets:
 
 @dataclass
 class _Walk:
-    """One cluster's scan state within a request."""
+    """One cluster's scan state within a request. `visible` set: the cluster is read by walking
+    its source zsets from `start` and testing each member against the caller's access here
+    (`Visibility`), instead of visiting `ranges` in the script."""
 
     cluster: str
     ranges: list[Range]
     start: bytes = b""
+    visible: Visibility | None = None
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """A member test for walks: the caller's cluster-wide kinds, the kinds of each namespace
+    (bytes, as members hold them), and the kind and status-code filters."""
+
+    cluster_wide: frozenset[bytes]
+    namespaces: dict[bytes, frozenset[bytes]]
+    kinds: frozenset[bytes] | None
+    codes: bytes
+
+    @classmethod
+    def of(cls, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
+        enc = {k: k.encode() for k in {*access.cluster_wide, *filters.kinds}}
+        for kinds in access.namespaces.values():
+            enc.update((k, k.encode()) for k in kinds if k not in enc)
+        return cls(
+            frozenset(enc[k] for k in access.cluster_wide),
+            {ns.encode(): frozenset(enc[k] for k in ks) for ns, ks in access.namespaces.items()},
+            frozenset(enc[k] for k in filters.kinds) if filters.kinds else None,
+            codes,
+        )
+
+    def keep(self, members: list[bytes]) -> list[bytes]:
+        out = []
+        cw, per_ns, kinds, codes = self.cluster_wide, self.namespaces, self.kinds, self.codes
+        for m in members:
+            p1 = m.index(b"\x00")
+            p2 = m.index(b"\x00", p1 + 1)
+            kind = m[p1 + 1 : p2]
+            if kinds is not None and kind not in kinds:
+                continue
+            if kind not in cw and kind not in per_ns.get(m[:p1], ()):
+                continue
+            if codes:
+                p3 = m.index(b"\x00", p2 + 1)
+                if m[p3 + 1 : p3 + 2] not in codes:
+                    continue
+            out.append(m)
+        return out
 
 
 def _bounds(rng: Range) -> list[bytes]:
@@ -107,13 +160,18 @@ class Reader:
         budget: int = 4096,
         window: int = 128,
         max_batch: int = 32,
+        walk_min_ranges: int = WALK_MIN_RANGES,
+        range_cost: float = RANGE_COST,
     ) -> None:
         self.r = r
         self.all_kinds = tuple(all_kinds)
         self.budget, self.window, self.max_batch = budget, window, max_batch
+        self.walk_min_ranges, self.range_cost = walk_min_ranges, range_cost
         self._sha: dict[str, str] = {}
         self._plans: dict[tuple[int, Filters], tuple[AccessLike, list[Range]]] = {}
         self.tallies = tally.Tallies(r)
+        self._sizes: dict[str, tuple[float, dict[str, int]]] = {}
+        self._visible: dict[tuple[int, Filters, bytes], tuple[AccessLike, Visibility]] = {}
         self._facets: dict[tuple[int, Filters], tuple[Mapping[str, AccessLike], list[int], Facets]]
         self._facets = {}
 
@@ -132,6 +190,9 @@ class Reader:
             if get:
                 pipe.get(get)
             for script, key, args in calls:
+                if script == "ZRANGE":  # a walk: members from `lo` on, up to a count
+                    pipe.zrangebylex(str(key), args[0], b"+", 0, int(args[1]))
+                    continue
                 ks = (key,) if isinstance(key, str) else key  # NAMED reads 2 keys
                 pipe.evalsha(self._script(script), len(ks), *ks, *args)
             try:
@@ -172,7 +233,51 @@ class Reader:
         if cursor is not None and cluster == cursor.cluster:
             w.start = after(cursor.identity)
             w.ranges = clip_all(w.ranges, w.start)
-        return w if w.ranges else None
+        if not w.ranges:
+            return None
+        if len(w.ranges) >= self.walk_min_ranges and not filters.name and not filters.namespaces:
+            self._choose(w, access, filters)
+        return w
+
+    def _choose(self, w: _Walk, access: AccessLike, filters: Filters) -> None:
+        """Walk the cluster's source zsets instead of visiting the caller's ranges when that
+        reads less: the sources hold ~`size` members and the ranges cost `RANGE_COST` members
+        each; both are walked until the page fills, at the same rate (the caller's share of the
+        source), so the cheaper in total is the cheaper for any page. Sizes are estimates (the
+        counts hash, re-read every `SIZES_TTL_S`): a wrong guess costs time, never rows."""
+        size = self._source_size(w.cluster, filters)
+        if size < len(w.ranges) * self.range_cost:
+            w.visible = self._visibility(access, filters, self._sources(w.cluster, filters)[1])
+
+    def _visibility(self, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
+        """`Visibility.of`, remembered per (access object, filters) as plans are."""
+        key = (id(access), filters, codes)
+        hit = self._visible.get(key)
+        if hit is not None and hit[0] is access:
+            return hit[1]
+        v = Visibility.of(access, filters, codes)
+        if len(self._visible) >= PLANS_MAX:
+            self._visible.clear()
+        self._visible[key] = (access, v)
+        return v
+
+    def _source_size(self, cluster: str, filters: Filters) -> int:
+        hit = self._sizes.get(cluster)
+        now = time.monotonic()
+        if hit is None or now - hit[0] > SIZES_TTL_S:
+            counts = {text(k): int(v) for k, v in self.r.hgetall(keys.counts(cluster)).items()}
+            hit = self._sizes[cluster] = (now, counts)
+        statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
+        total = 0
+        for f, n in hit[1].items():
+            _kind, status, suspended = rows.parse_count_field(f)
+            if filters.suspended is True:
+                total += n if suspended else 0
+            elif statuses and "healthy" not in statuses:
+                total += n if status in statuses else 0
+            else:
+                total += n
+        return total
 
     def _plan(self, access: AccessLike, filters: Filters) -> list[Range]:
         """`plan`, remembered per (access object, filters): the resolver shares one immutable
@@ -216,13 +321,13 @@ class Reader:
         need = limit + 1  # one more than asked: tells whether a next page exists
         # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
         # one or two of hundreds of clusters, and planning them all cost more than the scan.
-        pending = iter(self._candidates(access, filters, cursor))
+        candidates = self._candidates(access, filters, cursor)
+        pending = iter(candidates)
         walks: list[_Walk] = []
         got: list[tuple[str, bytes]] = []
         result = Page([], None)
         first: list[Any] = []
-        # A name filter matches ~0.3% of rows: its page needs a few clusters, read at once.
-        i, batch = 0, (NAME_FIRST_BATCH if filters.name else 1)
+        i, batch = 0, self._first_batch(candidates, access, filters, need)
         while len(got) < need:
             self._plan_more(walks, i + batch, pending, access, filters, cursor)
             if i >= len(walks):
@@ -234,7 +339,13 @@ class Reader:
                 first, replies = replies[:1], replies[1:]
             result.round_trips += 1
             pos = 0
+            for (script, _key, args), k in zip(calls, range(len(replies)), strict=True):
+                if script == "ZRANGE":
+                    replies[k] = self._walked(replies[k], int(args[1]))
             for w, (nkeys, window_end) in zip(group, spans, strict=True):
+                if w.visible is not None:
+                    for k in range(pos, pos + nkeys):
+                        replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
                 members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
                 pos += nkeys
                 result.scanned += scanned
@@ -256,6 +367,37 @@ class Reader:
             c, m = got[limit - 1]
             result.cursor = Cursor(c, rows.identity_bytes(m))
         return result
+
+    def _first_batch(
+        self,
+        candidates: Sequence[str],
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        need: int,
+    ) -> int:
+        """How many clusters the first round trip reads. A name filter matches ~0.3% of rows:
+        a few clusters at once. A sparse filter (a status, suspension or kind): as many as the
+        count tables estimate hold the page, so a team member's failing rows spread over
+        dozens of clusters come in one round trip, not one per doubling."""
+        if filters.name:
+            return NAME_FIRST_BATCH
+        statuses = frozenset(filters.statuses)
+        sparse = (
+            filters.kinds or filters.suspended is True or (statuses and "healthy" not in statuses)
+        )
+        if not sparse or filters.namespaces or len(candidates) <= 1:
+            return 1
+        ahead = candidates[: self.max_batch]
+        tables = self.tallies.estimates([(c, access[c]) for c in ahead])
+        kinds, total = frozenset(filters.kinds), 0
+        for k, c in enumerate(ahead):
+            table = tables.get(c)
+            if table is None:
+                return max(k, 1)
+            total += tally.matching(table, kinds, statuses, filters.suspended)
+            if total >= need:
+                return k + 1
+        return len(ahead)
 
     def _plan_more(
         self,
@@ -281,6 +423,14 @@ class Reader:
         calls: list[_Call] = []
         spans: list[tuple[int, bytes | None]] = []
         for w in group:
+            if w.visible is not None:
+                sources = self._sources(w.cluster, filters)[0]
+                n = min(self.budget, max(2 * want, 64) << (2 * w.step))
+                lo = b"[" + w.start if w.start else b"-"
+                calls.extend(("ZRANGE", key, [lo, str(n).encode()]) for key in sources)
+                spans.append((len(sources), None))
+                w.step += 1
+                continue
             window = w.ranges[: self.window]
             window_end = window[-1].hi if len(w.ranges) > self.window else None
             sources, codes = self._sources(w.cluster, filters)
@@ -292,6 +442,12 @@ class Reader:
                 calls.extend(("SCAN", key, args) for key in sources)
             spans.append((len(sources), window_end))
         return calls, spans
+
+    @staticmethod
+    def _walked(members: list[bytes], asked: int) -> list[Any]:
+        """A walk's reply in the scripts' shape: `full` when it may have stopped early."""
+        state = b"full" if len(members) >= asked else b"done"
+        return [state, len(members), members[-1] if members else b"", *members]
 
     @staticmethod
     def _merge(

@@ -18,6 +18,7 @@ whether a status index is cheaper to walk than the caller's namespace ranges).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from common.redis_client import text
 Table = dict[nscounts.Key, int]
 """Visible rows by (kind, status code)."""
 TABLES_MAX = 65536  # remembered tables per process (cluster x access x namespace filter)
+ESTIMATE_TTL_S = 10.0  # a table older than this is read again before serving as an estimate
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ class Tallies:
 
     def __init__(self, r: Any) -> None:
         self.r = r
-        self._tables: dict[tuple[str, int, tuple[str, ...]], tuple[AccessLike, int, Table]] = {}
+        self._tables: dict[
+            tuple[str, int, tuple[str, ...]], tuple[AccessLike, int, Table, float]
+        ] = {}
         self._lock = threading.Lock()
         self.computed = 0
         """Tables computed from Redis (not reused) so far: what the tests count."""
@@ -73,6 +77,21 @@ class Tallies:
         if hit is not None and hit[0] is access and hit[1] == gen:
             return hit[2]
         return None
+
+    def estimates(self, wanted: Sequence[tuple[str, AccessLike]]) -> dict[str, Table | None]:
+        """Tables as estimates (for planning, not for counts): any generation will do while
+        younger than `ESTIMATE_TTL_S`; the others are read in one round trip."""
+        now = time.monotonic()
+        out: dict[str, Table | None] = {}
+        todo = []
+        for c, a in wanted:
+            hit = self._tables.get((c, id(a), ()))
+            if hit is not None and hit[0] is a and now - hit[3] < ESTIMATE_TTL_S:
+                out[c] = hit[2]
+            else:
+                todo.append((c, a, ()))
+        out.update(self.compute(todo))
+        return out
 
     def compute(
         self,
@@ -107,12 +126,14 @@ class Tallies:
                 continue
             table = _table(v, counts, per_ns)
             out[c] = table
-            self._remember((c, id(a), ns_filter), (a, gen, table))
+            self._remember((c, id(a), ns_filter), (a, gen, table, time.monotonic()))
         self.computed += len(todo)
         return out
 
     def _remember(
-        self, key: tuple[str, int, tuple[str, ...]], value: tuple[AccessLike, int, Table]
+        self,
+        key: tuple[str, int, tuple[str, ...]],
+        value: tuple[AccessLike, int, Table, float],
     ) -> None:
         with self._lock:
             if len(self._tables) >= TABLES_MAX:
@@ -133,6 +154,20 @@ def _table(v: View, counts: Mapping[Any, Any], per_ns: Mapping[str, str]) -> Tab
             if kind in kinds:
                 table[(kind, code)] = table.get((kind, code), 0) + n
     return {k: n for k, n in table.items() if n > 0}
+
+
+def matching(
+    table: Table, kinds: frozenset[str], statuses: frozenset[str], suspended: bool | None
+) -> int:
+    """The rows of a table that pass these filters (empty sets: any)."""
+    total = 0
+    for (kind, code), n in table.items():
+        status, susp = code_status(code)
+        if (kinds and kind not in kinds) or (statuses and status not in statuses):
+            continue
+        if suspended is None or susp is suspended:
+            total += n
+    return total
 
 
 def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[int], Any]:

@@ -70,11 +70,15 @@ def walk(reader: Reader, access, filters: Filters, limit: int) -> tuple[list, li
         cursor = page.cursor
 
 
+@pytest.mark.parametrize("plan", ["ranges", "walk"])
 @pytest.mark.parametrize("who", sorted(ACCESSES))
-def test_walk_equals_oracle_for_every_filter(rb: redis.Redis, who: str) -> None:
+def test_walk_equals_oracle_for_every_filter(rb: redis.Redis, who: str, plan: str) -> None:
     fleet = random_fleet(seed=7)
     write_rows(rb, fleet)
-    reader = Reader(rb, KINDS, budget=40, window=2, max_batch=2)  # tiny: exercise resumes
+    # tiny budgets exercise resumes; "walk" makes every cluster walk its sources and test
+    # members against the access (the plan wide callers get) instead of visiting ranges
+    forced = {"walk_min_ranges": 1, "range_cost": 1e9} if plan == "walk" else {}
+    reader = Reader(rb, KINDS, budget=40, window=2, max_batch=2, **forced)
     for f in FILTERS:
         expected = visible(fleet, ACCESSES[who], **f)
         for limit in (1, 7, 500):
