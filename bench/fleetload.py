@@ -57,12 +57,18 @@ def load_cluster(r: redis.Redis, fleet: Any, index: int, catalog: Catalog) -> in
         elif res.group == "" and res.plural == mesh.NAMESPACES:
             namespaces.append(mesh.namespace_name(json.loads(raw)))
     members.extend(mesh.members(cluster, held, services, namespaces))
+    store_cluster(r, cluster, members, RbacObjects(**rbac))  # type: ignore[arg-type]
+    return len(members)
+
+
+def store_cluster(r: redis.Redis, cluster: str, members: list[str], rbac: RbacObjects) -> None:
+    """Register `cluster`, make `members` (encoded rows) its rows and `rbac` its grants, as a
+    successful sync would (`fs:version` is left for the caller to raise once at the end)."""
     now = round(time.time(), 3)
     r.hset(keys.CLUSTERS, cluster, json.dumps({"source": "bench"}))
     sync = {"state": "ok", "last_success": now, "last_error": "", "duration_s": 0, "requests": 0}
     store.replace_rows(r, cluster, members, sync)
-    store_grants(r, cluster, compile_grants(RbacObjects(**rbac), registry), synced_at=now)
-    return len(members)
+    store_grants(r, cluster, compile_grants(rbac, builtin_registry()), synced_at=now)
 
 
 def _worker(url: str, preset: str, seed: int, indexes: list[int]) -> int:

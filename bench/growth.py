@@ -19,7 +19,7 @@ from bench import collection, query, report
 from bench.fleetload import load_fleet
 from common.redis_server import start_redis_server
 
-PROFILES = ["cluster admin", "team member", "status=unhealthy"]
+PROFILES = ["cluster admin", "team member (~1% of namespaces)", "status=unhealthy (admin)"]
 
 
 def query_p99(preset: str, seed: int, seconds: float) -> dict[str, Any]:

@@ -1,5 +1,9 @@
 """Load generation for the HTTP benchmarks: wrk (C, not the bottleneck) when installed, else
 a Python client with one thread per connection. Both report requests, errors, p50/p99 latency.
+
+`run` hits one URL; `run_cycles` has every connection ask a list of URLs in turn (the web view's
+page: its list call, then its facets call) and reports per *cycle* (one pass over the list):
+cycles/s and the latency of a whole cycle, from sending its first request to the end of its last.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +33,84 @@ end
 """
 
 
+# Each wrk thread drives one connection (`-t` = `-c`), so a thread's requests are one
+# connection's and alternate over PATHS in order; a cycle is timed from the request() call that
+# starts it to the one that starts the next (closed loop: the next request is asked for as soon
+# as the previous response is complete), with CLOCK_MONOTONIC through LuaJIT's FFI.
+WRK_CYCLES = r"""
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } fs_timespec;
+int clock_gettime(int clk_id, fs_timespec *tp);
+]]
+local ts = ffi.new("fs_timespec")
+local function now_us()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.tv_sec) * 1000000 + tonumber(ts.tv_nsec) / 1000
+end
+
+local paths = {PATHS}
+local threads = {}
+local sent, started = 0, nil
+cycles = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function request()
+  local k = sent % #paths
+  if k == 0 then
+    local t = now_us()
+    if started then cycles[#cycles + 1] = t - started end
+    started = t
+  end
+  sent = sent + 1
+  return wrk.format(nil, paths[k + 1])
+end
+
+done = function(summary, latency, requests)
+  local all = {}
+  for _, thread in ipairs(threads) do
+    for _, v in ipairs(thread:get("cycles")) do all[#all + 1] = v end
+  end
+  table.sort(all)
+  local function pct(p)
+    if #all == 0 then return 0 end
+    return all[math.min(#all, math.floor(#all * p / 100) + 1)]
+  end
+  local e = summary.errors
+  io.write(string.format(
+    '\nRESULT {"requests":%d,"http_requests":%d,"timed_cycles":%d,"duration_us":%d,' ..
+    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"errors":%d,"non2xx":%d}\n',
+    math.floor(summary.requests / #paths), summary.requests, #all, summary.duration,
+    pct(50), pct(90), pct(99), all[#all] or 0,
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+"""
+
+
 def run(url: str, headers: dict[str, str], seconds: float, connections: int) -> dict[str, Any]:
     """Hit `url` with `connections` concurrent keep-alive clients for `seconds`."""
     if shutil.which("wrk"):
         return _wrk(url, headers, seconds, connections)
-    return _python(url, headers, seconds, connections)
+    return _python([url], headers, seconds, connections)
+
+
+def run_cycles(
+    urls: Sequence[str], headers: dict[str, str], seconds: float, connections: int
+) -> dict[str, Any]:
+    """Like `run`, but each client asks `urls` in turn (same host, same headers): `requests`,
+    `rps` and the latencies are per cycle (one request to each URL, one after the other);
+    `http_requests` counts the requests."""
+    if len(urls) == 1:
+        res = run(urls[0], headers, seconds, connections)
+        return {**res, "http_requests": res["requests"]}
+    if len({urllib.parse.urlsplit(u)[:2] for u in urls}) != 1:
+        raise ValueError(f"run_cycles: one scheme and host for all URLs, not {urls}")
+    if shutil.which("wrk"):
+        return _wrk_cycles(urls, headers, seconds, connections)
+    return _python(urls, headers, seconds, connections)
 
 
 def _wrk(url: str, headers: dict[str, str], seconds: float, connections: int) -> dict[str, Any]:
@@ -45,6 +124,26 @@ def _wrk(url: str, headers: dict[str, str], seconds: float, connections: int) ->
         out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True).stdout
     raw = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
     return _summary(raw, "wrk")
+
+
+def _wrk_cycles(
+    urls: Sequence[str], headers: dict[str, str], seconds: float, connections: int
+) -> dict[str, Any]:
+    paths = []
+    for u in urls:
+        parts = urllib.parse.urlsplit(u)
+        paths.append(parts.path + (f"?{parts.query}" if parts.query else ""))
+    lua = WRK_CYCLES.replace("PATHS", ", ".join(json.dumps(p) for p in paths))
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "cycles.lua"
+        script.write_text(lua)
+        cmd = ["wrk", f"-t{connections}", f"-c{connections}", f"-d{max(1, round(seconds))}s"]
+        cmd += ["--timeout", "10s", "-s", str(script)]
+        for k, v in headers.items():
+            cmd += ["-H", f"{k}: {v}"]
+        out = subprocess.run([*cmd, urls[0]], capture_output=True, text=True, check=True).stdout
+    raw = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+    return {**_summary(raw, "wrk"), "http_requests": raw["http_requests"]}
 
 
 def _summary(raw: dict[str, Any], tool: str) -> dict[str, Any]:
@@ -61,7 +160,10 @@ def _summary(raw: dict[str, Any], tool: str) -> dict[str, Any]:
     }
 
 
-def _python(url: str, headers: dict[str, str], seconds: float, connections: int) -> dict[str, Any]:
+def _python(
+    urls: Sequence[str], headers: dict[str, str], seconds: float, connections: int
+) -> dict[str, Any]:
+    """One thread per connection, each asking `urls` in turn; latencies per pass over them."""
     latencies: list[list[float]] = [[] for _ in range(connections)]
     errors = [0] * connections
     deadline = time.monotonic() + seconds
@@ -71,9 +173,10 @@ def _python(url: str, headers: dict[str, str], seconds: float, connections: int)
         s.trust_env = False
         while time.monotonic() < deadline:
             t = time.perf_counter()
-            resp = s.get(url, headers=headers)
+            for url in urls:
+                resp = s.get(url, headers=headers)
+                errors[i] += resp.status_code != 200
             latencies[i].append(time.perf_counter() - t)
-            errors[i] += resp.status_code != 200
 
     started = time.monotonic()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(connections)]
@@ -96,4 +199,5 @@ def _python(url: str, headers: dict[str, str], seconds: float, connections: int)
         "errors": 0,
         "non2xx": sum(errors),
     }
-    return _summary(raw, "python")
+    res = _summary(raw, "python")
+    return {**res, "http_requests": res["requests"] * len(urls)} if len(urls) > 1 else res
