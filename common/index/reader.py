@@ -125,20 +125,18 @@ class Visibility:
 
     def keep(self, members: list[bytes]) -> list[bytes]:
         out = []
-        cw, per_ns, kinds, codes = self.cluster_wide, self.namespaces, self.kinds, self.codes
+        cw, kinds, codes, of_ns = self.cluster_wide, self.kinds, self.codes, self.namespaces.get
         for m in members:
-            p1 = m.index(b"\x00")
-            p2 = m.index(b"\x00", p1 + 1)
-            kind = m[p1 + 1 : p2]
+            if codes:
+                ns, kind, _name, code, _ = m.split(b"\x00", 4)
+                if code not in codes:
+                    continue
+            else:
+                ns, kind, _ = m.split(b"\x00", 2)
             if kinds is not None and kind not in kinds:
                 continue
-            if kind not in cw and kind not in per_ns.get(m[:p1], ()):
-                continue
-            if codes:
-                p3 = m.index(b"\x00", p2 + 1)
-                if m[p3 + 1 : p3 + 2] not in codes:
-                    continue
-            out.append(m)
+            if kind in cw or kind in of_ns(ns, ()):
+                out.append(m)
         return out
 
 
