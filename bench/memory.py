@@ -4,7 +4,8 @@
 
 Loads each fleet into a fresh private redis-server (bench.fleetload: the collector's store
 code) and reports `used_memory` above the empty server per row, with where it goes: MEMORY
-USAGE of one cluster's keys by type, the average encoded member length. Target: <= 350 B/row.
+USAGE of one cluster's keys by type, the average encoded member length. Target: <= 400 B/row
+(with edges, `dependents` and the per-namespace counts; 350 before relations were stored).
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ def breakdown(r: redis.Redis, cluster: str) -> dict[str, int]:
         "rows": keys.rows(cluster),
         "counts": keys.counts(cluster),
         "names": keys.names(cluster),
-        "dependents": keys.dependents(cluster),
         "rbac": keys.rbac(cluster),
         "sync": keys.sync(cluster),
     }
     out = {name: int(r.memory_usage(key, samples=0) or 0) for name, key in parts.items()}
+    out["dependents"] = sum(
+        int(r.memory_usage(keys.dependents(cluster, b), samples=0) or 0)
+        for b in range(keys.DEPENDENTS_BUCKETS)
+    )
+    out["nscounts"] = sum(
+        int(r.memory_usage(keys.nscounts(cluster, b), samples=0) or 0)
+        for b in range(keys.NSCOUNTS_BUCKETS)
+    )
     out["status_indexes"] = sum(
         int(r.memory_usage(keys.by_status(cluster, s), samples=0) or 0)
         for s in keys.INDEXED_STATUSES
@@ -86,6 +94,7 @@ def main() -> None:
                 p["status_indexes"],
                 p["names"],
                 p["dependents"],
+                p.get("nscounts", 0),
                 p["counts"] + p["sync"],
                 p["rbac"],
                 "yes" if m["bytes_per_row"] <= TARGET_BYTES else "NO",
@@ -104,6 +113,7 @@ def main() -> None:
             "status idx B/row",
             "name idx B/row",
             "dependents B/row",
+            "per-ns counts B/row",
             "counts+sync B/row",
             "grants B/row",
             f"<= {TARGET_BYTES}",

@@ -22,6 +22,7 @@ from typing import Any
 
 from common.index import edges as codec
 from common.index import keys, rows
+from common.index.buckets import Bucketed
 from common.redis_client import text
 
 Lookup = Callable[[str], str | None]
@@ -172,6 +173,10 @@ def dependents(members: Iterable[str]) -> dict[str, str]:
 # <name>`, the namespace `=` when it is the target's and kinds as common.index.edges stores them.
 
 
+DEPENDENTS = Bucketed(keys.dependents, keys.DEPENDENTS_BUCKETS)
+"""The `dependents` hash, spread over small hashes (common.index.buckets)."""
+
+
 def field(identity: str) -> str:
     """The `dependents` field of a node (its identity, compacted)."""
     ns, kind, name = rows.split_identity(identity)
@@ -245,15 +250,15 @@ class _Reader:
         for identity in want_m:
             prefix = identity.encode()
             pipe.zrangebylex(keys.rows(self.cluster), b"[" + prefix, b"[" + prefix + b"\xff")
-        if want_s:
-            pipe.hmget(keys.dependents(self.cluster), [field(i) for i in want_s])
+        groups = DEPENDENTS.queue_hmget(pipe, self.cluster, (field(i) for i in want_s))
         replies = pipe.execute()
         self.reads += 1
         for identity, found in zip(want_m, replies, strict=False):
             self.members[identity] = text(found[0]) if found else None
         if want_s:
-            for identity, value in zip(want_s, replies[-1], strict=True):
-                self.sources[identity] = split(identity, value)
+            values = DEPENDENTS.collect(groups, replies[len(want_m) :])
+            for identity in want_s:
+                self.sources[identity] = split(identity, values.get(field(identity)))
 
     def lookup(self, identity: str) -> str | None:
         return self.members.get(identity)

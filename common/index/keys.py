@@ -11,7 +11,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
 | fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
 | fs:{c:<cluster>}:nsc:<0..63>   | hash | -    | collector, watcher         | query (facets, plans)    |
-| fs:{c:<cluster>}:dependents    | hash | -    | collector, watcher         | query (relations), writer|
+| fs:{c:<cluster>}:dep:<0..63>   | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -30,8 +30,10 @@ fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended ro
 values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index).
 `nsc:<b>` fields are namespaces, values their rows counted by kind and status (common.index.nscounts,
 which also says which of the 64 hashes holds a namespace).
-`dependents` fields are the nodes (rows, existing or not) that some row's edges name, values
-those rows, both in common.index.graph's compact form. `rbac`
+`dep:<b>` fields are the nodes (rows, existing or not) that some row's edges name, values
+those rows, both in common.index.graph's compact form; one logical hash spread over 64
+(common.index.buckets). `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
+by the next full sync. `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """
@@ -123,8 +125,19 @@ def nscounts(cluster: str, bucket: int) -> str:
     return f"{_tag(cluster)}:nsc:{bucket}"
 
 
-def dependents(cluster: str) -> str:
-    """The reverse of the rows' edges: who depends on each node (common.index.graph)."""
+DEPENDENTS_BUCKETS = 64
+
+
+def dependents(cluster: str, bucket: int) -> str:
+    """One of the hashes of the reverse of the rows' edges: who depends on each node
+    (common.index.graph picks which)."""
+    if not 0 <= bucket < DEPENDENTS_BUCKETS:
+        raise ValueError(f"bucket {bucket} out of range")
+    return f"{_tag(cluster)}:dep:{bucket}"
+
+
+def dependents_unbucketed(cluster: str) -> str:
+    """Where `dependents` was one hash (before it was spread over buckets)."""
     return f"{_tag(cluster)}:dependents"
 
 
@@ -156,11 +169,12 @@ def lease(cluster: str) -> str:
 
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry)."""
-    fixed = [rows(cluster), counts(cluster), names(cluster), dependents(cluster)]
+    fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
     fixed += [generation(cluster), sync(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]
-    return [*fixed, rbac(cluster), *indexes, *per_ns]
+    deps = [dependents(cluster, b) for b in range(DEPENDENTS_BUCKETS)]
+    return [*fixed, rbac(cluster), *indexes, *per_ns, *deps]
 
 
 def subject(kind: str, name: str) -> str:

@@ -16,12 +16,12 @@ is `GhHu2Kh`.
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from common.index import keys, rows
+from common.index.buckets import Bucketed, Groups
 from common.index.edges import KIND_CODES, KIND_OF
 from common.redis_client import text
 
@@ -37,12 +37,15 @@ Counts = dict[Key, int]
 _LEGACY = {rows.LEGACY_SUSPENDED: rows.STATUS_CODES["unknown"].upper()}
 
 
+HASHES = Bucketed(keys.nscounts, BUCKETS)
+
+
 def bucket(namespace: str) -> int:
-    return zlib.crc32(namespace.encode()) % BUCKETS
+    return HASHES.bucket(namespace)
 
 
 def key(cluster: str, namespace: str) -> str:
-    return keys.nscounts(cluster, bucket(namespace))
+    return HASHES.key_of(cluster, namespace)
 
 
 def code_of(status: str, suspended: bool) -> str:
@@ -110,41 +113,20 @@ def net_change(removed: Iterable[str], added: Iterable[str]) -> dict[str, Counte
     return {ns: c for ns, c in out.items() if any(c.values())}
 
 
-def by_bucket(cluster: str, namespaces: Iterable[str]) -> dict[str, list[str]]:
-    """Namespaces grouped by the hash that holds them."""
-    out: dict[str, list[str]] = {}
-    for ns in namespaces:
-        out.setdefault(key(cluster, ns), []).append(ns)
-    return out
+def queue_read(pipe: Any, cluster: str, namespaces: Iterable[str]) -> Groups:
+    """Queue one HMGET per bucket; pass the replies to `collect`."""
+    return HASHES.queue_hmget(pipe, cluster, namespaces)
 
 
-def queue_read(pipe: Any, cluster: str, namespaces: Iterable[str]) -> list[list[str]]:
-    """Queue one HMGET per bucket; returns the namespaces of each, for `collect`."""
-    groups = by_bucket(cluster, namespaces)
-    for k, names in groups.items():
-        pipe.hmget(k, names)
-    return list(groups.values())
-
-
-def collect(groups: list[list[str]], replies: list[Any]) -> dict[str, str]:
-    """The stored values of `queue_read`'s namespaces (missing ones left out)."""
-    out: dict[str, str] = {}
-    for names, values in zip(groups, replies, strict=True):
-        for ns, v in zip(names, values, strict=True):
-            if v is not None:
-                out[ns] = text(v)
-    return out
+collect = Bucketed.collect
 
 
 def queue_read_all(pipe: Any, cluster: str) -> int:
     """Queue HGETALL of every bucket; returns how many replies to pass to `collect_all`."""
-    for b in range(BUCKETS):
-        pipe.hgetall(keys.nscounts(cluster, b))
-    return BUCKETS
+    return HASHES.queue_hgetall(pipe, cluster)
 
 
-def collect_all(replies: list[Any]) -> dict[str, str]:
-    return {text(k): text(v) for h in replies for k, v in h.items()}
+collect_all = Bucketed.collect_all
 
 
 def diff(stored: Mapping[str, str], wanted: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -165,8 +147,4 @@ def apply(stored: Mapping[str, str], change: Mapping[str, Counter[Key]]) -> dict
 
 def queue_write(tx: Any, cluster: str, changed: Mapping[str, str], gone: Iterable[str]) -> None:
     """HSET the changed values and HDEL the namespaces gone (or whose value is empty)."""
-    drop = [*gone, *(ns for ns, v in changed.items() if not v)]
-    for k, names in by_bucket(cluster, drop).items():
-        tx.hdel(k, *names)
-    for k, names in by_bucket(cluster, (ns for ns, v in changed.items() if v)).items():
-        tx.hset(k, mapping={ns: changed[ns] for ns in names})
+    HASHES.queue_write(tx, cluster, changed, gone)

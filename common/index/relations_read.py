@@ -68,7 +68,7 @@ def read(r: Any, cluster: str, identity: str, depth: int, visible: Visible) -> R
     None when there is no such row."""
     pipe = r.pipeline(transaction=False)
     _queue_member(pipe, cluster, identity)
-    pipe.hget(keys.dependents(cluster), graph.field(identity))
+    pipe.hget(graph.DEPENDENTS.key_of(cluster, graph.field(identity)), graph.field(identity))
     found, sources = pipe.execute()
     if not found or not rows.is_member(found[0]):
         return None
@@ -178,15 +178,15 @@ def _fetch(r: Any, cluster: str, ask: _Level, with_sources: bool) -> _Found:
     pipe = r.pipeline(transaction=False)
     for identity in wanted:
         _queue_member(pipe, cluster, identity)
-    if sources:
-        pipe.hmget(keys.dependents(cluster), [graph.field(s) for s in sources])
+    groups = graph.DEPENDENTS.queue_hmget(pipe, cluster, (graph.field(s) for s in sources))
     replies = pipe.execute()
     members: dict[str, str | None] = {}
     for identity, got in zip(wanted, replies, strict=False):
         members[identity] = text(got[0]) if got and rows.is_member(got[0]) else None
     found = _Found(members, {})
     if sources:
-        found.sources = {s: graph.split(s, v) for s, v in zip(sources, replies[-1], strict=True)}
+        values = graph.DEPENDENTS.collect(groups, replies[len(wanted) :])
+        found.sources = {s: graph.split(s, values.get(graph.field(s))) for s in sources}
     return found
 
 

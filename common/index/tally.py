@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.index import keys, nscounts, rows
+from common.index.buckets import Groups
 from common.index.reader_plan import AccessLike
 from common.redis_client import text
 
@@ -105,7 +106,7 @@ class Tallies:
         if not todo:
             return {}
         p = pipe if pipe is not None else self.r.pipeline(transaction=False)
-        spans: list[tuple[int, list[list[str]]]] = []
+        spans: list[tuple[int, Groups]] = []
         for c, _a, _ns, v in todo:
             p.get(keys.generation(c))  # first: a write landing after it makes the table look older
             p.hget(keys.sync(c), nscounts.READY)

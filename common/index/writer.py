@@ -19,6 +19,7 @@ import redis
 
 from common.errors import LockBusy, RedisUnavailable
 from common.index import graph, keys, name_index, nscounts, rows, syncstatus
+from common.index.buckets import Groups
 from common.lease import Fence
 from common.redis_client import text
 
@@ -118,10 +119,11 @@ def _write(
         reads.hgetall(keys.counts(cluster))
         reads.hget(keys.sync(cluster), nscounts.READY)
         names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
-        ns_groups: list[list[str]] = []
+        ns_groups: Groups = []
         if names is None:
             reads.hgetall(keys.names(cluster))
-            reads.hgetall(keys.dependents(cluster))
+            graph.DEPENDENTS.queue_hgetall(reads, cluster)
+            reads.exists(keys.dependents_unbucketed(cluster))
             nscounts.queue_read_all(reads, cluster)
         else:
             if len(names) > 1:
@@ -140,9 +142,12 @@ def _write(
         ns_ready = replies.pop(0) is not None
         stored_deps: dict[str, str] = {}
         stored_ns: dict[str, str] = {}
+        unbucketed = False
         if names is None:
             stored_names = {text(k): text(v) for k, v in replies.pop(0).items()}
-            stored_deps = {text(k): text(v) for k, v in replies.pop(0).items()}
+            stored_deps = graph.DEPENDENTS.collect_all(replies[: graph.DEPENDENTS.count])
+            del replies[: graph.DEPENDENTS.count]
+            unbucketed = bool(replies.pop(0))
             stored_ns = nscounts.collect_all(replies[: nscounts.BUCKETS])
             del replies[: nscounts.BUCKETS]
         else:
@@ -178,11 +183,13 @@ def _write(
         derived = (counts_set, counts_gone, names_set, names_gone, deps_set, deps_gone)
         if delta.snapshot is not None and not ns_ready:
             totals[nscounts.READY] = nscounts.READY_VALUE  # complete from now on
-        if delta.removed or delta.added or any(derived) or ns_set or ns_gone:
+        if delta.removed or delta.added or any(derived) or ns_set or ns_gone or unbucketed:
             _write_members(tx, cluster, delta.removed, delta.added)
             _write_hash(tx, keys.counts(cluster), counts_set, counts_gone)
             _write_hash(tx, keys.names(cluster), names_set, names_gone)
-            _write_hash(tx, keys.dependents(cluster), deps_set, deps_gone)
+            graph.DEPENDENTS.queue_write(tx, cluster, deps_set, deps_gone)
+            if unbucketed:
+                tx.delete(keys.dependents_unbucketed(cluster))  # its former single hash
             nscounts.queue_write(tx, cluster, ns_set, ns_gone)
             tx.incr(keys.generation(cluster))
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
@@ -208,7 +215,7 @@ def _new_ns_counts(
     cluster: str,
     ready: bool,
     stored: dict[str, str],
-    groups: list[list[str]],
+    groups: Groups,
     delta: Delta,
 ) -> tuple[dict[str, str], list[str]]:
     """What to write to the per-namespace counts: rebuilt from a snapshot (repairing any
@@ -220,7 +227,7 @@ def _new_ns_counts(
     if not ready or not (delta.removed or delta.added):
         return {}, []
     change = nscounts.net_change(delta.removed, delta.added)
-    known = {ns for g in groups for ns in g}
+    known = {ns for _key, names in groups for ns in names}
     missing = [ns for ns in change if ns not in known]
     if missing:
         pipe = r.pipeline(transaction=False)

@@ -150,7 +150,7 @@ def test_legacy_members_read_as_having_no_edges() -> None:
 
 def stored(r: redis.Redis) -> tuple[set[str], dict[str, str]]:
     members = {text(m) for m in r.zrange(keys.rows(C), 0, -1)}
-    deps = {text(k): text(v) for k, v in r.hgetall(keys.dependents(C)).items()}
+    deps = {text(k): text(v) for key in graph.DEPENDENTS.keys(C) for k, v in r.hgetall(key).items()}
     return members, deps
 
 
@@ -235,7 +235,8 @@ def test_a_full_sync_repairs_edges_and_blockers_a_missed_event_left_wrong(r: red
     store.replace_rows(r, C, [repo, app])
     good = stored(r)
     # drift, as if an event was lost: the repository's dependents, the app's blockedBy
-    assert r.hdel(keys.dependents(C), graph.field(rows.identity(repo))) == 1
+    node = graph.field(rows.identity(repo))
+    assert r.hdel(graph.DEPENDENTS.key_of(C, node), node) == 1
     app_stored = one(m for m in good[0] if m != repo)
     r.zrem(keys.rows(C), app_stored)
     r.zadd(keys.rows(C), {rows.with_blocked(app_stored, ""): 0})
@@ -277,3 +278,15 @@ def kind_entry() -> dict[str, object]:
         "plural": "deployers",
         "status_rule": "conditions",
     }
+
+
+def test_the_single_dependents_hash_of_an_older_version_goes_at_the_next_full_sync(
+    r: redis.Redis,
+) -> None:
+    repo = member("apps", "GitRepository", "repo", "unhealthy")
+    app = member("apps", "Kustomization", "app", "healthy", (src("repo"),))
+    r.hset(keys.dependents_unbucketed(C), "stale", "x")
+    store.replace_rows(r, C, [repo, app])
+    assert not r.exists(keys.dependents_unbucketed(C))
+    assert stored(r)[1] == graph.dependents(graph.with_blockers([repo, app])) != {}
+    assert sum(r.exists(k) for k in graph.DEPENDENTS.keys(C)) == 1  # one node: one bucket

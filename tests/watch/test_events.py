@@ -30,7 +30,11 @@ def consistent(r: redis.Redis, cluster: str) -> bool:
     suspended = {m.decode() for m in r.zrange(keys.suspended(cluster), 0, -1)}
     if suspended != {m for m in members if rows.suspended_of(m)}:
         return False
-    deps = {k.decode(): v.decode() for k, v in r.hgetall(keys.dependents(cluster)).items()}
+    deps = {
+        k.decode(): v.decode()
+        for key in graph.DEPENDENTS.keys(cluster)
+        for k, v in r.hgetall(key).items()
+    }
     if deps != graph.dependents(members):
         return False
     s = syncstatus.read_all(r, [cluster])[cluster]
