@@ -5,6 +5,9 @@ and a bigger one as a hash table (~60 bytes more a field). The per-cluster hashe
 entry per namespace or per depended-on node hold thousands of fields, so they are spread over
 `count` hashes of the cluster (same hash tag: still one slot, one MULTI/EXEC): ~30 bytes a field
 instead of ~90. Reads of a few fields cost one HMGET per bucket touched, in the caller's pipeline.
+A listpack also needs every value to be at most 64 bytes: with an `overflow` key, longer values
+(a GitRepository many Kustomizations depend on) live there instead, so one long value does not
+turn its whole bucket into a hash table; reads then ask both places (one HMGET more).
 """
 
 from __future__ import annotations
@@ -19,9 +22,22 @@ Groups = list[tuple[str, list[str]]]
 """(bucket key, fields) per HMGET queued, in order."""
 
 
+LISTPACK_VALUE_MAX = 64  # Redis' default hash-max-listpack-value
+
+
 class Bucketed:
-    def __init__(self, key: Callable[[str, int], str], count: int) -> None:
-        self.key, self.count = key, count
+    def __init__(
+        self,
+        key: Callable[[str, int], str],
+        count: int,
+        overflow: Callable[[str], str] | None = None,
+    ) -> None:
+        self.key, self.count, self.overflow = key, count, overflow
+
+    @property
+    def reads_all(self) -> int:
+        """Replies `queue_hgetall` queues."""
+        return self.count + (self.overflow is not None)
 
     def bucket(self, field: str) -> int:
         return zlib.crc32(field.encode()) % self.count
@@ -30,7 +46,8 @@ class Bucketed:
         return self.key(cluster, self.bucket(field))
 
     def keys(self, cluster: str) -> list[str]:
-        return [self.key(cluster, b) for b in range(self.count)]
+        spill = [self.overflow(cluster)] if self.overflow is not None else []
+        return [self.key(cluster, b) for b in range(self.count)] + spill
 
     def by_bucket(self, cluster: str, fields: Iterable[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -41,7 +58,10 @@ class Bucketed:
     def queue_hmget(self, pipe: Any, cluster: str, fields: Iterable[str]) -> Groups:
         """Queue one HMGET per bucket holding some of `fields`; pass the replies (as many as
         groups) to `collect`."""
-        groups = list(self.by_bucket(cluster, dict.fromkeys(fields)).items())
+        unique = list(dict.fromkeys(fields))
+        groups = list(self.by_bucket(cluster, unique).items())
+        if self.overflow is not None and unique:
+            groups.append((self.overflow(cluster), unique))
         for k, names in groups:
             pipe.hmget(k, names)
         return groups
@@ -60,7 +80,7 @@ class Bucketed:
         """Queue HGETALL of every bucket; returns how many replies `collect_all` takes."""
         for k in self.keys(cluster):
             pipe.hgetall(k)
-        return self.count
+        return self.reads_all
 
     @staticmethod
     def collect_all(replies: list[Any]) -> dict[str, str]:
@@ -71,8 +91,17 @@ class Bucketed:
     ) -> None:
         """HSET the changed fields and HDEL the ones gone (and those changed to "")."""
         drop = [*gone, *(f for f, v in changed.items() if not v)]
+        kept = [f for f, v in changed.items() if v]
+        if self.overflow is not None:
+            long = [f for f in kept if len(changed[f].encode()) > LISTPACK_VALUE_MAX]
+            short = [f for f in kept if len(changed[f].encode()) <= LISTPACK_VALUE_MAX]
+            spill = self.overflow(cluster)
+            if drop or short:
+                tx.hdel(spill, *drop, *short)  # a value shorter now leaves the overflow
+            if long:
+                tx.hset(spill, mapping={f: changed[f] for f in long})
+            drop, kept = drop + long, short  # ... and one longer now its bucket
         for k, names in self.by_bucket(cluster, drop).items():
             tx.hdel(k, *names)
-        kept = (f for f, v in changed.items() if v)
         for k, names in self.by_bucket(cluster, kept).items():
             tx.hset(k, mapping={f: changed[f] for f in names})

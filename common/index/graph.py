@@ -173,7 +173,7 @@ def dependents(members: Iterable[str]) -> dict[str, str]:
 # <name>`, the namespace `=` when it is the target's and kinds as common.index.edges stores them.
 
 
-DEPENDENTS = Bucketed(keys.dependents, keys.DEPENDENTS_BUCKETS)
+DEPENDENTS = Bucketed(keys.dependents, keys.DEPENDENTS_BUCKETS, keys.dependents_overflow)
 """The `dependents` hash, spread over small hashes (common.index.buckets)."""
 
 

@@ -12,6 +12,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
 | fs:{c:<cluster>}:nsc:<0..63>   | hash | -    | collector, watcher         | query (facets, plans)    |
 | fs:{c:<cluster>}:dep:<0..63>   | hash | -    | collector, watcher         | query (relations), writer|
+| fs:{c:<cluster>}:dep:long      | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -32,7 +33,7 @@ values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.
 which also says which of the 64 hashes holds a namespace).
 `dep:<b>` fields are the nodes (rows, existing or not) that some row's edges name, values
 those rows, both in common.index.graph's compact form; one logical hash spread over 64
-(common.index.buckets). `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
+(common.index.buckets), values over 64 bytes in `dep:long`. `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
 by the next full sync. `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
@@ -136,6 +137,11 @@ def dependents(cluster: str, bucket: int) -> str:
     return f"{_tag(cluster)}:dep:{bucket}"
 
 
+def dependents_overflow(cluster: str) -> str:
+    """The `dependents` values too long for a bucket's listpack (common.index.buckets)."""
+    return f"{_tag(cluster)}:dep:long"
+
+
 def dependents_unbucketed(cluster: str) -> str:
     """Where `dependents` was one hash (before it was spread over buckets)."""
     return f"{_tag(cluster)}:dependents"
@@ -174,6 +180,7 @@ def cluster_keys(cluster: str) -> list[str]:
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]
     deps = [dependents(cluster, b) for b in range(DEPENDENTS_BUCKETS)]
+    deps.append(dependents_overflow(cluster))
     return [*fixed, rbac(cluster), *indexes, *per_ns, *deps]
 
 

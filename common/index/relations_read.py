@@ -68,11 +68,13 @@ def read(r: Any, cluster: str, identity: str, depth: int, visible: Visible) -> R
     None when there is no such row."""
     pipe = r.pipeline(transaction=False)
     _queue_member(pipe, cluster, identity)
-    pipe.hget(graph.DEPENDENTS.key_of(cluster, graph.field(identity)), graph.field(identity))
-    found, sources = pipe.execute()
+    node = graph.field(identity)
+    groups = graph.DEPENDENTS.queue_hmget(pipe, cluster, [node])
+    found, *replies = pipe.execute()
     if not found or not rows.is_member(found[0]):
         return None
     out = Relations(text(found[0]), round_trips=1)
+    sources = graph.DEPENDENTS.collect(groups, replies).get(node)
     walk = _Walk(identity, out.member, graph.split(identity, sources), visible)
     for level in range(1, depth + 1):
         ask = walk.plan()

@@ -145,8 +145,8 @@ def _write(
         unbucketed = False
         if names is None:
             stored_names = {text(k): text(v) for k, v in replies.pop(0).items()}
-            stored_deps = graph.DEPENDENTS.collect_all(replies[: graph.DEPENDENTS.count])
-            del replies[: graph.DEPENDENTS.count]
+            stored_deps = graph.DEPENDENTS.collect_all(replies[: graph.DEPENDENTS.reads_all])
+            del replies[: graph.DEPENDENTS.reads_all]
             unbucketed = bool(replies.pop(0))
             stored_ns = nscounts.collect_all(replies[: nscounts.BUCKETS])
             del replies[: nscounts.BUCKETS]
