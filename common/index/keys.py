@@ -41,6 +41,7 @@ common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys a
 
 from __future__ import annotations
 
+import functools
 import re
 
 from common.errors import InvalidInput
@@ -89,6 +90,7 @@ def check_cluster_name(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=16384)  # a request builds a key per cluster: 200 regex checks
 def _tag(cluster: str) -> str:
     return f"{PREFIX}:{{c:{check_cluster_name(cluster)}}}"
 

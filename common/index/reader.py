@@ -99,6 +99,13 @@ class _Walk:
     start: bytes = b""
     visible: Visibility | None = None
     step: int = 0
+    scripted: bool = False
+    """With `visible`: read through the name index script over the whole key space (a name
+    filter), members then tested like a walk's."""
+    expect_gen: int | None = None
+    """Set when `ranges` were pruned to the namespaces the count tables say hold matches (as of
+    this generation): the scan reads the generation after it, and a moved one means read again
+    with every range."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,9 @@ class Visibility:
             if kind in cw or kind in of_ns(ns, ()):
                 out.append(m)
         return out
+
+
+_NOTHING = Range(b"", b"", None)  # a remembered pruned plan with no namespace left
 
 
 def _bounds(rng: Range) -> list[bytes]:
@@ -180,9 +190,10 @@ class Reader:
             self._sha[name] = str(self.r.script_load(getattr(reader_lua, name)))
         return self._sha[name]
 
-    def _run(self, calls: Sequence[_Call], get: str = "") -> list[Any]:
+    def _run(self, calls: Sequence[_Call], get: str = "", gens: Sequence[str] = ()) -> list[Any]:
         """EVALSHA each (script, key, args) in one pipelined round trip, after a GET of `get`
-        when given (its value comes first); reload on NOSCRIPT."""
+        when given (its value comes first), then one MGET of `gens` when given (its reply
+        last); reload on NOSCRIPT."""
         for attempt in (0, 1):
             pipe = self.r.pipeline(transaction=False)
             if get:
@@ -193,6 +204,8 @@ class Reader:
                     continue
                 ks = (key,) if isinstance(key, str) else key  # NAMED reads 2 keys
                 pipe.evalsha(self._script(script), len(ks), *ks, *args)
+            if gens:  # generations after the scans: see _Walk.expect_gen
+                pipe.mget(gens)
             try:
                 return pipe.execute()
             except redis.exceptions.NoScriptError:
@@ -224,16 +237,22 @@ class Reader:
         return [c for c in sorted(access) if (not wanted or c in wanted) and c >= start]
 
     def _walk(
-        self, cluster: str, access: AccessLike, filters: Filters, cursor: Cursor | None
+        self,
+        cluster: str,
+        access: AccessLike,
+        filters: Filters,
+        cursor: Cursor | None,
+        choose: bool = False,
     ) -> _Walk | None:
-        """One cluster's scan plan (None when the caller can see nothing there)."""
+        """One cluster's scan plan (None when the caller can see nothing there); `choose`:
+        a page's, which may walk instead (`_choose`)."""
         w = _Walk(cluster, self._plan(access, filters))
         if cursor is not None and cluster == cursor.cluster:
             w.start = after(cursor.identity)
             w.ranges = clip_all(w.ranges, w.start)
         if not w.ranges:
             return None
-        if len(w.ranges) >= self.walk_min_ranges and not filters.name and not filters.namespaces:
+        if choose and len(w.ranges) >= self.walk_min_ranges and not filters.namespaces:
             self._choose(w, access, filters)
         return w
 
@@ -243,6 +262,12 @@ class Reader:
         each; both are walked until the page fills, at the same rate (the caller's share of the
         source), so the cheaper in total is the cheaper for any page. Sizes are estimates (the
         counts hash, re-read every `SIZES_TTL_S`): a wrong guess costs time, never rows."""
+        if filters.name:
+            # The name index already narrows to the few matching rows: read them over the
+            # whole key space and test them, rather than one window of ranges per round trip.
+            w.visible = self._visibility(access, filters, b"")
+            w.ranges, w.scripted = [Range(w.start, None, None)], True
+            return
         size = self._source_size(w.cluster, filters)
         if size < len(w.ranges) * self.range_cost:
             w.visible = self._visibility(access, filters, self._sources(w.cluster, filters)[1])
@@ -291,15 +316,6 @@ class Reader:
         self._plans[key] = (access, ranges)
         return ranges
 
-    def _walks(
-        self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
-    ) -> list[_Walk]:
-        walks = (
-            self._walk(c, access[c], filters, cursor)
-            for c in self._candidates(access, filters, cursor)
-        )
-        return [w for w in walks if w is not None]
-
     def _args(self, limit: int, codes: bytes, name: str, ranges: list[Range]) -> list[bytes]:
         args = [str(limit).encode(), str(self.budget).encode(), codes, name.encode()]
         for rng in ranges:
@@ -325,22 +341,45 @@ class Reader:
         got: list[tuple[str, bytes]] = []
         result = Page([], None)
         first: list[Any] = []
-        i, batch = 0, self._first_batch(candidates, access, filters, need)
+        entries = self._entries(candidates, access, filters)
+        i, batch = 0, self._first_batch(candidates, entries, filters, need)
         while len(got) < need:
-            self._plan_more(walks, i + batch, pending, access, filters, cursor)
+            self._plan_more(walks, i + batch, pending, access, filters, cursor, entries)
             if i >= len(walks):
                 break
             group = walks[i : i + batch]
             calls, spans = self._page_calls(group, filters, need - len(got))
-            replies = self._run(calls, "" if result.round_trips else check_key)
+            checked = [w for w in group if w.expect_gen is not None]
+            gen_keys = [keys.generation(w.cluster) for w in checked]
+            replies = self._run(calls, "" if result.round_trips else check_key, gen_keys)
             if check_key and not result.round_trips:
                 first, replies = replies[:1], replies[1:]
+            moved = set()
+            if gen_keys:
+                stored = replies.pop()
+                moved = {
+                    id(w)
+                    for w, g in zip(checked, stored, strict=True)
+                    if int(g or 0) != w.expect_gen
+                }
             result.round_trips += 1
             pos = 0
             for (script, _key, args), k in zip(calls, range(len(replies)), strict=True):
                 if script == "ZRANGE":
                     replies[k] = self._walked(replies[k], int(args[1]))
             for w, (nkeys, window_end) in zip(group, spans, strict=True):
+                if w.expect_gen is not None:
+                    if id(w) in moved:
+                        # written since the counts the ranges were pruned by: this cluster
+                        # again, with every range (the rows before w.start were exact)
+                        self.tallies.forget(w.cluster, access[w.cluster])
+                        w.ranges = self._plan(access[w.cluster], filters)
+                        w.ranges = clip_all(w.ranges, w.start) if w.start else w.ranges
+                        w.expect_gen = None
+                        break
+                    if not w.ranges:  # nothing to read there, and nothing was written since
+                        i += 1
+                        continue
                 if w.visible is not None:
                     for k in range(pos, pos + nkeys):
                         replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
@@ -366,10 +405,25 @@ class Reader:
             result.cursor = Cursor(c, rows.identity_bytes(m))
         return result
 
+    def _entries(
+        self, candidates: Sequence[str], access: Mapping[str, AccessLike], filters: Filters
+    ) -> dict[str, tally.Entry | None]:
+        """The count-table entries of the clusters a sparse page will likely read (the next
+        `2 x max_batch`): remembered ones whatever their age, missing ones in one round trip.
+        None for pages that are not sparse (their first cluster fills them)."""
+        statuses = frozenset(filters.statuses)
+        sparse = (
+            filters.kinds or filters.suspended is True or (statuses and "healthy" not in statuses)
+        )
+        if not sparse or filters.name or filters.namespaces or len(candidates) <= 1:
+            return {}
+        ahead = candidates[: 2 * self.max_batch]
+        return self.tallies.entries([(c, access[c]) for c in ahead])
+
     def _first_batch(
         self,
         candidates: Sequence[str],
-        access: Mapping[str, AccessLike],
+        entries: Mapping[str, tally.Entry | None],
         filters: Filters,
         need: int,
     ) -> int:
@@ -379,20 +433,19 @@ class Reader:
         dozens of clusters come in one round trip, not one per doubling."""
         if filters.name:
             return NAME_FIRST_BATCH
-        statuses = frozenset(filters.statuses)
-        sparse = (
-            filters.kinds or filters.suspended is True or (statuses and "healthy" not in statuses)
-        )
-        if not sparse or filters.namespaces or len(candidates) <= 1:
+        if not entries:
             return 1
+        kinds, statuses, total = frozenset(filters.kinds), frozenset(filters.statuses), 0
         ahead = candidates[: self.max_batch]
-        tables = self.tallies.estimates([(c, access[c]) for c in ahead])
-        kinds, total = frozenset(filters.kinds), 0
         for k, c in enumerate(ahead):
-            table = tables.get(c)
-            if table is None:
+            entry = entries.get(c)
+            if entry is None:
                 return max(k, 1)
-            total += tally.matching(table, kinds, statuses, filters.suspended)
+            n = entry.plans.get(("matching", filters))
+            if n is None:
+                n = tally.matching(entry.table, kinds, statuses, filters.suspended)
+                entry.plans[("matching", filters)] = n
+            total += n
             if total >= need:
                 return k + 1
         return len(ahead)
@@ -405,15 +458,52 @@ class Reader:
         access: Mapping[str, AccessLike],
         filters: Filters,
         cursor: Cursor | None,
+        entries: Mapping[str, tally.Entry | None],
     ) -> None:
         """Plan clusters from `pending` until `walks` holds `upto` (or none are left)."""
         while len(walks) < upto:
             c = next(pending, None)
             if c is None:
                 return
-            w = self._walk(c, access[c], filters, cursor)
+            w = self._walk(c, access[c], filters, cursor, choose=True)
+            entry = entries.get(c)
+            if w is not None and w.visible is None and entry and not access[c].cluster_wide:
+                self._prune(w, access[c], filters, cursor, entry)  # (walks read few already)
             if w is not None:
                 walks.append(w)
+
+    def _prune(
+        self,
+        w: _Walk,
+        access: AccessLike,
+        filters: Filters,
+        cursor: Cursor | None,
+        entry: tally.Entry,
+    ) -> None:
+        """Visit only the namespaces whose counts hold rows passing a sparse filter (a team
+        member's failing rows are in ~1 of their 20 namespaces), checking with the scan that
+        the counts still hold (`_Walk.expect_gen`)."""
+        ranges = entry.plans.get(filters)
+        if ranges is None:
+            live = tally.live_namespaces(
+                entry,
+                access.namespaces,
+                frozenset(filters.kinds),
+                frozenset(filters.statuses),
+                filters.suspended,
+            )
+            if len(live) == len(access.namespaces):
+                entry.plans[filters] = ranges = []
+            else:
+                ranges = plan(tally.View(frozenset(), live), filters, self.all_kinds)
+                entry.plans[filters] = ranges = ranges or [_NOTHING]
+        if not ranges:
+            return  # nothing to prune
+        if ranges == [_NOTHING]:
+            ranges = []
+        if cursor is not None and w.cluster == cursor.cluster:
+            ranges = clip_all(ranges, w.start)
+        w.ranges, w.expect_gen = ranges, entry.gen
 
     def _page_calls(
         self, group: list[_Walk], filters: Filters, want: int
@@ -421,7 +511,10 @@ class Reader:
         calls: list[_Call] = []
         spans: list[tuple[int, bytes | None]] = []
         for w in group:
-            if w.visible is not None:
+            if w.expect_gen is not None and not w.ranges:
+                spans.append((0, None))
+                continue
+            if w.visible is not None and not w.scripted:
                 sources = self._sources(w.cluster, filters)[0]
                 n = min(self.budget, max(2 * want, 64) << (2 * w.step))
                 lo = b"[" + w.start if w.start else b"-"

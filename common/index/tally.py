@@ -20,18 +20,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from common.index import keys, nscounts, rows
 from common.index.buckets import Groups
 from common.index.reader_plan import AccessLike
-from common.redis_client import text
 
 Table = dict[nscounts.Key, int]
 """Visible rows by (kind, status code)."""
 TABLES_MAX = 65536  # remembered tables per process (cluster x access x namespace filter)
-ESTIMATE_TTL_S = 10.0  # a table older than this is read again before serving as an estimate
+ESTIMATE_TTL_S = 10.0  # an entry older than this is read again before a plan uses it
 
 
 @dataclass(frozen=True)
@@ -58,15 +57,26 @@ def code_status(code: str) -> tuple[str, bool]:
     return rows.CODE_STATUS[code], code in rows.SUSPENDED_CODES
 
 
+@dataclass
+class Entry:
+    """A remembered table with the per-namespace counts it was summed from (encoded)."""
+
+    access: AccessLike
+    gen: int
+    table: Table
+    at: float
+    per_ns: Mapping[str, str]
+    plans: dict[Any, Any] = field(default_factory=dict)
+    """What readers derived from it, by their own keys (e.g. pruned ranges per filters)."""
+
+
 class Tallies:
     """Tables per (cluster, access, namespace filter), valid while the cluster's generation is
     the one they were read at (one per process; thread-safe)."""
 
     def __init__(self, r: Any) -> None:
         self.r = r
-        self._tables: dict[
-            tuple[str, int, tuple[str, ...]], tuple[AccessLike, int, Table, float]
-        ] = {}
+        self._tables: dict[tuple[str, int, tuple[str, ...]], Entry] = {}
         self._lock = threading.Lock()
         self.computed = 0
         """Tables computed from Redis (not reused) so far: what the tests count."""
@@ -75,24 +85,33 @@ class Tallies:
         self, cluster: str, access: AccessLike, namespaces: tuple[str, ...], gen: int
     ) -> Table | None:
         hit = self._tables.get((cluster, id(access), namespaces))
-        if hit is not None and hit[0] is access and hit[1] == gen:
-            return hit[2]
+        if hit is not None and hit.access is access and hit.gen == gen:
+            return hit.table
         return None
 
-    def estimates(self, wanted: Sequence[tuple[str, AccessLike]]) -> dict[str, Table | None]:
-        """Tables as estimates (for planning, not for counts): any generation will do while
-        younger than `ESTIMATE_TTL_S`; the others are read in one round trip."""
+    def entries(self, wanted: Sequence[tuple[str, AccessLike]]) -> dict[str, Entry | None]:
+        """Entries for planning, whatever their generation (a plan built from one checks the
+        generation with its scan) while younger than `ESTIMATE_TTL_S`; the others are read in
+        one round trip. None: per-namespace counts not complete on that cluster."""
         now = time.monotonic()
-        out: dict[str, Table | None] = {}
+        out: dict[str, Entry | None] = {}
         todo = []
         for c, a in wanted:
             hit = self._tables.get((c, id(a), ()))
-            if hit is not None and hit[0] is a and now - hit[3] < ESTIMATE_TTL_S:
-                out[c] = hit[2]
+            if hit is not None and hit.access is a and now - hit.at < ESTIMATE_TTL_S:
+                out[c] = hit
             else:
                 todo.append((c, a, ()))
-        out.update(self.compute(todo))
+        if todo:
+            self.compute(todo)
+            for c, a, _ in todo:
+                hit = self._tables.get((c, id(a), ()))
+                out[c] = hit if hit is not None and hit.access is a else None
         return out
+
+    def forget(self, cluster: str, access: AccessLike) -> None:
+        """Drop a cluster's entry (its generation moved): read again next time."""
+        self._tables.pop((cluster, id(access), ()), None)
 
     def compute(
         self,
@@ -127,15 +146,11 @@ class Tallies:
                 continue
             table = _table(v, counts, per_ns)
             out[c] = table
-            self._remember((c, id(a), ns_filter), (a, gen, table, time.monotonic()))
+            self._remember((c, id(a), ns_filter), Entry(a, gen, table, time.monotonic(), per_ns))
         self.computed += len(todo)
         return out
 
-    def _remember(
-        self,
-        key: tuple[str, int, tuple[str, ...]],
-        value: tuple[AccessLike, int, Table, float],
-    ) -> None:
+    def _remember(self, key: tuple[str, int, tuple[str, ...]], value: Entry) -> None:
         with self._lock:
             if len(self._tables) >= TABLES_MAX:
                 self._tables.clear()
@@ -171,6 +186,27 @@ def matching(
     return total
 
 
+def live_namespaces(
+    entry: Entry,
+    namespaces: Mapping[str, frozenset[str]],
+    kinds: frozenset[str],
+    statuses: frozenset[str],
+    suspended: bool | None,
+) -> dict[str, frozenset[str]]:
+    """The namespaces (with their kinds) that hold rows passing these filters, by the entry's
+    per-namespace counts: the only ones a sparse page must visit, as of the entry's generation."""
+    out = {}
+    for ns, granted in namespaces.items():
+        value = entry.per_ns.get(ns)
+        if not value:
+            continue
+        wanted = granted & kinds if kinds else granted
+        counts = {k: n for k, n in nscounts.decode(value).items() if k[0] in wanted}
+        if counts and matching(counts, frozenset(), statuses, suspended):
+            out[ns] = wanted
+    return out
+
+
 def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[int], Any]:
     """The clusters' generations in one round trip (MGET), and the grants version when asked
     (`keys.GrantsVersion`, else None)."""
@@ -183,5 +219,5 @@ def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple
         p.mget([keys.generation(c) for c in clusters])
     replies = p.execute()
     got = keys.GrantsVersion(replies.pop(0)) if version else None
-    gens = [int(text(g)) if g is not None else 0 for g in replies[0]] if clusters else []
+    gens = [int(g) if g is not None else 0 for g in replies[0]] if clusters else []  # bytes
     return gens, got

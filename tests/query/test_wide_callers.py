@@ -221,3 +221,23 @@ def test_pages_of_a_1500_namespace_caller_walk_the_sources_in_one_round_trip(
             break
         cursor = page.cursor
     assert len(rows) == len(set(rows)) == 3 * 75
+
+
+def test_a_name_filter_for_a_1500_namespace_caller_reads_the_name_index_once_per_cluster(
+    rb: redis.Redis, wide_fleet: dict[str, FakeAccess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_rows(
+        rb, [make_row("w2", f"ns-{n:04d}", "HelmRelease", "needle") for n in range(1490, 1510)]
+    )
+    reader = Reader(rb, KINDS)
+    reader.page(wide_fleet, PageRequest(Filters(name="needle"), 50))  # warm: scripts loaded
+    rb.config_resetstat()
+    trips = count_round_trips(monkeypatch)
+    page = reader.page(wide_fleet, PageRequest(Filters(name="needle"), 50))
+    # 10 of the 20 needles are in the caller's namespaces (ns-1490..1499); one NAMED call per
+    # cluster over the whole key space, members tested in the client: not a window of 128
+    # ranges per round trip (12 of them for 1,500 namespaces)
+    assert [(r["cluster"], r["namespace"]) for r in page.rows] == [
+        ("w2", f"ns-{n:04d}") for n in range(1490, 1500)
+    ]
+    assert trips == ["pipeline"] and commands(rb)["evalsha"] == 3

@@ -1,0 +1,109 @@
+"""Sparse pages for team members (a status or kind filter over many clusters): the count tables
+choose how many clusters the first round trip reads and prune each cluster's ranges to the
+namespaces holding matches; a write since the counts were read is caught by the generation the
+scan reads back, so no row is ever missed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from common.index.reader import Filters, PageRequest, Reader
+from tests.query.fleet import KINDS, FakeAccess, make_row, order, visible, write_rows
+from tests.query.test_page_costs import count_round_trips
+
+ALL = frozenset(KINDS)
+CLUSTERS = [f"t{i:02d}" for i in range(30)]
+TEAM = {c: FakeAccess(namespaces={f"team-{n:02d}": ALL for n in range(20)}) for c in CLUSTERS}
+UNHEALTHY = Filters(statuses=("unhealthy",))
+
+
+@pytest.fixture
+def rb(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def fleet(rb: redis.Redis) -> list:
+    """30 clusters x 40 namespaces (the team has 20) x 3 rows; 2 unhealthy rows of the team's
+    per cluster, in one namespace."""
+    rows = [
+        make_row(
+            c,
+            f"team-{n:02d}",
+            "HelmRelease",
+            f"app-{i}",
+            "unhealthy" if n == ci % 20 and i < 2 else "healthy",
+        )
+        for ci, c in enumerate(CLUSTERS)
+        for n in range(40)
+        for i in range(3)
+    ]
+    write_rows(rb, rows)
+    return rows
+
+
+def commands(r: redis.Redis) -> Counter[str]:
+    stats = r.info("commandstats")
+    out = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
+    out.pop("config|resetstat", None)
+    return out
+
+
+def test_a_team_members_failing_rows_come_in_one_round_trip_from_their_namespaces(
+    rb: redis.Redis, fleet: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = Reader(rb, KINDS)
+    want = visible(fleet, TEAM, statuses=("unhealthy",))
+    assert len(want) == 60
+    reader.page(TEAM, PageRequest(UNHEALTHY, 50))  # warm: count tables read (one round trip)
+    rb.config_resetstat()
+    trips = count_round_trips(monkeypatch)
+    page = reader.page(TEAM, PageRequest(UNHEALTHY, 50))
+    assert [order(r) for r in page.rows] == [order(r) for r in want[:50]]
+    # 26 clusters hold the page (2 each) and are read at once, each only in the namespace
+    # with its failing rows: one range, not 20; then their generations, in one MGET
+    assert trips == ["pipeline"]
+    cmds = commands(rb)
+    assert cmds["evalsha"] == 26 and cmds["zrangebylex"] == 26 and cmds["mget"] == 1
+    assert set(cmds) == {"evalsha", "zrangebylex", "mget"}
+
+
+def test_a_row_written_after_the_counts_were_read_is_not_missed(
+    rb: redis.Redis, fleet: list
+) -> None:
+    reader = Reader(rb, KINDS)
+    first = reader.page(TEAM, PageRequest(UNHEALTHY, 10))
+    assert first.cursor is not None
+    # a namespace that had no failing row gets one, on a cluster the next page reads: the
+    # remembered counts (and the ranges pruned by them) are now wrong for that cluster
+    new = make_row("t07", "team-19", "Kustomization", "late", "unhealthy")
+    write_rows(rb, [new])
+    rows, cursor = list(first.rows), first.cursor
+    while cursor is not None:
+        page = reader.page(TEAM, PageRequest(UNHEALTHY, 10, cursor))
+        rows.extend(page.rows)
+        cursor = page.cursor
+    want = visible([*fleet, new], TEAM, statuses=("unhealthy",))
+    assert [order(r) for r in rows] == [order(r) for r in want]
+
+
+@pytest.mark.parametrize("filters", [Filters(kinds=("Kustomization",)), Filters(suspended=True)])
+def test_clusters_without_matches_are_skipped_by_a_generation_check(
+    rb: redis.Redis, fleet: list, filters: Filters
+) -> None:
+    # nothing matches anywhere but one cluster: the others cost a GET each, no scan
+    extra = make_row("t29", "team-03", "Kustomization", "only", "healthy", suspended=True)
+    write_rows(rb, [extra])
+    reader = Reader(rb, KINDS)
+    reader.page(TEAM, PageRequest(filters, 50))
+    rb.config_resetstat()
+    page = reader.page(TEAM, PageRequest(filters, 50))
+    assert [r["name"] for r in page.rows] == ["only"]
+    cmds = commands(rb)
+    assert cmds["evalsha"] == 1, cmds
