@@ -207,6 +207,9 @@ def live_namespaces(
     return out
 
 
+_GEN_KEYS: dict[tuple[str, ...], list[str]] = {}
+
+
 def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[int], Any]:
     """The clusters' generations in one round trip (MGET), and the grants version when asked
     (`keys.GrantsVersion`, else None)."""
@@ -216,8 +219,14 @@ def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple
     if version:
         p.get(keys.VERSION)
     if clusters:
-        p.mget([keys.generation(c) for c in clusters])
+        names = tuple(clusters)
+        gen_keys = _GEN_KEYS.get(names)
+        if gen_keys is None:  # the same callers ask for the same clusters: build them once
+            if len(_GEN_KEYS) >= TABLES_MAX:
+                _GEN_KEYS.clear()
+            gen_keys = _GEN_KEYS[names] = [keys.generation(c) for c in clusters]
+        p.mget(gen_keys)
     replies = p.execute()
     got = keys.GrantsVersion(replies.pop(0)) if version else None
-    gens = [int(g) if g is not None else 0 for g in replies[0]] if clusters else []  # bytes
+    gens = [int(g or 0) for g in replies[0]] if clusters else []  # bytes: int() takes them
     return gens, got

@@ -174,3 +174,35 @@ def test_reused_scope_follows_a_revocation(wide: redis.Redis, redis_url: str) ->
     store_grants(wide, "c00", compile_grants(objects, REG), time.time())
     assert "c00" not in clusters()
     assert "c01" in clusters()
+
+
+def test_facets_request_costs_one_round_trip_when_nothing_changed(
+    wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(
+        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
+    )
+    app = make_app(settings)
+    app.extensions["fleetscope"].fleet.cache_s = 3600
+    client = app.test_client()
+    for who in ("admin", "team"):
+        h = headers(USERS[who])
+        want = client.get("/api/v1/facets", headers=h).get_json()  # warm: tables read
+        wide.config_resetstat()
+        trips = count_round_trips(monkeypatch)
+        for _ in range(5):
+            body = client.get("/api/v1/facets", headers=h).get_json()
+            assert body["total"] == want["total"] > 0 and body["kinds"] == want["kinds"]
+        # cached grants confirmed by the grants version, read with the clusters' generations
+        assert trips == ["pipeline"] * 5, who
+        stats = {
+            k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()
+        }
+        stats.pop("config|resetstat", None)
+        assert stats == {"get": 5, "mget": 5}, who
+        monkeypatch.undo()
+    # a write to one cluster: the next request reads that cluster's table again, and counts it
+    write_rows(wide, [make_row("c07", "team-00", "Kustomization", "new", "unhealthy")])
+    h = headers(USERS["admin"])
+    body = client.get("/api/v1/facets", headers=h).get_json()
+    assert body["clusters"]["c07"] == 31 and body["statuses"].get("unhealthy", 0) >= 1
