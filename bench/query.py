@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -37,6 +38,7 @@ from common.index import keys
 from common.redis_client import text
 from common.redis_server import start_redis_server
 
+QUERY_APP, REF_APP = "query.wsgi:app", "bench.ref_app:app"
 P99_MS, NAME_P99_MS, RATIO = 25.0, 100.0, 0.5
 P99_VS_ONE_GET = 2.0  # p99 <= 2 x the one-GET p99 of the run just before (issue #22)
 ADMIN = ("admin-0", ("fleet-admins",))
@@ -146,8 +148,26 @@ def commandstats(r: redis.Redis) -> dict[str, int]:
     return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()}
 
 
+def worker_cpu_s(app: str) -> float:
+    """CPU seconds used so far by the gunicorn processes serving `app` (master and workers)."""
+    pids = subprocess.run(["pgrep", "-f", app], capture_output=True, text=True).stdout.split()
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def measure(
-    r: redis.Redis, url: str | Sequence[str], headers: dict[str, str], args: Any
+    r: redis.Redis,
+    url: str | Sequence[str],
+    headers: dict[str, str],
+    args: Any,
+    app: str = "",
 ) -> dict[str, Any]:
     """Load on `url` (or on several URLs asked in turn: then `requests`, `rps`, latencies and
     Redis commands are per cycle, one request to each); `items` are the first URL's rows,
@@ -160,7 +180,10 @@ def measure(
         bodies.append(check.json())
     loadgen.run_cycles(urls, headers, args.warmup, args.connections)
     r.config_resetstat()
+    cpu = worker_cpu_s(app) if app else 0.0
     res = loadgen.run_cycles(urls, headers, args.seconds, args.connections)
+    if app:  # the steadier measure on a shared machine: the server's CPU per request
+        res["cpu_ms_per_req"] = round((worker_cpu_s(app) - cpu) * 1e3 / max(1, res["requests"]), 3)
     if len(urls) == 1:
         res.pop("http_requests", None)
     stats = commandstats(r)
@@ -186,10 +209,12 @@ def measure_profile(
     A profile of n requests asked in turn (a page view: n = 2) is measured per cycle and
     compared with n one-GETs: ratio = cycles/s / (one-GET req/s / n), p99 bar = 2 x n x the
     one-GET p99 (a cycle is n requests one after the other)."""
-    one_get = measure(r, f"{ref}/ref", {}, args)
+    one_get = measure(r, f"{ref}/ref", {}, args, REF_APP)
     urls = p.urls(base)
-    res = measure(r, urls, p.headers(), args)
+    res = measure(r, urls, p.headers(), args, QUERY_APP)
     n = len(urls)
+    if one_get.get("cpu_ms_per_req") and res.get("cpu_ms_per_req"):
+        res["cpu_ratio"] = round(one_get["cpu_ms_per_req"] * n / res["cpu_ms_per_req"], 2)
     res["per"] = "request" if n == 1 else f"cycle of {n}"
     res["ratio_to_one_get"] = round(res["rps"] * n / one_get["rps"], 2)
     res["one_get_rps"] = one_get["rps"]
@@ -226,8 +251,8 @@ def served(redis_url: str) -> Iterator[tuple[redis.Redis, str, str]]:
     r = redis.Redis.from_url(redis_url)
     r.set(REF_KEY, "x" * 100)
     with (
-        gunicorn("query.wsgi:app", redis_url, "/healthz") as base,
-        gunicorn("bench.ref_app:app", redis_url, "/ref") as ref,
+        gunicorn(QUERY_APP, redis_url, "/healthz") as base,
+        gunicorn(REF_APP, redis_url, "/ref") as ref,
     ):
         yield r, base, ref
 
@@ -314,6 +339,8 @@ def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs
                 f"**{res['rps']}**",
                 res.get("one_get_rps", ""),
                 ratio,
+                res.get("cpu_ms_per_req", ""),
+                res.get("cpu_ratio", ""),
                 res["redis_cmds_per_req"],
                 res["evalsha_per_req"],
                 res["errors"],
@@ -341,6 +368,8 @@ def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs
             "req/s",
             "one-GET req/s (run just before)",
             "x one-GET",
+            "server CPU ms/req",
+            "x one-GET by CPU",
             "Redis cmds/req",
             "EVALSHA/req",
             "errors",
