@@ -30,7 +30,6 @@ from common.index.reader_plan import AccessLike
 Table = dict[nscounts.Key, int]
 """Visible rows by (kind, status code)."""
 TABLES_MAX = 65536  # remembered tables per process (cluster x access x namespace filter)
-ESTIMATE_TTL_S = 10.0  # an entry older than this is read again before a plan uses it
 
 
 @dataclass(frozen=True)
@@ -90,15 +89,15 @@ class Tallies:
         return None
 
     def entries(self, wanted: Sequence[tuple[str, AccessLike]]) -> dict[str, Entry | None]:
-        """Entries for planning, whatever their generation (a plan built from one checks the
-        generation with its scan) while younger than `ESTIMATE_TTL_S`; the others are read in
-        one round trip. None: per-namespace counts not complete on that cluster."""
-        now = time.monotonic()
+        """Entries for planning, whatever their generation: a plan pruned by one checks the
+        generation with its scan (and `forget`s it when moved), and a batch size estimated from
+        a stale one costs a round trip at worst; facets refresh them as clusters change. Missing
+        ones are read in one round trip. None: per-namespace counts not complete there."""
         out: dict[str, Entry | None] = {}
         todo = []
         for c, a in wanted:
             hit = self._tables.get((c, id(a), ()))
-            if hit is not None and hit.access is a and now - hit.at < ESTIMATE_TTL_S:
+            if hit is not None and hit.access is a:
                 out[c] = hit
             else:
                 todo.append((c, a, ()))
