@@ -116,6 +116,14 @@ class Seeded:
 
 
 @pytest.fixture
+def rb(redis_url: str) -> Iterator[redis.Redis]:
+    """A client returning bytes (the reader compares members as bytes)."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
 def seeded(redis_url: str) -> Iterator[Seeded]:
     r = redis.Redis.from_url(redis_url)
     rows = random_fleet(seed=21)

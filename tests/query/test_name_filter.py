@@ -25,13 +25,6 @@ NAME_FILTERS = [
 ]
 
 
-@pytest.fixture
-def rb(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def check_oracle(rb: redis.Redis, fleet: list, reader_: Reader) -> None:
     for who, access in ACCESSES.items():
         for f in NAME_FILTERS:

@@ -3,8 +3,6 @@ filters, cursors resume exactly, deep pages cost what the first costs, facets co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 
@@ -49,13 +47,6 @@ FILTERS = [
     {"name": "app-1"},
     {"clusters": ("c01", "c02"), "statuses": ("progressing",)},
 ]
-
-
-@pytest.fixture
-def rb(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 def walk(reader: Reader, access, filters: Filters, limit: int) -> tuple[list, list]:

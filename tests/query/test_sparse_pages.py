@@ -5,27 +5,18 @@ scan reads back, so no row is ever missed."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
-
 import pytest
 import redis
 
 from common.index.reader import Filters, PageRequest, Reader
 from tests.query.fleet import KINDS, FakeAccess, make_row, order, visible, write_rows
 from tests.query.test_page_costs import count_round_trips
+from tests.query.test_wide_callers import commands
 
 ALL = frozenset(KINDS)
 CLUSTERS = [f"t{i:02d}" for i in range(30)]
 TEAM = {c: FakeAccess(namespaces={f"team-{n:02d}": ALL for n in range(20)}) for c in CLUSTERS}
 UNHEALTHY = Filters(statuses=("unhealthy",))
-
-
-@pytest.fixture
-def rb(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 @pytest.fixture
@@ -46,13 +37,6 @@ def fleet(rb: redis.Redis) -> list:
     ]
     write_rows(rb, rows)
     return rows
-
-
-def commands(r: redis.Redis) -> Counter[str]:
-    stats = r.info("commandstats")
-    out = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
-    out.pop("config|resetstat", None)
-    return out
 
 
 def test_a_team_members_failing_rows_come_in_one_round_trip_from_their_namespaces(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -25,13 +24,6 @@ from tests.query.fleet import (
 from tests.query.test_page_costs import count_round_trips
 
 ALL = frozenset(KINDS)
-
-
-@pytest.fixture
-def rb(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 def walked(reader: Reader, access, filters: Filters) -> Facets:
