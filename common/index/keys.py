@@ -121,11 +121,16 @@ def names(cluster: str) -> str:
 NSCOUNTS_BUCKETS = 64
 
 
+def _bucket(cluster: str, name: str, bucket: int, count: int) -> str:
+    """One of the `count` hashes a logical hash is spread over (common.index.buckets)."""
+    if not 0 <= bucket < count:
+        raise ValueError(f"bucket {bucket} out of range")
+    return f"{_tag(cluster)}:{name}:{bucket}"
+
+
 def nscounts(cluster: str, bucket: int) -> str:
     """One of the cluster's per-namespace count hashes (common.index.nscounts picks which)."""
-    if not 0 <= bucket < NSCOUNTS_BUCKETS:
-        raise ValueError(f"bucket {bucket} out of range")
-    return f"{_tag(cluster)}:nsc:{bucket}"
+    return _bucket(cluster, "nsc", bucket, NSCOUNTS_BUCKETS)
 
 
 DEPENDENTS_BUCKETS = 64
@@ -134,9 +139,7 @@ DEPENDENTS_BUCKETS = 64
 def dependents(cluster: str, bucket: int) -> str:
     """One of the hashes of the reverse of the rows' edges: who depends on each node
     (common.index.graph picks which)."""
-    if not 0 <= bucket < DEPENDENTS_BUCKETS:
-        raise ValueError(f"bucket {bucket} out of range")
-    return f"{_tag(cluster)}:dep:{bucket}"
+    return _bucket(cluster, "dep", bucket, DEPENDENTS_BUCKETS)
 
 
 def dependents_overflow(cluster: str) -> str:

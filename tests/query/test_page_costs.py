@@ -19,6 +19,7 @@ from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView
 from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
+from tests.query.costs import commands, count_round_trips
 from tests.query.fleet import KINDS, NAMESPACED, FakeAccess, make_row, write_rows
 
 CLUSTERS = [f"c{i:02d}" for i in range(40)]
@@ -85,24 +86,6 @@ def test_repeated_pages_reuse_plans_until_the_access_changes(
     page = r.page(narrower, PageRequest(Filters(), 50))
     assert len(plans) > 3
     assert {row["kind"] for row in page.rows} == {KINDS[0]}
-
-
-def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Redis round trips made through redis-py: one per command, one per pipeline execute."""
-    trips: list[str] = []
-    real_cmd, real_pipe = redis.Redis.execute_command, redis.client.Pipeline.execute
-
-    def command(self, *args, **kw):
-        trips.append(str(args[0]))
-        return real_cmd(self, *args, **kw)
-
-    def pipeline(self, *args, **kw):
-        trips.append("pipeline")
-        return real_pipe(self, *args, **kw)
-
-    monkeypatch.setattr(redis.Redis, "execute_command", command)
-    monkeypatch.setattr(redis.client.Pipeline, "execute", pipeline)
-    return trips
 
 
 def test_list_request_costs_a_fixed_number_of_redis_commands(
@@ -195,11 +178,7 @@ def test_facets_request_costs_one_round_trip_when_nothing_changed(
             assert body["total"] == want["total"] > 0 and body["kinds"] == want["kinds"]
         # cached grants confirmed by the grants version, read with the clusters' generations
         assert trips == ["pipeline"] * 5, who
-        stats = {
-            k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()
-        }
-        stats.pop("config|resetstat", None)
-        assert stats == {"get": 5, "mget": 5}, who
+        assert commands(wide) == {"get": 5, "mget": 5}, who
         monkeypatch.undo()
     # a write to one cluster: the next request reads that cluster's table again, and counts it
     write_rows(wide, [make_row("c07", "team-00", "Kustomization", "new", "unhealthy")])

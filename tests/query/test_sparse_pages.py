@@ -9,9 +9,8 @@ import pytest
 import redis
 
 from common.index.reader import Filters, PageRequest, Reader
+from tests.query.costs import commands, count_round_trips
 from tests.query.fleet import KINDS, FakeAccess, make_row, order, visible, write_rows
-from tests.query.test_page_costs import count_round_trips
-from tests.query.test_wide_callers import commands
 
 ALL = frozenset(KINDS)
 CLUSTERS = [f"t{i:02d}" for i in range(30)]

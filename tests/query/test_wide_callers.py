@@ -5,13 +5,13 @@ cost a fixed handful of Redis commands whatever the number of namespaces or rows
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 import pytest
 import redis
 
 from common.index import keys, nscounts
 from common.index.reader import Facets, Filters, PageRequest, Reader
+from tests.query.costs import commands, count_round_trips
 from tests.query.fleet import (
     KINDS,
     NAMESPACED,
@@ -21,7 +21,6 @@ from tests.query.fleet import (
     random_fleet,
     write_rows,
 )
-from tests.query.test_page_costs import count_round_trips
 
 ALL = frozenset(KINDS)
 
@@ -144,13 +143,6 @@ def wide_fleet(rb: redis.Redis) -> dict[str, FakeAccess]:
     return {
         c: FakeAccess(namespaces={f"ns-{n:04d}": grant for n in range(1500)}) for c in WIDE_CLUSTERS
     }
-
-
-def commands(r: redis.Redis) -> Counter[str]:
-    stats = r.info("commandstats")
-    out = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
-    out.pop("config|resetstat", None)
-    return out
 
 
 def test_facets_of_a_1500_namespace_caller_cost_one_mget_when_nothing_changed(
