@@ -321,6 +321,36 @@ def tool(results: list[dict[str, Any]]) -> str:
     return "/".join(sorted({str(res.get("tool", "?")) for res in results})) or "?"
 
 
+MEASURED = (
+    "profile",
+    "rows",
+    "p50 ms",
+    "p99 ms",
+    "req/s",
+    "one-GET req/s (run just before)",
+    "x one-GET",
+    "server CPU ms/req",
+    "x one-GET by CPU",
+    "Redis cmds/req",
+)
+"""The columns every load-benchmark table starts with (`measured` gives a result's cells)."""
+
+
+def measured(res: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        res["profile"],
+        rows_cell(res),
+        res["p50_ms"],
+        f"**{res['p99_ms']}**",
+        f"**{res['rps']}**",
+        res.get("one_get_rps", ""),
+        res.get("ratio_to_one_get", ""),
+        res.get("cpu_ms_per_req", ""),
+        res.get("cpu_ratio", ""),
+        res["redis_cmds_per_req"],
+    )
+
+
 def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs: float) -> None:
     rows = []
     for res in results:
@@ -332,16 +362,7 @@ def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs
             ok += " / " + ("yes" if res["p99_ms"] <= res["p99_bar_ms"] else "NO")
         rows.append(
             (
-                res["profile"],
-                rows_cell(res),
-                res["p50_ms"],
-                f"**{res['p99_ms']}**",
-                f"**{res['rps']}**",
-                res.get("one_get_rps", ""),
-                ratio,
-                res.get("cpu_ms_per_req", ""),
-                res.get("cpu_ratio", ""),
-                res["redis_cmds_per_req"],
+                *measured(res),
                 res["evalsha_per_req"],
                 res["errors"],
                 res["load_avg"].split()[0],
@@ -361,16 +382,7 @@ def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs
             "run_s": round(secs, 1),
         },
         (
-            "profile",
-            "rows",
-            "p50 ms",
-            "p99 ms",
-            "req/s",
-            "one-GET req/s (run just before)",
-            "x one-GET",
-            "server CPU ms/req",
-            "x one-GET by CPU",
-            "Redis cmds/req",
+            *MEASURED,
             "EVALSHA/req",
             "errors",
             "load 1m",

@@ -15,6 +15,7 @@ import redis
 
 from common.index import keys, name_index, nscounts
 from common.index.rows import Row, encode, sort_key
+from tests import rowfactory
 
 NAMESPACED = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")
 KINDS = (*NAMESPACED, "GatewayClass")  # GatewayClass is cluster-scoped: rows with namespace ""
@@ -37,21 +38,9 @@ class FakeAccess:
 def make_row(
     cluster: str, ns: str, kind: str, name: str, status: str = "healthy", suspended: bool = False
 ) -> Row:
-    return Row(
-        cluster=cluster,
-        namespace=ns,
-        kind=kind,
-        apiVersion="v1",
-        name=name,
-        status=status,
-        suspended=suspended,
-        reason="",
-        message=f"msg {name}",
-        warnings=0,
-        lastTransitionTime=None,
-        revision="",
-        uiUrl=None,
-    )
+    row = rowfactory.row(cluster, ns, kind, name, status)
+    row["suspended"], row["message"] = suspended, f"msg {name}"
+    return row
 
 
 def random_fleet(seed: int, clusters: int = 4, namespaces: int = 12, per_ns: int = 6) -> list[Row]:

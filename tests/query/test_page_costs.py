@@ -45,6 +45,17 @@ def wide(redis_url: str) -> Iterator[redis.Redis]:
     r.close()
 
 
+def cached_client(redis_url: str):
+    """A test client of the query app with header auth whose fleet view is refreshed once per
+    period (an hour here), as between two refreshes in production."""
+    settings = Settings(
+        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
+    )
+    app = make_app(settings)
+    app.extensions["fleetscope"].fleet.cache_s = 3600
+    return app.test_client()
+
+
 def count_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = reader.plan
@@ -91,12 +102,7 @@ def test_repeated_pages_reuse_plans_until_the_access_changes(
 def test_list_request_costs_a_fixed_number_of_redis_commands(
     wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = Settings(
-        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
-    )
-    app = make_app(settings)
-    app.extensions["fleetscope"].fleet.cache_s = 3600  # the fleet view's refresh is per period
-    client = app.test_client()
+    client = cached_client(redis_url)
     h = headers(USERS["admin"])
     for _ in range(2):  # warm: scripts loaded, grants cached, fleet view read, token key read
         assert client.get("/api/v1/objects?limit=50", headers=h).status_code == 200
@@ -140,12 +146,7 @@ def test_fleet_view_refreshes_once_when_threads_race(wide: redis.Redis) -> None:
 def test_reused_scope_follows_a_revocation(wide: redis.Redis, redis_url: str) -> None:
     """With the fleet view cached, a caller's scope is reused between requests, but a grants
     change on one cluster still takes effect on the next request."""
-    settings = Settings(
-        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
-    )
-    app = make_app(settings)
-    app.extensions["fleetscope"].fleet.cache_s = 3600
-    client = app.test_client()
+    client = cached_client(redis_url)
     h = headers(USERS["team"])
 
     def clusters() -> set[str]:
@@ -162,12 +163,7 @@ def test_reused_scope_follows_a_revocation(wide: redis.Redis, redis_url: str) ->
 def test_facets_request_costs_one_round_trip_when_nothing_changed(
     wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = Settings(
-        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
-    )
-    app = make_app(settings)
-    app.extensions["fleetscope"].fleet.cache_s = 3600
-    client = app.test_client()
+    client = cached_client(redis_url)
     for who in ("admin", "team"):
         h = headers(USERS[who])
         want = client.get("/api/v1/facets", headers=h).get_json()  # warm: tables read
