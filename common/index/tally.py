@@ -18,7 +18,6 @@ whether a status index is cheaper to walk than the caller's namespace ranges).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +62,6 @@ class Entry:
     access: AccessLike
     gen: int
     table: Table
-    at: float
     per_ns: Mapping[str, str]
     plans: dict[Any, Any] = field(default_factory=dict)
     """What readers derived from it, by their own keys (e.g. pruned ranges per filters)."""
@@ -145,7 +143,7 @@ class Tallies:
                 continue
             table = _table(v, counts, per_ns)
             out[c] = table
-            self._remember((c, id(a), ns_filter), Entry(a, gen, table, time.monotonic(), per_ns))
+            self._remember((c, id(a), ns_filter), Entry(a, gen, table, per_ns))
         self.computed += len(todo)
         return out
 
