@@ -26,26 +26,26 @@ ROWS_CACHED = 16_384
 class _Blocker(NamedTuple):
     namespace: str
     kind: str
-    json: str
-    """`"blockedBy":{...}`, ready to splice."""
 
 
 class _Cached(NamedTuple):
     text: str
     """The row's JSON without `blockedBy`."""
     blocker: _Blocker | None
+    blocked_text: str
+    """The row's JSON with its `blockedBy` (the same as `text` when it has none)."""
 
 
 _rows: dict[tuple[str, bytes], _Cached] = {}
 
 
 def _render(cluster: str, member: bytes) -> _Cached:
+    text = rows.row_json(cluster, member)
     blocked = decode_blocker(cluster, rows.blocked_of(member.decode()))
     if blocked is None:
-        return _Cached(rows.row_json(cluster, member), None)
-    text = json.dumps(blocked, separators=(",", ":"))
-    blocker = _Blocker(blocked["namespace"], blocked["kind"], f'"blockedBy":{text}')
-    return _Cached(rows.row_json(cluster, member), blocker)
+        return _Cached(text, None, text)
+    spliced = f'{text[:-1]},"blockedBy":{json.dumps(blocked, separators=(",", ":"))}}}'
+    return _Cached(text, _Blocker(blocked["namespace"], blocked["kind"]), spliced)
 
 
 def row_texts(
@@ -54,21 +54,22 @@ def row_texts(
     """Each (cluster, member)'s row as JSON text, from the cache where present, with its
     `blockedBy` where `access` (per cluster: the caller's) lets them list the blocking node."""
     hits = [_rows.get(m) for m in members]
-    missing = [m for m, c in zip(members, hits, strict=True) if c is None]
-    fresh = {m: _render(*m) for m in missing}
-    if fresh:
+    fresh: dict[tuple[str, bytes], _Cached] = {}
+    if None in hits:
+        fresh = {m: _render(*m) for m, hit in zip(members, hits, strict=True) if hit is None}
         if len(_rows) + len(fresh) > ROWS_CACHED:
             _rows.clear()  # crude but bounded; a changed row is a new member, never a stale hit
         _rows.update(fresh)
+    found = [hit or fresh[m] for m, hit in zip(members, hits, strict=True)]
     out = []
-    for m, hit in zip(members, hits, strict=True):
-        cluster = m[0]
-        text, blocker = fresh[m] if hit is None else hit
-        if blocker is not None and access is not None:
-            a = access.get(cluster)
-            if a is not None and blocker.kind in a.kinds_in(blocker.namespace):
-                text = f"{text[:-1]},{blocker.json}}}"
-        out.append(text)
+    for (cluster, _), row in zip(members, found, strict=True):
+        blocker = row.blocker
+        if blocker is None or access is None:
+            out.append(row.text)
+            continue
+        a = access.get(cluster)
+        shown = a is not None and a.may_list(blocker.namespace, blocker.kind)
+        out.append(row.blocked_text if shown else row.text)
     return out
 
 

@@ -34,12 +34,10 @@ def relations(cluster: str, namespace: str, kind: str, name: str) -> dict[str, A
     if access is None:
         raise NotFound(f"no cluster named {cluster!r} is registered")
 
-    def visible(ns: str, kind: str) -> bool:
-        return kind in access.kinds_in(ns)
-
     found = None
-    if visible(namespace, k.key):
-        found = relations_read.read(st.r, cluster, sort_key(namespace, k.key, name), depth, visible)
+    if access.may_list(namespace, k.key):
+        key = sort_key(namespace, k.key, name)
+        found = relations_read.read(st.r, cluster, key, depth, access.may_list)
     if found is None:  # absent, or not the caller's to list: the same answer
         where = f"{namespace}/{name}" if namespace else name
         raise NotFound(f"no {k.key} {where} in the index of cluster {cluster}")
@@ -55,7 +53,7 @@ def shown_row(cluster: str, member: str, access: Access) -> dict[str, Any]:
     """The row, its `blockedBy` only when the caller may list that node."""
     row: dict[str, Any] = dict(decode(cluster, member))
     blocker = row.get("blockedBy")
-    if blocker is not None and blocker["kind"] not in access.kinds_in(blocker["namespace"]):
+    if blocker is not None and not access.may_list(blocker["namespace"], blocker["kind"]):
         del row["blockedBy"]
     return row
 

@@ -110,11 +110,13 @@ class _Walk:
 
 @dataclass(frozen=True)
 class Visibility:
-    """A member test for walks: the caller's cluster-wide kinds, the kinds of each namespace
-    (bytes, as members hold them), and the kind and status-code filters."""
+    """A member test for walks: the kinds listable in each namespace (bytes, as members hold
+    them; the cluster-wide ones included), those of every other namespace, and the kind and
+    status-code filters."""
 
     cluster_wide: frozenset[bytes]
     namespaces: dict[bytes, frozenset[bytes]]
+    """Per namespace with grants of its own: its kinds with the cluster-wide ones."""
     kinds: frozenset[bytes] | None
     codes: bytes
 
@@ -123,9 +125,14 @@ class Visibility:
         enc = {k: k.encode() for k in {*access.cluster_wide, *filters.kinds}}
         for kinds in access.namespaces.values():
             enc.update((k, k.encode()) for k in kinds if k not in enc)
+        cluster_wide = frozenset(enc[k] for k in access.cluster_wide)
+        merged: dict[frozenset[str], frozenset[bytes]] = {}  # one set per distinct grant
+        for ks in access.namespaces.values():
+            if ks not in merged:
+                merged[ks] = cluster_wide | frozenset(enc[k] for k in ks)
         return cls(
-            frozenset(enc[k] for k in access.cluster_wide),
-            {ns.encode(): frozenset(enc[k] for k in ks) for ns, ks in access.namespaces.items()},
+            cluster_wide,
+            {ns.encode(): merged[ks] for ns, ks in access.namespaces.items()},
             frozenset(enc[k] for k in filters.kinds) if filters.kinds else None,
             codes,
         )
@@ -140,9 +147,7 @@ class Visibility:
                     continue
             else:
                 ns, kind, _ = m.split(b"\x00", 2)
-            if kinds is not None and kind not in kinds:
-                continue
-            if kind in cw or kind in of_ns(ns, ()):
+            if (kinds is None or kind in kinds) and kind in of_ns(ns, cw):
                 out.append(m)
         return out
 

@@ -52,6 +52,10 @@ class Access:
         extra = self.namespaces.get(namespace)
         return self.cluster_wide | extra if extra else self.cluster_wide
 
+    def may_list(self, namespace: str, kind: str) -> bool:
+        """Whether `kind` in `namespace` is listable (`kinds_in` without building the union)."""
+        return kind in self.cluster_wide or kind in self.namespaces.get(namespace, _NONE)
+
     @property
     def is_empty(self) -> bool:
         return not self.cluster_wide and not self.namespaces
