@@ -8,6 +8,8 @@ cycles/s and the latency of a whole cycle, from sending its first request to the
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import shutil
 import subprocess
@@ -21,14 +23,21 @@ from typing import Any
 
 import requests
 
+QUANTILES = 1000
+"""Latency quantiles each run reports (at the midpoints of 1,000 equal slices): what `merge`
+combines the percentiles of several runs from."""
+
 WRK_DONE = r"""
 done = function(summary, latency, requests)
   local e = summary.errors
+  local q = {}
+  for i = 1, QUANTILES do q[i] = latency:percentile(100 * (i - 0.5) / QUANTILES) end
   io.write(string.format(
     '\nRESULT {"requests":%d,"duration_us":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,' ..
-    '"max_us":%d,"errors":%d,"non2xx":%d}\n',
+    '"max_us":%d,"errors":%d,"non2xx":%d,"quantiles_us":[%s]}\n',
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(90),
-    latency:percentile(99), latency.max, e.connect + e.read + e.write + e.timeout, e.status))
+    latency:percentile(99), latency.max, e.connect + e.read + e.write + e.timeout, e.status,
+    table.concat(q, ",")))
 end
 """
 
@@ -80,12 +89,15 @@ done = function(summary, latency, requests)
     return all[math.min(#all, math.floor(#all * p / 100) + 1)]
   end
   local e = summary.errors
+  local q = {}
+  for i = 1, QUANTILES do q[i] = math.floor(pct(100 * (i - 0.5) / QUANTILES)) end
   io.write(string.format(
     '\nRESULT {"requests":%d,"http_requests":%d,"timed_cycles":%d,"duration_us":%d,' ..
-    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"errors":%d,"non2xx":%d}\n',
+    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"errors":%d,"non2xx":%d,' ..
+    '"quantiles_us":[%s]}\n',
     math.floor(summary.requests / #paths), summary.requests, #all, summary.duration,
     pct(50), pct(90), pct(99), all[#all] or 0,
-    e.connect + e.read + e.write + e.timeout, e.status))
+    e.connect + e.read + e.write + e.timeout, e.status, table.concat(q, ",")))
 end
 """
 
@@ -116,7 +128,7 @@ def run_cycles(
 def _wrk(url: str, headers: dict[str, str], seconds: float, connections: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "done.lua"
-        script.write_text(WRK_DONE)
+        script.write_text(WRK_DONE.replace("QUANTILES", str(QUANTILES)))
         cmd = ["wrk", "-t2", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s"]
         cmd += ["-s", str(script)]
         for k, v in headers.items():
@@ -134,6 +146,7 @@ def _wrk_cycles(
         parts = urllib.parse.urlsplit(u)
         paths.append(parts.path + (f"?{parts.query}" if parts.query else ""))
     lua = WRK_CYCLES.replace("PATHS", ", ".join(json.dumps(p) for p in paths))
+    lua = lua.replace("QUANTILES", str(QUANTILES))
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "cycles.lua"
         script.write_text(lua)
@@ -157,7 +170,43 @@ def _summary(raw: dict[str, Any], tool: str) -> dict[str, Any]:
         "p99_ms": round(raw["p99_us"] / 1000, 2),
         "max_ms": round(raw["max_us"] / 1000, 2),
         "errors": raw["errors"] + raw["non2xx"],
+        "quantiles_ms": [q / 1000 for q in raw["quantiles_us"]],
     }
+
+
+def merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' results as one (as if run back to back): requests, errors and durations
+    added up, latency percentiles from their quantiles, each run weighted by its requests."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    secs = sum(p["requests"] / p["rps"] for p in parts if p["rps"])
+    weighted = sorted(
+        (q, p["requests"] / len(p["quantiles_ms"])) for p in parts for q in p["quantiles_ms"]
+    )
+    values: list[float] = [q for q, _ in weighted]
+    cumulative = list(itertools.accumulate(w for _, w in weighted))
+
+    def pct(x: float) -> float:
+        if not values:
+            return 0.0
+        return values[
+            min(len(values) - 1, bisect.bisect_left(cumulative, cumulative[-1] * x / 100))
+        ]
+
+    out = {
+        "tool": parts[0]["tool"],
+        "requests": sum(p["requests"] for p in parts),
+        "rps": round(sum(p["requests"] for p in parts) / secs, 1) if secs else 0.0,
+        "p50_ms": round(pct(50), 2),
+        "p90_ms": round(pct(90), 2),
+        "p99_ms": round(pct(99), 2),
+        "max_ms": max(p["max_ms"] for p in parts),
+        "errors": sum(p["errors"] for p in parts),
+        "quantiles_ms": [pct(100 * (i + 0.5) / QUANTILES) for i in range(QUANTILES)],
+    }
+    if "http_requests" in parts[0]:
+        out["http_requests"] = sum(p["http_requests"] for p in parts)
+    return out
 
 
 def _python(
@@ -189,7 +238,11 @@ def _python(
     def pct(p: float) -> int:
         return int(lat[min(len(lat) - 1, int(len(lat) * p / 100))] * 1e6) if lat else 0
 
+    step = len(lat) / QUANTILES
     raw = {
+        "quantiles_us": [int(lat[int(step * (i + 0.5))] * 1e6) for i in range(QUANTILES)]
+        if lat
+        else [0] * QUANTILES,
         "requests": len(lat),
         "duration_us": int((time.monotonic() - started) * 1e6),
         "p50_us": pct(50),

@@ -8,7 +8,8 @@ with the production defaults (`query/gunicorn_conf.py`), and drives each profile
 keep-alive connections. Reports p50/p99 and req/s per profile, the ratio to the one-GET
 endpoint, and Redis commands per request (INFO commandstats, scripts' inner calls included).
 Targets (design.md): p99 <= 25 ms (name filter <= 100 ms), throughput >= 0.5 x one-GET; and
-(issue #22) p99 <= 2 x the one-GET p99 of the run just before.
+(issue #22) p99 <= 2 x the one-GET p99. Each profile and the one-GET endpoint are measured in
+alternating slices (`--slices`, default 5), so both see the same stretches of a drifting machine.
 
 Besides the list pages: `/api/v1/facets` for the cluster admin, the team member and the
 single-namespace user, and the web view's page (its list call and its facets call, asked in
@@ -40,7 +41,8 @@ from common.redis_server import start_redis_server
 
 QUERY_APP, REF_APP = "query.wsgi:app", "bench.ref_app:app"
 P99_MS, NAME_P99_MS, RATIO = 25.0, 100.0, 0.5
-P99_VS_ONE_GET = 2.0  # p99 <= 2 x the one-GET p99 of the run just before (issue #22)
+SLICES = 5  # each profile and its one-GET reference: 5 alternating runs of seconds/5
+P99_VS_ONE_GET = 2.0  # p99 <= 2 x the one-GET p99 measured interleaved with it (issue #22)
 ADMIN = ("admin-0", ("fleet-admins",))
 TEAM = ("dev-team-00", ("team-00",))
 SOLO = ("solo", ())
@@ -162,37 +164,49 @@ def worker_cpu_s(app: str) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def measure(
-    r: redis.Redis,
-    url: str | Sequence[str],
-    headers: dict[str, str],
-    args: Any,
-    app: str = "",
-) -> dict[str, Any]:
-    """Load on `url` (or on several URLs asked in turn: then `requests`, `rps`, latencies and
-    Redis commands are per cycle, one request to each); `items` are the first URL's rows,
-    `counted` the facets' total when the first URL answers facets."""
-    urls = [url] if isinstance(url, str) else list(url)
+def check(urls: Sequence[str], headers: dict[str, str]) -> Any:
+    """The first URL's body, after each URL answered 2xx (a profile never measures errors)."""
     bodies = []
     for u in urls:
-        check = requests.get(u, headers=headers, timeout=30)
-        check.raise_for_status()
-        bodies.append(check.json())
-    loadgen.run_cycles(urls, headers, args.warmup, args.connections)
+        resp = requests.get(u, headers=headers, timeout=30)
+        resp.raise_for_status()
+        bodies.append(resp.json())
+    return bodies[0]
+
+
+def measure_slice(
+    r: redis.Redis,
+    urls: Sequence[str],
+    headers: dict[str, str],
+    seconds: float,
+    args: Any,
+    app: str,
+) -> dict[str, Any]:
+    """One load run on `urls` (asked in turn when several: then `requests`, `rps`, latencies
+    and Redis commands are per cycle), with the server's CPU and Redis commands per request."""
     r.config_resetstat()
-    cpu = worker_cpu_s(app) if app else 0.0
-    res = loadgen.run_cycles(urls, headers, args.seconds, args.connections)
-    if app:  # the steadier measure on a shared machine: the server's CPU per request
-        res["cpu_ms_per_req"] = round((worker_cpu_s(app) - cpu) * 1e3 / max(1, res["requests"]), 3)
-    if len(urls) == 1:
-        res.pop("http_requests", None)
+    cpu = worker_cpu_s(app)
+    res = loadgen.run_cycles(urls, headers, seconds, args.connections)
+    # the steadier measure on a shared machine: the server's CPU per request
+    res["cpu_s"] = worker_cpu_s(app) - cpu
     stats = commandstats(r)
-    n = max(1, res["requests"])
     stats.pop("info", None)
     stats.pop("config|resetstat", None)
-    res["redis_cmds_per_req"] = round(sum(stats.values()) / n, 1)
-    res["evalsha_per_req"] = round(stats.get("evalsha", 0) / n, 2)
-    body = bodies[0]
+    res["redis_cmds"] = sum(stats.values())
+    res["evalsha"] = stats.get("evalsha", 0)
+    return res
+
+
+def combined(parts: Sequence[dict[str, Any]], body: Any, urls: Sequence[str]) -> dict[str, Any]:
+    """The slices of one side as one result (`loadgen.merge`), with its per-request columns."""
+    res = loadgen.merge(parts)
+    res.pop("quantiles_ms")
+    n = max(1, res["requests"])
+    res["cpu_ms_per_req"] = round(sum(p["cpu_s"] for p in parts) * 1e3 / n, 3)
+    res["redis_cmds_per_req"] = round(sum(p["redis_cmds"] for p in parts) / n, 1)
+    res["evalsha_per_req"] = round(sum(p["evalsha"] for p in parts) / n, 2)
+    if len(urls) == 1:
+        res.pop("http_requests", None)
     res["items"] = len(body.get("items", [])) if isinstance(body, dict) else 0
     if isinstance(body, dict) and "items" not in body and "total" in body:
         res["counted"] = body["total"]
@@ -203,17 +217,27 @@ def measure(
 def measure_profile(
     r: redis.Redis, base: str, ref: str, p: Profile, args: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The one-GET reference, then `p` right after it: the machine's load drifts (it is shared),
-    so each ratio compares two runs taken side by side. Returns (profile result, reference).
+    """`p` and the one-GET reference, measured in turn in `args.slices` alternating slices of
+    `args.seconds / args.slices` each: the machine's speed drifts (it is shared, and a
+    virtual one), so both sides of each ratio see the same stretches of it. Returns (profile
+    result, reference).
 
     A profile of n requests asked in turn (a page view: n = 2) is measured per cycle and
     compared with n one-GETs: ratio = cycles/s / (one-GET req/s / n), p99 bar = 2 x n x the
     one-GET p99 (a cycle is n requests one after the other)."""
-    one_get = measure(r, f"{ref}/ref", {}, args, REF_APP)
-    urls = p.urls(base)
-    res = measure(r, urls, p.headers(), args, QUERY_APP)
+    ref_urls, urls, headers = [f"{ref}/ref"], p.urls(base), p.headers()
+    ref_body, body = check(ref_urls, {}), check(urls, headers)
+    loadgen.run_cycles(ref_urls, {}, args.warmup, args.connections)
+    loadgen.run_cycles(urls, headers, args.warmup, args.connections)
+    slices = max(1, args.slices)
+    secs = args.seconds / slices
+    ref_parts, parts = [], []
+    for _ in range(slices):
+        ref_parts.append(measure_slice(r, ref_urls, {}, secs, args, REF_APP))
+        parts.append(measure_slice(r, urls, headers, secs, args, QUERY_APP))
+    one_get, res = combined(ref_parts, ref_body, ref_urls), combined(parts, body, urls)
     n = len(urls)
-    if one_get.get("cpu_ms_per_req") and res.get("cpu_ms_per_req"):
+    if one_get["cpu_ms_per_req"] and res["cpu_ms_per_req"]:
         res["cpu_ratio"] = round(one_get["cpu_ms_per_req"] * n / res["cpu_ms_per_req"], 2)
     res["per"] = "request" if n == 1 else f"cycle of {n}"
     res["ratio_to_one_get"] = round(res["rps"] * n / one_get["rps"], 2)
@@ -258,7 +282,7 @@ def served(redis_url: str) -> Iterator[tuple[redis.Redis, str, str]]:
 
 
 def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
-    """Every profile, each right after a one-GET reference run (`measure_profile`)."""
+    """Every profile, each interleaved with one-GET reference runs (`measure_profile`)."""
     with served(redis_url) as (r, base, ref):
         token = deep_token(base)
         return run_profiles(r, base, ref, profiles(token, related_object(base)), args)
@@ -289,6 +313,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--warmup", type=float, default=2)
+    ap.add_argument(
+        "--slices", type=int, default=SLICES, help="alternating profile/one-GET runs per profile"
+    )
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--redis-url", default="", help="a Redis already holding the fleet")
     ap.add_argument(
@@ -327,7 +354,7 @@ MEASURED = (
     "p50 ms",
     "p99 ms",
     "req/s",
-    "one-GET req/s (run just before)",
+    "one-GET req/s (interleaved)",
     "x one-GET",
     "server CPU ms/req",
     "x one-GET by CPU",

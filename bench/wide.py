@@ -14,7 +14,8 @@ name), which the RoleBindings grant, and ClusterRole `cluster-admin` bound to gr
 Each shape is loaded into a private redis-server through the collector's own code (rows from
 `common.index.rows.member`, `store.replace_rows`, `grants.compile_grants`/`store_grants`, as
 bench.fleetload does), then the query service and the one-GET reference app are served under
-gunicorn as bench.query serves them, and each profile is measured right after a one-GET run:
+gunicorn as bench.query serves them, and each profile is measured in slices alternating with
+one-GET runs (bench.query.measure_profile):
 the admin's first page, the wide user's first page, `status=unhealthy` and `/api/v1/facets`,
 the same three with `kind=Kustomization`, and the web view's page (list call + facets call,
 asked in turn by each connection) per pair. `--redis-url` uses a Redis that already holds the
@@ -43,6 +44,7 @@ from bench.query import (
     P99_VS_ONE_GET,
     PAIR_NOTE,
     RATIO,
+    SLICES,
     Profile,
     measured,
     page_view,
@@ -327,6 +329,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--warmup", type=float, default=2)
+    ap.add_argument(
+        "--slices", type=int, default=SLICES, help="alternating profile/one-GET runs per profile"
+    )
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--processes", type=int, default=0, help="loader processes (default: CPUs)")
     ap.add_argument("--redis-url", default="", help="a Redis holding the shape (or empty)")
