@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from common import redis_client
 from common.index import keys, reader_lua, rows, tally
 from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
 from common.index.reader_plan import visible_kinds_uniform as _uniform
@@ -200,19 +201,17 @@ class Reader:
         when given (its value comes first), then one MGET of `gens` when given (its reply
         last); reload on NOSCRIPT."""
         for attempt in (0, 1):
-            pipe = self.r.pipeline(transaction=False)
-            if get:
-                pipe.get(get)
+            commands: list[tuple[Any, ...]] = [("GET", get)] if get else []
             for script, key, args in calls:
                 if script == "ZRANGE":  # a walk: members from `lo` on, up to a count
-                    pipe.zrangebylex(str(key), args[0], b"+", 0, int(args[1]))
+                    commands.append(("ZRANGEBYLEX", key, args[0], b"+", "LIMIT", 0, int(args[1])))
                     continue
                 ks = (key,) if isinstance(key, str) else key  # NAMED reads 2 keys
-                pipe.evalsha(self._script(script), len(ks), *ks, *args)
+                commands.append(("EVALSHA", self._script(script), len(ks), *ks, *args))
             if gens:  # generations after the scans: see _Walk.expect_gen
-                pipe.mget(gens)
+                commands.append(("MGET", *gens))
             try:
-                return pipe.execute()
+                return redis_client.pipelined(self.r, commands)
             except redis.exceptions.NoScriptError:
                 if attempt:
                     raise

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import redis_client
 from common.index import keys, nscounts, rows
 from common.index.buckets import Groups
 from common.index.reader_plan import AccessLike
@@ -212,9 +213,7 @@ def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple
     (`keys.GrantsVersion`, else None)."""
     if not clusters and not version:
         return [], None
-    p = r.pipeline(transaction=False)
-    if version:
-        p.get(keys.VERSION)
+    commands: list[tuple[str, ...]] = [("GET", keys.VERSION)] if version else []
     if clusters:
         names = tuple(clusters)
         gen_keys = _GEN_KEYS.get(names)
@@ -222,8 +221,8 @@ def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple
             if len(_GEN_KEYS) >= TABLES_MAX:
                 _GEN_KEYS.clear()
             gen_keys = _GEN_KEYS[names] = [keys.generation(c) for c in clusters]
-        p.mget(gen_keys)
-    replies = p.execute()
+        commands.append(("MGET", *gen_keys))
+    replies = redis_client.pipelined(r, commands)
     got = keys.GrantsVersion(replies.pop(0)) if version else None
     gens = [int(g or 0) for g in replies[0]] if clusters else []  # bytes: int() takes them
     return gens, got

@@ -1,0 +1,76 @@
+"""common.redis_client.pipelined against a real redis-server: replies in order, error replies
+raised only after every reply was read, connection errors retried like redis-py's pipelines."""
+
+from __future__ import annotations
+
+import socket
+
+import fakeredis
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from common.redis_client import connect, pipelined
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return connect(redis_url, timeout_s=5)
+
+
+def test_replies_come_raw_and_in_order(client: redis.Redis) -> None:
+    client.set("a", "1")
+    client.zadd("z", {"x": 0, "y": 0, "w": 0})
+    got = pipelined(
+        client, [("GET", "a"), ("ZRANGEBYLEX", "z", "-", "+", "LIMIT", 0, 2), ("MGET", "a", "b")]
+    )
+    assert got == [b"1", [b"w", b"x"], [b"1", None]]
+    assert pipelined(client, []) == []
+
+
+def test_an_error_reply_raises_after_all_replies_are_read(client: redis.Redis) -> None:
+    client.set("a", "1")
+    with pytest.raises(redis.exceptions.NoScriptError):
+        pipelined(client, [("EVALSHA", "0" * 40, 0), ("GET", "a"), ("INCR", "a")])
+    # the INCR after the error ran and its reply was read: the pooled connection is in step
+    assert pipelined(client, [("GET", "a")]) == [b"2"]
+    assert len(client.connection_pool._available_connections) == 1  # released, not leaked
+
+
+def test_a_connection_lost_mid_request_is_retried_by_the_clients_policy(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 1))
+    client.set("a", "1")
+    real, lost = redis.connection.AbstractConnection.send_packed_command, []
+
+    def send_once_lost(self, *args, **kw):  # the first write finds the socket gone
+        if not lost:
+            lost.append(self)
+            self._sock.shutdown(socket.SHUT_RDWR)
+            raise redis.exceptions.ConnectionError("connection lost")
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", send_once_lost)
+    assert pipelined(client, [("GET", "a")]) == [b"1"]
+    assert lost
+    lost.clear()
+    once = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 0))  # connect()'s default
+    with pytest.raises(redis.exceptions.ConnectionError):
+        pipelined(once, [("GET", "a")])
+
+
+def test_a_redis_that_is_gone_raises_a_connection_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens on it once closed
+    gone = connect(f"redis://127.0.0.1:{port}/0", timeout_s=1)
+    with pytest.raises(redis.exceptions.ConnectionError):
+        pipelined(gone, [("GET", "a")])
+
+
+def test_other_clients_take_their_own_pipeline() -> None:
+    fake = fakeredis.FakeRedis()
+    fake.set("a", "1")
+    assert pipelined(fake, [("GET", "a"), ("MGET", "a", "b")]) == [b"1", [b"1", None]]
