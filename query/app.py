@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from typing import Any
 
 from flask import Flask, Response, g, request
 
@@ -26,6 +27,8 @@ def register_blueprints(app: Flask) -> None:
 
 
 def _observe(app: Flask) -> None:
+    series: dict[tuple[str, int], Any] = {}  # (route, status) -> its histogram child
+
     @app.before_request
     def _start() -> None:
         g.started = time.perf_counter()
@@ -34,9 +37,11 @@ def _observe(app: Flask) -> None:
     def _done(resp: Response) -> Response:
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
         started = g.get("started", time.perf_counter())
-        metrics.REQUEST_LATENCY.labels(rule, str(resp.status_code)).observe(
-            time.perf_counter() - started
-        )
+        child = series.get((rule, resp.status_code))
+        if child is None:
+            child = metrics.REQUEST_LATENCY.labels(rule, str(resp.status_code))
+            series[(rule, resp.status_code)] = child
+        child.observe(time.perf_counter() - started)
         return resp
 
 
