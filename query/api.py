@@ -5,8 +5,6 @@ Views are thin: validate parameters, resolve the caller's scope, ask common.inde
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, request
 
 from common.index.reader import PageRequest
@@ -32,16 +30,9 @@ def list_objects() -> Response:
 
 
 @bp.get("/facets")
-def facets() -> dict[str, Any]:
+def facets() -> Response:
     st, user = state(), caller()
     params.check_known(request.args, params.FACET_PARAMS)
     filters = params.filters(request.args, st.registry)
     counts, scope = listing.facets(st, user, filters)
-    return {
-        "total": counts.total,
-        "clusters": dict(sorted(counts.clusters.items())),
-        "kinds": dict(sorted(counts.kinds.items())),
-        "statuses": dict(sorted(counts.statuses.items())),
-        "suspended": {flag: counts.suspended.get(flag, 0) for flag in ("true", "false")},
-        "freshness": scope.freshness(st.settings),
-    }
+    return body.facets_response(counts, scope.freshness(st.settings))

@@ -17,6 +17,7 @@ from flask import Response
 
 from common.index import rows
 from common.index.edges import decode_blocker
+from common.index.reader import Facets
 from common.rbac.grants import Access
 
 ROWS_CACHED = 16_384
@@ -85,3 +86,31 @@ def page_response(
         f",{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}" for k, v in rest.items()
     )
     return Response(f'{{"items":[{items}]{tail}}}\n', mimetype="application/json")
+
+
+_facets: dict[int, tuple[dict[str, int], str]] = {}
+FACETS_CACHED = 1024
+
+
+def facets_response(counts: Facets, freshness: dict[str, Any]) -> Response:
+    """`{"total", "clusters", "kinds", "statuses", "suspended", "freshness"}` as a JSON
+    response. The counts' part is encoded once per result the reader shares (its remembered
+    facets keep their dicts while no cluster is written), so a fleet's 200-cluster object is
+    not sorted and encoded again on every request."""
+    hit = _facets.get(id(counts.clusters))
+    if hit is not None and hit[0] is counts.clusters:
+        text = hit[1]
+    else:
+        members = {
+            "total": counts.total,
+            "clusters": dict(sorted(counts.clusters.items())),
+            "kinds": dict(sorted(counts.kinds.items())),
+            "statuses": dict(sorted(counts.statuses.items())),
+            "suspended": {flag: counts.suspended.get(flag, 0) for flag in ("true", "false")},
+        }
+        text = json.dumps(members, separators=(",", ":"))[1:-1]
+        if len(_facets) >= FACETS_CACHED:
+            _facets.clear()
+        _facets[id(counts.clusters)] = (counts.clusters, text)  # held: its id stays its own
+    fresh = json.dumps(freshness, separators=(",", ":"))
+    return Response(f'{{{text},"freshness":{fresh}}}\n', mimetype="application/json")

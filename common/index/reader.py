@@ -186,7 +186,7 @@ class Reader:
         self.tallies = tally.Tallies(r)
         self._sizes: dict[str, tuple[float, dict[str, int]]] = {}
         self._visible: dict[tuple[int, Filters, bytes], tuple[AccessLike, Visibility]] = {}
-        self._facets: dict[tuple[int, Filters], tuple[Mapping[str, AccessLike], list[int], Facets]]
+        self._facets: dict[tuple[int, Filters], tuple[Mapping[str, AccessLike], list[Any], Facets]]
         self._facets = {}
 
     # -- scripts -------------------------------------------------------------------------------
@@ -593,7 +593,7 @@ class Reader:
         tables: dict[str, tally.Table | None] = {}
         stale = []
         for c, gen in zip(clusters, gens, strict=True):
-            table = self.tallies.cached(c, access[c], namespaces, gen)
+            table = self.tallies.cached(c, access[c], namespaces, tally.as_int(gen))
             if table is None:
                 stale.append((c, access[c], namespaces))
             else:

@@ -205,24 +205,30 @@ def live_namespaces(
     return out
 
 
-_GEN_KEYS: dict[tuple[str, ...], list[str]] = {}
+_GEN_MGETS: dict[tuple[str, ...], redis_client.Packed] = {}
 
 
-def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[int], Any]:
-    """The clusters' generations in one round trip (MGET), and the grants version when asked
-    (`keys.GrantsVersion`, else None)."""
+def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[Any], Any]:
+    """The clusters' generations in one round trip (MGET), as Redis returns them (bytes, or
+    None for a cluster never written: `as_int` reads one), and the grants version when asked
+    (`keys.GrantsVersion`, else None). Equal lists mean no cluster was written in between."""
     if not clusters and not version:
         return [], None
-    commands: list[tuple[str, ...]] = [("GET", keys.VERSION)] if version else []
+    commands: list[Any] = [("GET", keys.VERSION)] if version else []
     if clusters:
         names = tuple(clusters)
-        gen_keys = _GEN_KEYS.get(names)
-        if gen_keys is None:  # the same callers ask for the same clusters: build them once
-            if len(_GEN_KEYS) >= TABLES_MAX:
-                _GEN_KEYS.clear()
-            gen_keys = _GEN_KEYS[names] = [keys.generation(c) for c in clusters]
-        commands.append(("MGET", *gen_keys))
+        mget = _GEN_MGETS.get(names)
+        if mget is None:  # the same callers ask for the same clusters: pack it once
+            if len(_GEN_MGETS) >= TABLES_MAX:
+                _GEN_MGETS.clear()
+            mget = redis_client.packed("MGET", *(keys.generation(c) for c in clusters))
+            _GEN_MGETS[names] = mget
+        commands.append(mget)
     replies = redis_client.pipelined(r, commands)
     got = keys.GrantsVersion(replies.pop(0)) if version else None
-    gens = [int(g or 0) for g in replies[0]] if clusters else []  # bytes: int() takes them
-    return gens, got
+    return (replies[0] if clusters else []), got
+
+
+def as_int(generation: bytes | None) -> int:
+    """A generation as `generations` returns it, as a number (0: never written)."""
+    return int(generation or 0)

@@ -11,7 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from common.redis_client import connect, pipelined
+from common.redis_client import connect, packed, pipelined
 
 
 @pytest.fixture
@@ -27,6 +27,16 @@ def test_replies_come_raw_and_in_order(client: redis.Redis) -> None:
     )
     assert got == [b"1", [b"w", b"x"], [b"1", None]]
     assert pipelined(client, []) == []
+
+
+def test_packed_commands_go_as_sent_beside_others(client: redis.Redis) -> None:
+    client.mset({"g:a": 3, "g:b": "ünï"})
+    mget = packed("MGET", "g:a", b"g:b", "g:none")
+    conn = client.connection_pool.make_connection()
+    assert mget == b"".join(conn.pack_commands([("MGET", "g:a", b"g:b", "g:none")]))
+    got = pipelined(client, [("GET", "g:a"), mget, ("STRLEN", "g:b")])
+    assert got == [b"3", [b"3", "ünï".encode(), None], 5]
+    assert pipelined(fakeredis.FakeRedis(), [packed("MGET", "x")]) == [[None]]
 
 
 def test_an_error_reply_raises_after_all_replies_are_read(client: redis.Redis) -> None:

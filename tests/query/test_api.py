@@ -11,7 +11,7 @@ import pytest
 
 from common.index import keys
 from tests.query.conftest import USERS, headers, mark_synced, oracle
-from tests.query.fleet import order
+from tests.query.fleet import delete_row, make_row, order, write_rows
 from tests.query.schema import check_response
 
 
@@ -159,6 +159,23 @@ def test_facets_count_visible_rows(client, seeded) -> None:
         assert body["total"] == len(expected)
         assert sum(body["clusters"].values()) == len(expected)
         assert set(body["clusters"]) == {r["cluster"] for r in expected}
+
+
+def test_repeated_facets_follow_writes(client, seeded) -> None:
+    """The encoded counts are reused only while the reader's result is: a row written or
+    deleted between two identical requests shows in the second."""
+    _, before = get(client, "/api/v1/facets", "admin")
+    _, again = get(client, "/api/v1/facets", "admin")
+    assert again == before
+    row = make_row("c01", "team-a", "Kustomization", "added", "unhealthy")
+    write_rows(seeded.r, [row])
+    _, after = get(client, "/api/v1/facets", "admin")
+    assert after["total"] == before["total"] + 1
+    assert after["clusters"]["c01"] == before["clusters"]["c01"] + 1
+    assert after["statuses"]["unhealthy"] == before["statuses"].get("unhealthy", 0) + 1
+    delete_row(seeded.r, row)
+    _, last = get(client, "/api/v1/facets", "admin")
+    assert last == before
 
 
 def test_status_and_clusters_name_only_clusters_in_scope(client, seeded) -> None:
