@@ -186,6 +186,7 @@ class Reader:
         self.tallies = tally.Tallies(r)
         self._sizes: dict[str, tuple[float, dict[str, int]]] = {}
         self._visible: dict[tuple[int, Filters, bytes], tuple[AccessLike, Visibility]] = {}
+        self._source_plans: dict[tuple[str, Filters], tuple[list[str], bytes]] = {}
         self._facets: dict[tuple[int, Filters], tuple[Mapping[str, AccessLike], list[Any], Facets]]
         self._facets = {}
 
@@ -221,7 +222,16 @@ class Reader:
     def _sources(self, cluster: str, filters: Filters) -> tuple[list[str], bytes]:
         """The zsets to scan and the status codes to keep ("" = all): the suspended index for
         `suspended=true` (small), the status indexes for statuses without `healthy`, else the
-        rows themselves."""
+        rows themselves. Remembered per (cluster, filters); never mutated."""
+        hit = self._source_plans.get((cluster, filters))
+        if hit is None:
+            if len(self._source_plans) >= PLANS_MAX:
+                self._source_plans.clear()
+            hit = self._source_plans[(cluster, filters)] = self._plan_sources(cluster, filters)
+        return hit
+
+    @staticmethod
+    def _plan_sources(cluster: str, filters: Filters) -> tuple[list[str], bytes]:
         statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
         codes = rows.codes_for(statuses, filters.suspended)
         every = len(codes) == len(rows.CODE_STATUS)
