@@ -42,15 +42,22 @@ class FleetView:
         self.scopes: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
 
     def syncs(self) -> dict[str, ClusterSync]:
+        """The view, re-read when older than `cache_s` by one thread; the others go on with the
+        current view meanwhile (at fleet L the re-read is ~200 hashes: making every request
+        wait for it was the p99 of every profile). Before the first read, all wait for it."""
         if time.monotonic() - self._at < self.cache_s:
             return self._syncs
-        with self._lock:
+        if not self._lock.acquire(blocking=self._snapshot is None or self.cache_s <= 0):
+            return self._syncs  # another thread is re-reading it
+        try:
             if time.monotonic() - self._at < self.cache_s:
                 return self._syncs  # another thread refreshed while this one waited
             clusters = syncstatus.registered_clusters(self.r)
             self._syncs = syncstatus.read_all(self.r, clusters) if clusters else {}
             self._at = time.monotonic()
             return self._syncs
+        finally:
+            self._lock.release()
 
     def snapshot(self, settings: Settings) -> FleetSnapshot:
         """The current sync status with its derived lists (rebuilt only when it changed)."""
@@ -177,6 +184,10 @@ def _split(
     access = {c: resolved[c] for c in snap.clusters if not resolved[c].is_empty}
     hidden = set(snap.rbac_stale)
     visible = {c: a for c, a in access.items() if c not in hidden} if hidden else dict(access)
+    if cached is not None and cached[2] == access and cached[3] == visible:
+        # a new snapshot with the same outcome: keep the dicts, so what the reader remembers
+        # per access map (plans, facets, encoded counts) outlives the view's refreshes
+        access, visible = cached[2], cached[3]
     if len(fleet.scopes) >= _SCOPES_MAX:
         fleet.scopes.clear()
     fleet.scopes[key] = (snap, resolved, access, visible)

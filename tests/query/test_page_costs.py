@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common.index import keys, reader
+from common.index import keys, reader, syncstatus
 from common.index.reader import Filters, PageRequest, Reader
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
@@ -141,6 +141,56 @@ def test_fleet_view_refreshes_once_when_threads_race(wide: redis.Redis) -> None:
         t.join()
     stats = wide.info("commandstats")
     assert stats["cmdstat_hkeys"]["calls"] == 1
+
+
+def test_fleet_view_refresh_does_not_hold_up_other_requests(
+    wide: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a view exists, one thread re-reads it when it is old and the others go on with
+    the current one instead of queueing behind the re-read (~200 hashes at fleet L)."""
+    view = FleetView(wide, cache_s=3600)
+    first = view.syncs()
+    view.snapshot(Settings(redis_url="redis://unused"))
+    view._at = float("-inf")  # the view is old now
+    reading, release = threading.Event(), threading.Event()
+    real = syncstatus.read_all
+
+    def slow_read_all(r, clusters):
+        reading.set()
+        assert release.wait(30)
+        return real(r, clusters)
+
+    monkeypatch.setattr(syncstatus, "read_all", slow_read_all)
+    refresher = threading.Thread(target=view.syncs)
+    refresher.start()
+    assert reading.wait(30)
+    got: list[dict] = []
+    other = threading.Thread(target=lambda: got.append(view.syncs()))
+    other.start()
+    other.join(10)  # a wait here is the queue this test is about (the re-read never ends)
+    release.set()
+    refresher.join(30)
+    assert got and got[0] is first, "another request waited for the view's re-read"
+    assert view.syncs() is not first and view.syncs() == first
+
+
+def test_a_view_refresh_with_the_same_outcome_keeps_the_scope(
+    wide: redis.Redis, redis_url: str
+) -> None:
+    """What the reader remembers per access map (plans, facets, their encoded JSON) must
+    outlive the view's refreshes (every second) while nothing changed for the caller."""
+    client = cached_client(redis_url)
+    st = client.application.extensions["fleetscope"]
+    user = USERS["team"].with_authenticated()
+    before = st.scope(user)
+    st.fleet._at = float("-inf")  # the next request re-reads the view: a new snapshot
+    after = st.scope(user)
+    assert after.snapshot is not before.snapshot
+    assert after.visible is before.visible and after.access is before.access
+    mark_synced(wide, "c01", rbac_synced_at=1.0)  # now c01's grants are too old to serve
+    st.fleet._at = float("-inf")
+    hidden = st.scope(user)
+    assert "c01" not in hidden.visible and "c01" in before.visible
 
 
 def test_reused_scope_follows_a_revocation(wide: redis.Redis, redis_url: str) -> None:
