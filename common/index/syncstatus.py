@@ -32,6 +32,7 @@ from typing import Any
 
 import redis
 
+from common import redis_client
 from common.index import keys
 from common.index.registry_record import Record
 from common.redis_client import text
@@ -127,14 +128,13 @@ def read_all(r: redis.Redis, clusters: list[str]) -> dict[str, ClusterSync]:
     """Sync status and registry records of many clusters in one pipelined round trip."""
     if not clusters:
         return {}
-    pipe = r.pipeline(transaction=False)
-    for c in clusters:
-        pipe.hgetall(keys.sync(c))
-    pipe.hmget(keys.CLUSTERS, clusters)
-    *hashes, records = pipe.execute()
+    commands = [("HGETALL", keys.sync(c)) for c in clusters]
+    *hashes, records = redis_client.pipelined(r, [*commands, ("HMGET", keys.CLUSTERS, *clusters)])
     out: dict[str, ClusterSync] = {}
     for c, raw, record in zip(clusters, hashes, records, strict=True):
-        h = {text(k): text(v) for k, v in raw.items()}
+        # raw replies: a flat [field, value, ...] list (RESP2), or a map (RESP3)
+        pairs = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
+        h = {text(k): text(v) for k, v in pairs}
         out[c] = dataclasses.replace(parse(c, h), record=Record.decode(record))
     return out
 
