@@ -120,6 +120,8 @@ class Visibility:
     """Per namespace with grants of its own: its kinds with the cluster-wide ones."""
     kinds: frozenset[bytes] | None
     codes: bytes
+    everything: bool = False
+    """Every member of the sources is visible (`EVERYTHING`): read exactly the page, test none."""
 
     @classmethod
     def of(cls, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
@@ -139,6 +141,8 @@ class Visibility:
         )
 
     def keep(self, members: list[bytes]) -> list[bytes]:
+        if self.everything:
+            return members
         out = []
         cw, kinds, codes, of_ns = self.cluster_wide, self.kinds, self.codes, self.namespaces.get
         for m in members:
@@ -154,6 +158,7 @@ class Visibility:
 
 
 _NOTHING = Range(b"", b"", None)  # a remembered pruned plan with no namespace left
+EVERYTHING = Visibility(frozenset(), {}, None, b"", everything=True)
 
 
 def _bounds(rng: Range) -> list[bytes]:
@@ -266,9 +271,21 @@ class Reader:
             w.ranges = clip_all(w.ranges, w.start)
         if not w.ranges:
             return None
-        if choose and len(w.ranges) >= self.walk_min_ranges and not filters.namespaces:
+        if choose and self._whole(w, filters):
+            # The caller sees every row of the sources from here on (a cluster admin with no
+            # kind filter): read exactly the page with one ZRANGEBYLEX, no script to run.
+            w.visible = EVERYTHING
+        elif choose and len(w.ranges) >= self.walk_min_ranges and not filters.namespaces:
             self._choose(w, access, filters)
         return w
+
+    def _whole(self, w: _Walk, filters: Filters) -> bool:
+        """Whether `w`'s one range is the rest of the key space with no kind or status code
+        to test (a status filter without `healthy` reads the status indexes: codes "")."""
+        if len(w.ranges) != 1 or filters.name:
+            return False
+        rng = w.ranges[0]
+        return rng.hi is None and rng.kinds is None and not self._sources(w.cluster, filters)[1]
 
     def _choose(self, w: _Walk, access: AccessLike, filters: Filters) -> None:
         """Walk the cluster's source zsets instead of visiting the caller's ranges when that
@@ -394,7 +411,7 @@ class Reader:
                     if not w.ranges:  # nothing to read there, and nothing was written since
                         i += 1
                         continue
-                if w.visible is not None:
+                if w.visible is not None and not w.visible.everything:
                     for k in range(pos, pos + nkeys):
                         replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
                 members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
@@ -530,7 +547,10 @@ class Reader:
                 continue
             if w.visible is not None and not w.scripted:
                 sources = self._sources(w.cluster, filters)[0]
-                n = min(self.budget, max(2 * want, 64) << (2 * w.step))
+                if w.visible.everything:
+                    n = want
+                else:
+                    n = min(self.budget, max(2 * want, 64) << (2 * w.step))
                 lo = b"[" + w.start if w.start else b"-"
                 calls.extend(("ZRANGE", key, [lo, str(n).encode()]) for key in sources)
                 spans.append((len(sources), None))

@@ -117,11 +117,31 @@ def test_list_request_costs_a_fixed_number_of_redis_commands(
     assert trips == ["pipeline"] * (2 * n)
     stats = {k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()}
     stats.pop("config|resetstat", None)
-    # Per request: GET fs:version (grants epoch), one EVALSHA per cluster in pipelined rounds
-    # (1 then 2 clusters: batches double), and the ZRANGEBYLEX calls inside the script.
+    # Per request: GET fs:version (grants epoch) and, for a caller who sees every row, one
+    # ZRANGEBYLEX per cluster read for exactly the rows still missing (30 + 21 of 30 + 0 of
+    # 30: 1 then 2 clusters, batches double), no script.
     assert stats.pop("get") == n
-    assert stats.pop("evalsha") == 3 * n
-    assert stats.pop("zrangebylex") <= 2 * 3 * n
+    assert stats.pop("zrangebylex") == 3 * n
+    assert stats == {}, f"unexpected commands per list request: {stats}"
+
+
+def test_a_team_members_page_costs_one_script_per_cluster(
+    wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = cached_client(redis_url)
+    h = headers(USERS["team"])
+    for _ in range(2):
+        assert client.get("/api/v1/objects?limit=50", headers=h).status_code == 200
+    wide.config_resetstat()
+    n = 10
+    for _ in range(n):
+        assert len(client.get("/api/v1/objects?limit=50", headers=h).get_json()["items"]) == 50
+    stats = commands(wide)
+    # GET fs:version, one EVALSHA per cluster read (7: 1, 2 and 4 clusters in three round
+    # trips, batches double) and two ZRANGEBYLEX inside each (one per range of the plan)
+    assert stats.pop("get") == n
+    assert stats.pop("evalsha") == 7 * n
+    assert stats.pop("zrangebylex") == 2 * 7 * n
     assert stats == {}, f"unexpected commands per list request: {stats}"
 
 
