@@ -1,6 +1,6 @@
 """Benchmark: list-page latency and throughput of the query service at a fleet (default L).
 
-    ./dev bench query [--preset L] [--seconds 10] [--connections 16] [--redis-url URL]
+    ./dev bench query [--preset L] [--seconds 10] [--slices 10] [--connections 16] [--redis-url URL]
 
 Loads the fleet into a private redis-server (bench.fleetload; or reuses `--redis-url` when it
 already holds one), serves the query service and a one-Redis-GET Flask endpoint under gunicorn

@@ -1,6 +1,6 @@
 """Benchmark (issue #22): lists, status filters and facets for a user bound in many namespaces.
 
-    ./dev bench wide [--shape 10x2000|1x10000|both] [--seconds 10] [--connections 16]
+    ./dev bench wide [--shape 10x2000|1x10000|both] [--seconds 10] [--slices 10] [--connections 16]
                      [--redis-url URL] [--profile PREFIX ...] [--no-doc]
 
 Shapes: `10x2000` is 10 clusters x 2,000 namespaces with user `wide` bound by RoleBindings in
