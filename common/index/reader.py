@@ -141,8 +141,7 @@ class Visibility:
         )
 
     def keep(self, members: list[bytes]) -> list[bytes]:
-        if self.everything:
-            return members
+        """The visible ones of `members` (never asked of `EVERYTHING`: its walks test none)."""
         out = []
         cw, kinds, codes, of_ns = self.cluster_wide, self.kinds, self.codes, self.namespaces.get
         for m in members:
@@ -623,7 +622,7 @@ class Reader:
         tables: dict[str, tally.Table | None] = {}
         stale = []
         for c, gen in zip(clusters, gens, strict=True):
-            table = self.tallies.cached(c, access[c], namespaces, tally.as_int(gen))
+            table = self.tallies.cached(c, access[c], namespaces, int(gen or 0))
             if table is None:
                 stale.append((c, access[c], namespaces))
             else:

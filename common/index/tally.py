@@ -210,7 +210,7 @@ _GEN_MGETS: dict[tuple[str, ...], redis_client.Packed] = {}
 
 def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[Any], Any]:
     """The clusters' generations in one round trip (MGET), as Redis returns them (bytes, or
-    None for a cluster never written: `as_int` reads one), and the grants version when asked
+    None for a cluster never written: `int(g or 0)` reads one), and the grants version when asked
     (`keys.GrantsVersion`, else None). Equal lists mean no cluster was written in between."""
     if not clusters and not version:
         return [], None
@@ -227,8 +227,3 @@ def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple
     replies = redis_client.pipelined(r, commands)
     got = keys.GrantsVersion(replies.pop(0)) if version else None
     return (replies[0] if clusters else []), got
-
-
-def as_int(generation: bytes | None) -> int:
-    """A generation as `generations` returns it, as a number (0: never written)."""
-    return int(generation or 0)
