@@ -131,3 +131,17 @@ def test_text_access_log_has_requests_not_credentials(server: str, tmp_path: Pat
 def test_no_access_log_by_default(server: str, tmp_path: Path) -> None:
     # A line would come within milliseconds; waiting longer can only make this pass wrongly.
     assert _logged_requests(server, tmp_path, wait_s=2.0) == []
+
+
+def test_worker_freezes_its_start_up_objects_out_of_the_collector() -> None:
+    import gc
+
+    from query import gunicorn_conf
+
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    try:
+        gunicorn_conf.post_worker_init(None)
+        assert gc.get_freeze_count() > 1000
+    finally:
+        gc.unfreeze()
