@@ -36,6 +36,7 @@ class FleetView:
         self.cache_s = cache_s
         self._at = float("-inf")
         self._syncs: dict[str, ClusterSync] = {}
+        self._parsed: dict[str, Any] = {}  # syncstatus.read_all's memo
         self._lock = threading.Lock()
         self._snapshot: FleetSnapshot | None = None
         # Per caller: (snapshot, resolver answer, in-scope clusters, visible clusters).
@@ -53,7 +54,7 @@ class FleetView:
             if time.monotonic() - self._at < self.cache_s:
                 return self._syncs  # another thread refreshed while this one waited
             clusters = syncstatus.registered_clusters(self.r)
-            self._syncs = syncstatus.read_all(self.r, clusters) if clusters else {}
+            self._syncs = syncstatus.read_all(self.r, clusters, self._parsed) if clusters else {}
             self._at = time.monotonic()
             return self._syncs
         finally:

@@ -325,3 +325,18 @@ def test_capi_not_ready_reason_quotes_the_condition() -> None:
         "control plane not ready: ControlPlaneReady=False (WaitingForControlPlane): "
         "0 of 3 control plane machines are ready"
     )
+
+
+def test_read_all_memo_reparses_only_what_changed(r: redis.Redis) -> None:
+    registry.reconcile(r, Claims([_claim("a", "capi", "a"), _claim("b", "capi", "b")]))
+    r.hset(keys.sync("a"), mapping=syncstatus.encode(state="ok", objects=3))
+    r.hset(keys.sync("b"), mapping=syncstatus.encode(state="ok", objects=4))
+    memo: dict[str, Any] = {}
+    first = syncstatus.read_all(r, ["a", "b"], memo)
+    r.hset(keys.sync("b"), mapping=syncstatus.encode(state="error", last_error="down"))
+    second = syncstatus.read_all(r, ["a", "b"], memo)
+    assert second["a"] is first["a"]  # unchanged: the parse of the first read
+    assert (second["b"].state, second["b"].last_error) == ("error", "down")
+    assert second == syncstatus.read_all(r, ["a", "b"])  # the same as a read without a memo
+    registry.reconcile(r, Claims([_claim("a", "capi", "a")]))
+    assert syncstatus.read_all(r, ["a"], memo).keys() == memo.keys() == {"a"}

@@ -175,10 +175,10 @@ def test_fleet_view_refresh_does_not_hold_up_other_requests(
     reading, release = threading.Event(), threading.Event()
     real = syncstatus.read_all
 
-    def slow_read_all(r, clusters):
+    def slow_read_all(r, clusters, memo=None):
         reading.set()
         assert release.wait(30)
-        return real(r, clusters)
+        return real(r, clusters, memo)
 
     monkeypatch.setattr(syncstatus, "read_all", slow_read_all)
     refresher = threading.Thread(target=view.syncs)
