@@ -14,10 +14,11 @@ from flask import Blueprint, request
 
 from common.errors import NotFound
 from common.index import relations_read
-from common.index.relations_read import Related
+from common.index.relations_read import Related, Relations
 from common.index.rows import decode, sort_key
 from common.rbac.grants import Access
 from query import params
+from query.scope import Scope
 from query.state import caller, state
 
 bp = Blueprint("relations", __name__, url_prefix="/api/v1")
@@ -30,14 +31,15 @@ def relations(cluster: str, namespace: str, kind: str, name: str) -> dict[str, A
     st = state()
     namespace, k = params.object_path(cluster, namespace, kind, name, st.registry)
     depth = params.depth(request.args)
-    access = st.scope(user).visible.get(cluster)
+    # grants from the resolver's cache, confirmed by the version read with the object (as a
+    # list page's are); read again under checked grants when it moved or nothing was found
+    scope = st.scope(user, optimistic=True)
+    found, access = _read(scope, cluster, namespace, k.key, name, depth)
+    if not scope.checked and (found is None or found.version != scope.version):
+        scope = st.scope(user)
+        found, access = _read(scope, cluster, namespace, k.key, name, depth)
     if access is None:
         raise NotFound(f"no cluster named {cluster!r} is registered")
-
-    found = None
-    if access.may_list(namespace, k.key):
-        key = sort_key(namespace, k.key, name)
-        found = relations_read.read(st.r, cluster, key, depth, access.may_list)
     if found is None:  # absent, or not the caller's to list: the same answer
         where = f"{namespace}/{name}" if namespace else name
         raise NotFound(f"no {k.key} {where} in the index of cluster {cluster}")
@@ -47,6 +49,20 @@ def relations(cluster: str, namespace: str, kind: str, name: str) -> dict[str, A
         "downstream": [edge(cluster, e) for e in found.downstream],
         "hidden": found.hidden,
     }
+
+
+def _read(
+    scope: Scope, cluster: str, namespace: str, kind: str, name: str, depth: int
+) -> tuple[Relations | None, Access | None]:
+    """The object's relations under `scope` (None: absent or not the caller's to list), and the
+    caller's access to `cluster` (None: not a cluster they may see)."""
+    access = scope.visible.get(cluster)
+    if access is None or not access.may_list(namespace, kind):
+        return None, access
+    key = sort_key(namespace, kind, name)
+    expect = None if scope.checked else scope.version
+    found = relations_read.read(state().r, cluster, key, depth, access.may_list, expect)
+    return found, access
 
 
 def shown_row(cluster: str, member: str, access: Access) -> dict[str, Any]:

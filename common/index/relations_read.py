@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import redis_client
 from common.index import graph, keys, rows
 from common.index.edges import Edge
 from common.redis_client import text
@@ -45,6 +46,8 @@ class Relations:
     downstream: list[Related] = field(default_factory=list)
     hidden: int = 0
     round_trips: int = 0
+    version: keys.GrantsVersion | None = None
+    """The grants version read with the object when `read` was asked to confirm it."""
 
 
 @dataclass
@@ -63,17 +66,32 @@ class _Found:
     sources: dict[str, set[str]]
 
 
-def read(r: Any, cluster: str, identity: str, depth: int, visible: Visible) -> Relations | None:
+def read(
+    r: Any,
+    cluster: str,
+    identity: str,
+    depth: int,
+    visible: Visible,
+    expect: keys.GrantsVersion | None = None,
+) -> Relations | None:
     """The relations of the row `identity` (rows.sort_key) up to `depth` levels each way;
-    None when there is no such row."""
-    pipe = r.pipeline(transaction=False)
-    _queue_member(pipe, cluster, identity)
+    None when there is no such row. With `expect` (the version of the grants `visible` came
+    from, not yet confirmed), the grants version (`fs:version`) is read in the first round trip
+    and returned in `version`; when it is not `expect`, nothing more is read: the caller must
+    ask again under current grants (as a list page does)."""
+    batch = _Batch()
+    _queue_member(batch, cluster, identity)
     node = graph.field(identity)
-    groups = graph.DEPENDENTS.queue_hmget(pipe, cluster, [node])
-    found, *replies = pipe.execute()
+    groups = graph.DEPENDENTS.queue_hmget(batch, cluster, [node])
+    if expect is not None:
+        batch.append(("GET", keys.VERSION))
+    found, *replies = redis_client.pipelined(r, batch)
+    version = keys.GrantsVersion(replies.pop()) if expect is not None else None
     if not found or not rows.is_member(found[0]):
         return None
-    out = Relations(text(found[0]), round_trips=1)
+    out = Relations(text(found[0]), round_trips=1, version=version)
+    if version != expect:
+        return out  # read under grants that are no longer current: the caller asks again
     sources = graph.DEPENDENTS.collect(groups, replies).get(node)
     walk = _Walk(identity, out.member, graph.split(identity, sources), visible)
     for level in range(1, depth + 1):
@@ -167,9 +185,18 @@ class _Walk:
                 self.down_frontier.append((s, found.sources.get(s, set())))
 
 
-def _queue_member(pipe: Any, cluster: str, identity: str) -> None:
+class _Batch(list[tuple[Any, ...]]):
+    """Commands for one `pipelined` round trip, queued as on a pipeline (raw replies: bytes)."""
+
+    def hmget(self, key: str, fields: list[str]) -> None:
+        self.append(("HMGET", key, *fields))
+
+
+def _queue_member(batch: _Batch, cluster: str, identity: str) -> None:
     prefix = identity.encode()
-    pipe.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + b"\xff", 0, 1)
+    batch.append(
+        ("ZRANGEBYLEX", keys.rows(cluster), b"[" + prefix, b"[" + prefix + b"\xff", "LIMIT", 0, 1)
+    )
 
 
 def _fetch(r: Any, cluster: str, ask: _Level, with_sources: bool) -> _Found:
@@ -177,11 +204,11 @@ def _fetch(r: Any, cluster: str, ask: _Level, with_sources: bool) -> _Found:
     the `dependents` of `ask.sources`."""
     wanted = ask.members
     sources = ask.sources if with_sources else []
-    pipe = r.pipeline(transaction=False)
+    batch = _Batch()
     for identity in wanted:
-        _queue_member(pipe, cluster, identity)
-    groups = graph.DEPENDENTS.queue_hmget(pipe, cluster, (graph.field(s) for s in sources))
-    replies = pipe.execute()
+        _queue_member(batch, cluster, identity)
+    groups = graph.DEPENDENTS.queue_hmget(batch, cluster, (graph.field(s) for s in sources))
+    replies = redis_client.pipelined(r, batch)
     members: dict[str, str | None] = {}
     for identity, got in zip(wanted, replies, strict=False):
         members[identity] = text(got[0]) if got and rows.is_member(got[0]) else None

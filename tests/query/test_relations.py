@@ -383,9 +383,29 @@ def test_a_request_costs_one_round_trip_per_level(
     for depth in (1, 3, 5):
         trips.clear()
         ok(client, ADMIN, "team-a/GitRepository/repo", depth=depth)
-        # the grants version (the scope's), the object with its dependents, one per level
-        # (repo's downstream ends at level 3: no fourth read however deep the request)
-        assert trips == ["GET"] + ["pipeline"] * (1 + min(depth, 3))
+        # the object with its dependents and the grants version, then one per level (repo's
+        # downstream ends at level 3: no fourth read however deep the request)
+        assert trips == ["pipeline"] * (1 + min(depth, 3))
+
+
+def test_grants_revoked_after_they_were_cached_are_honoured(
+    client: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller's grants come from the resolver's cache and are confirmed by the version read
+    with the object: a revocation (a new version) is seen by the very next request."""
+    st = client.application.extensions["fleetscope"]
+    st.fleet.cache_s = 3600
+    assert ok(client, TEAM, "team-a/Kustomization/app")["object"]["name"] == "app"
+    r = redis.Redis.from_url(redis_url)
+    revoked = rbac()
+    revoked.role_bindings.clear()  # team-a's RoleBinding deleted
+    store_grants(r, C, compile_grants(revoked, REG), time.time())
+    r.close()
+    trips = count_round_trips(monkeypatch)
+    assert get(client, TEAM, "team-a/Kustomization/app").status_code == 404
+    # the optimistic read of the object stops at the moved version: the checked grants next
+    assert trips[:2] == ["pipeline", "GET"]
+    assert ok(client, ADMIN, "team-a/Kustomization/app")["object"]["name"] == "app"
 
 
 def test_reader_fans_out_in_one_round_trip_per_level(
