@@ -37,8 +37,8 @@ RANGE_COST = 3.0
 """What visiting one range costs, in members walked (measured: a range is an argument triple
 built in Python plus one ZRANGEBYLEX inside the script, a walked member one transfer and one
 membership test in Python); see `Reader._choose`."""
-SIZES_TTL_S = 10.0
-PLAIN_RANGES_MAX = 4  # pruned ranges read without the script up to this many (`_plain`)  # how long a cluster's index sizes serve as estimates
+SIZES_TTL_S = 10.0  # how long a cluster's index sizes serve as estimates
+PLAIN_RANGES_MAX = 4  # pruned ranges read without the script up to this many (`_plain`)
 
 
 @dataclass(frozen=True)
