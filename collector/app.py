@@ -18,11 +18,12 @@ QUEUE = "fleetscope-collector"
 def create_celery(settings: Settings) -> Celery:
     app = Celery("fleetscope-collector", set_as_current=False)
     hard_limit_s = settings.sync_soft_time_limit_s + 30
+    broker_url, transport = settings.broker()
     app.conf.update(
-        broker_url=settings.redis_url,
+        broker_url=broker_url,
         broker_connection_retry_on_startup=True,
         # A killed worker's tasks come back after this long (ETA retries wait less than it).
-        broker_transport_options={"visibility_timeout": int(hard_limit_s * 2)},
+        broker_transport_options={"visibility_timeout": int(hard_limit_s * 2), **transport},
         task_default_queue=QUEUE,
         task_ignore_result=True,
         result_backend=None,

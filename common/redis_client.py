@@ -8,6 +8,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
+from redis.sentinel import Sentinel
+
+from common import redis_urls
 
 QUERY_TIMEOUT_S = 5.0
 """Query processes: a request waits at most this long for one Redis reply."""
@@ -18,13 +21,36 @@ HEALTH_CHECK_INTERVAL_S = 30
 
 
 def connect(url: str, timeout_s: float = WRITER_TIMEOUT_S) -> redis.Redis:
-    """A client of the index at `url` (nothing is connected until the first command)."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=min(timeout_s, CONNECT_TIMEOUT_S),
+    """A client of the index at `url` (nothing is connected until the first command): a
+    standalone server, or the primary a set of Sentinels names (`redis+sentinel://`, see
+    common.redis_urls), whose connections find the new primary after a failover."""
+    timeouts: dict[str, Any] = {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": min(timeout_s, CONNECT_TIMEOUT_S),
+    }
+    if redis_urls.check(url) == "sentinel":
+        return _sentinel_primary(redis_urls.parse_sentinel(url), timeouts)
+    return redis.Redis.from_url(url, health_check_interval=HEALTH_CHECK_INTERVAL_S, **timeouts)
+
+
+def _sentinel_primary(u: redis_urls.SentinelURL, timeouts: dict[str, Any]) -> redis.Redis:
+    tls: dict[str, Any] = {}
+    if u.tls:
+        tls = {"ssl": True, "ssl_cert_reqs": u.ssl_cert_reqs, "ssl_ca_certs": u.ssl_ca_certs}
+    sentinel_kwargs = {**timeouts, **tls}
+    if u.sentinel_password:
+        sentinel_kwargs["password"] = u.sentinel_password
+    sentinel = Sentinel(list(u.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        u.master,
+        db=u.db,
+        username=u.username,
+        password=u.password,
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
+        **timeouts,
+        **tls,
     )
+    return client
 
 
 class Packed(bytes):

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,26 +86,30 @@ class _BindFailed(Exception):
 
 
 def start_redis_server(
-    port: int | None = None, timeout_s: float = 15.0, attempts: int = 5
+    port: int | None = None,
+    timeout_s: float = 15.0,
+    attempts: int = 5,
+    extra_args: Sequence[str] = (),
 ) -> RedisServer:
     """Start redis-server on 127.0.0.1 and wait until it answers. Without `port` a free one is
     picked, and start-up is retried (up to `attempts` times) with a fresh port when the server
-    exits before answering; an explicit `port` in use fails with a ConfigError naming it."""
+    exits before answering; an explicit `port` in use fails with a ConfigError naming it.
+    `extra_args`: further command-line options (`--replicaof HOST PORT`, ...)."""
     binary = find_redis_server()
     for attempt in range(1 if port else attempts):
         try:
-            return _start(binary, port or free_port(), timeout_s)
+            return _start(binary, port or free_port(), timeout_s, extra_args)
         except _BindFailed as e:
             if port or attempt == attempts - 1:
                 raise ConfigError(str(e)) from None
     raise AssertionError("not reached")
 
 
-def _start(binary: str, port: int, timeout_s: float) -> RedisServer:
+def _start(binary: str, port: int, timeout_s: float, extra_args: Sequence[str] = ()) -> RedisServer:
     workdir = tempfile.mkdtemp(prefix="fleetscope-redis-")
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
     args += ["no", "--dir", workdir, "--daemonize", "no", "--protected-mode", "yes"]
-    args += ["--logfile", os.path.join(workdir, "redis.log")]
+    args += ["--logfile", os.path.join(workdir, "redis.log"), *extra_args]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = RedisServer(proc, port, workdir)
     deadline = time.monotonic() + timeout_s

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from common import redis_urls
 from common.errors import ConfigError
 
 AuthMode = Literal["oidc", "header", "anonymous"]
@@ -31,7 +32,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 ENV_PREFIX = "FLEETSCOPE_"
 FILE_SUFFIX = "_FILE"
 # May be read from the file named by <VARIABLE>_FILE: they carry passwords or keys.
-SECRET_SETTINGS = ("redis_url", "continue_token_key")
+SECRET_SETTINGS = ("redis_url", "broker_url", "continue_token_key")
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,9 @@ class Settings:
     """fleetscope's configuration. Construct directly in tests; use `from_env()` elsewhere."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
-    """Redis holding rows, grants, sync status and the Celery broker (`redis://`, `rediss://`)."""
+    """Redis holding rows, grants, sync status (and, standalone, the Celery broker): `redis://`, `rediss://` or `unix://` for one server; `redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]` (`rediss+sentinel://` with TLS; options `sentinel_password`, `ssl_cert_reqs`, `ssl_ca_certs`) for a Sentinel-managed primary. Redis Cluster (`redis+cluster://`) is refused at start-up: not supported yet."""
+    broker_url: str = ""
+    """The Celery broker, in Celery's URL forms (`redis://...`, `sentinel://HOST:PORT;sentinel://HOST:PORT` whose master name is `FLEETSCOPE_REDIS_URL`'s). Empty: `FLEETSCOPE_REDIS_URL`, which a standalone index allows; required with a Sentinel index."""
 
     clusters_dir: str = ""
     """Directory of leaf-cluster kubeconfigs, one file per cluster; name = file name sans ext."""
@@ -263,10 +266,31 @@ class Settings:
             raise ConfigError(
                 "page size, query workers/threads and worker memory must be at least 1"
             )
-        if not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        topology = redis_urls.check(self.redis_url, env_name("redis_url"))
+        if topology != "standalone" and not self.broker_url:
             raise ConfigError(
-                f"{env_name('redis_url')} must start with redis://, rediss:// or unix://"
+                f"{env_name('broker_url')} is required with a {topology} index: Celery cannot "
+                f"use {env_name('redis_url')}'s form (for Sentinel: "
+                "sentinel://HOST:PORT;sentinel://HOST:PORT, the master name is taken from "
+                f"{env_name('redis_url')})"
             )
+        if self.broker_url.startswith("sentinel://") and topology != "sentinel":
+            raise ConfigError(
+                f"{env_name('broker_url')}: a sentinel:// broker takes its master name from "
+                f"{env_name('redis_url')}, which must then be a redis+sentinel:// URL"
+            )
+
+    def broker(self) -> tuple[str, dict[str, Any]]:
+        """Celery's broker URL and the transport options it needs (for a `sentinel://` broker:
+        the master name, and the Sentinels' password, from the index's URL)."""
+        url = self.broker_url or self.redis_url
+        if not url.startswith("sentinel://"):
+            return url, {}
+        index = redis_urls.parse_sentinel(self.redis_url)
+        options: dict[str, Any] = {"master_name": index.master}
+        if index.sentinel_password:
+            options["sentinel_kwargs"] = {"password": index.sentinel_password}
+        return url, options
 
 
 def setting_fields() -> list[dataclasses.Field[Any]]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from common.errors import ConfigError
 from common.redis_server import RedisServer, start_redis_server
+from common.redis_urls import redact
 from fleetscope.demo_users import DemoUser, pick_demo_users
 from fleetscope.supervisor import Child, Supervisor, python_module
 from query.cli import listening_port
@@ -75,7 +76,7 @@ def _run_stack(
     kubeconfigs = workdir / "clusters"
     registry_args, registry_env = registry_setup(args.registry, workdir)
     sup.env.update(registry_env)
-    say(f"fleetscope demo: Redis at {redis_url}; files in {workdir}")
+    say(f"fleetscope demo: Redis at {redact(redis_url)}; files in {workdir}")
     say(f"starting kubesim (fleet {args.preset}, seed {args.seed})")
     sup.start(
         "kubesim",

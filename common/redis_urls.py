@@ -1,0 +1,128 @@
+"""The index's Redis topology, from the scheme of `FLEETSCOPE_REDIS_URL`.
+
+- `redis://`, `rediss://`, `unix://`: one standalone server (redis-py's own URL form).
+- `redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB][?OPTIONS]`
+  (`rediss+sentinel://` with TLS): the primary a set of Sentinels names, found again after a
+  failover. The user and password are the data nodes'; options: `sentinel_password` (when the
+  Sentinels require one of their own), `ssl_cert_reqs` (`none` | `optional` | `required`),
+  `ssl_ca_certs` (a CA bundle's path).
+- `redis+cluster://`, `rediss+cluster://`: Redis Cluster, not supported yet (a clear error).
+
+Nothing here connects; errors never repeat a password.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+
+from common.errors import ConfigError
+
+STANDALONE_SCHEMES = ("redis", "rediss", "unix")
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+SENTINEL_OPTIONS = ("sentinel_password", "ssl_cert_reqs", "ssl_ca_certs")
+_CERT_REQS = ("none", "optional", "required")
+_HOST_PORT = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9_.-]+)):([0-9]{1,5})$")
+
+
+def scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def redact(url: str) -> str:
+    """`url` with any password replaced by `***` (for messages and logs)."""
+    if "://" not in url:
+        return url
+    head, rest = url.split("://", 1)
+    auth, sep, tail = rest.rpartition("@")
+    if sep and ":" in auth:
+        auth = auth.split(":", 1)[0] + ":***"
+    rest = f"{auth}{sep}{tail}" if sep else rest
+    return f"{head}://" + re.sub(r"(sentinel_password=)[^&]*", r"\1***", rest)
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """A parsed `redis+sentinel://` URL."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    sentinel_password: str | None = field(default=None, repr=False)
+    ssl_cert_reqs: str = "required"
+    ssl_ca_certs: str | None = None
+
+
+def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> SentinelURL:
+    """The Sentinel URL's parts; a ConfigError saying what is wrong otherwise."""
+    where = f"{variable} ({redact(url)})"
+    sch = scheme(url)
+    if sch not in SENTINEL_SCHEMES:
+        raise ConfigError(f"{where}: not a redis+sentinel:// URL")
+    rest = url.split("://", 1)[1]
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    auth, sep, hosts = netloc.rpartition("@")
+    username = password = None
+    if sep:
+        user, _, pw = auth.partition(":")
+        username = urllib.parse.unquote(user) or None
+        password = urllib.parse.unquote(pw) or None
+    sentinels = []
+    for part in hosts.split(","):
+        m = _HOST_PORT.match(part)
+        if not m or not 0 < int(m.group(3)) < 65536:
+            raise ConfigError(f"{where}: {part!r} is not a Sentinel HOST:PORT")
+        sentinels.append((m.group(1) or m.group(2), int(m.group(3))))
+    segments = [urllib.parse.unquote(s) for s in path.split("/")] if path else []
+    if not segments or not segments[0] or len(segments) > 2:
+        raise ConfigError(f"{where}: the path must be /MASTER_NAME or /MASTER_NAME/DB")
+    db = 0
+    if len(segments) == 2:
+        if not segments[1].isdigit():
+            raise ConfigError(f"{where}: the database {segments[1]!r} is not a number")
+        db = int(segments[1])
+    options = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - set(SENTINEL_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(SENTINEL_OPTIONS)}"
+        )
+    reqs = options.get("ssl_cert_reqs", "required")
+    if reqs not in _CERT_REQS:
+        raise ConfigError(f"{where}: ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
+    return SentinelURL(
+        tuple(sentinels),
+        segments[0],
+        db,
+        username,
+        password,
+        sch == "rediss+sentinel",
+        options.get("sentinel_password") or None,
+        reqs,
+        options.get("ssl_ca_certs") or None,
+    )
+
+
+def check(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> str:
+    """The topology of `url` (`standalone` or `sentinel`); a ConfigError for anything else."""
+    sch = scheme(url)
+    if sch in STANDALONE_SCHEMES:
+        return "standalone"
+    if sch in SENTINEL_SCHEMES:
+        parse_sentinel(url, variable)
+        return "sentinel"
+    if sch in CLUSTER_SCHEMES:
+        raise ConfigError(
+            f"{variable}: Redis Cluster ({sch}://) is not supported yet; use a standalone "
+            "(redis://) or a Sentinel-managed (redis+sentinel://) Redis"
+        )
+    raise ConfigError(  # the value is not quoted: it may be a password put in the wrong place
+        f"{variable} must start with redis://, rediss://, unix:// or redis+sentinel:// "
+        "(rediss+sentinel://)"
+    )
