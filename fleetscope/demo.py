@@ -172,6 +172,8 @@ def _child_env(redis_url: str, workdir: Path, port: int) -> dict[str, str]:
         FLEETSCOPE_METRICS_DIR=str(workdir / "metrics"),
         PYTHONUNBUFFERED="1",
     )
+    if os.environ.get("FLEETSCOPE_BROKER_URL"):  # beside a FLEETSCOPE_REDIS_URL of your own
+        env["FLEETSCOPE_BROKER_URL"] = os.environ["FLEETSCOPE_BROKER_URL"]
     (workdir / "metrics").mkdir(exist_ok=True)
     return env
 
