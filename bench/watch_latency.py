@@ -130,6 +130,7 @@ def main() -> None:
         sim = KubeSim.start(preset_fleet(args.preset, args.seed), kubeconfig_dir=kc)
         sim.warm()
         env = {**bench_env(server.url, 0), "FLEETSCOPE_CLUSTERS_DIR": str(kc)}
+        env["FLEETSCOPE_WATCH_METRICS_PORT"] = "0"
         cmd = [sys.executable, "-m", "fleetscope", "watch", "--reconcile", "--name", "bench"]
         watcher = subprocess.Popen(cmd, cwd=ROOT, env=env)
         try:

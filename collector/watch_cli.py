@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from collector import gc_tuning
+from collector import gc_tuning, watch_metrics
 from collector.clusters import ClusterSource
 from collector.watch_replica import WatchReplica
 from common import logs, redis_client
@@ -53,6 +53,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
+    watch_metrics.serve(settings)
     r = redis_client.connect(settings.redis_url)
     source = ClusterSource(settings, r=r)
     replica = WatchReplica(

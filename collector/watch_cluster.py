@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from collector import mesh
+from collector import mesh, watch_metrics
 from collector.watch_mesh import CONTEXT, MeshState
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
 from common.errors import ClusterError, FleetscopeError, LockBusy
@@ -35,6 +35,14 @@ BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 
 class _Validated:
     """Queued after a validation's rows: once written, the Istio rows reflect the config."""
+
+
+@dataclass(frozen=True)
+class _Arrived:
+    """A row change and when its event arrived (for the event-to-Redis lag)."""
+
+    change: store_events.Change
+    at: float
 
 
 @dataclass(frozen=True)
@@ -63,11 +71,12 @@ class ClusterWatch:
         self.list_slots = list_slots or threading.BoundedSemaphore(4)
         self.lost = False  # the lease moved: the replica drops this cluster
         self.stats: Counter[str] = Counter()
+        self._listed: set[str] = set()  # resources listed once: a further list is a relist
         self.stop_event = threading.Event()
         self.rbac = RbacState(r, self.cluster, kinds, settings.watch_rbac_debounce_s, self.owned)
         self.mesh: MeshState | None = None
-        self._queue: queue.Queue[store_events.Change | _Replace | _Validated] = queue.Queue(
-            QUEUE_MAX
+        self._queue: queue.Queue[store_events.Change | _Arrived | _Replace | _Validated] = (
+            queue.Queue(QUEUE_MAX)
         )
         self.mesh_written = False  # a validation's rows were written (see healthy)
         self._streams: set[WatchStream] = set()
@@ -168,6 +177,7 @@ class ClusterWatch:
                 failures = 0  # ended by the server's timeout: watch again from the last rv
             except WatchExpired:
                 self.stats["expired"] += 1
+                watch_metrics.EXPIRED.inc()
                 self._rv[res] = ""
             except FleetscopeError as e:
                 if isinstance(e, ClusterError) and self._context_unavailable(res, e):
@@ -205,6 +215,9 @@ class ClusterWatch:
                 return
             items, rv = self.client.list_snapshot(api_version, plural)
         self.stats["lists"] += 1
+        if res in self._listed:
+            watch_metrics.RELISTS.inc()
+        self._listed.add(res)
         if kind is None and res in CONTEXT and self.mesh is not None:
             self.mesh.replace(res, items)
         elif kind is None:
@@ -236,6 +249,7 @@ class ClusterWatch:
                 if event_type == "BOOKMARK":
                     continue
                 self.stats["events"] += 1
+                watch_metrics.EVENTS.inc()
                 if kind is None and res in CONTEXT and self.mesh is not None:
                     self.mesh.event(res, event_type, obj)
                 elif kind is None:
@@ -243,7 +257,8 @@ class ClusterWatch:
                 elif self.mesh is not None and kind.key in self.mesh.kinds:
                     self.mesh.event(kind.key, event_type, obj)
                 else:
-                    self._put(_change(self.cluster, kind, api_version, event_type, obj))
+                    change = _change(self.cluster, kind, api_version, event_type, obj)
+                    self._put(_Arrived(change, time.monotonic()))
         finally:
             with self._lock:
                 self._streams.discard(stream)
@@ -252,7 +267,7 @@ class ClusterWatch:
         with self._lock:
             self._live.pop(res, None)
 
-    def _put(self, item: store_events.Change | _Replace | _Validated) -> None:
+    def _put(self, item: store_events.Change | _Arrived | _Replace | _Validated) -> None:
         while not self.stop_event.is_set():
             try:
                 self._queue.put(item, timeout=0.5)
@@ -263,7 +278,7 @@ class ClusterWatch:
     # -- the writer: batches of changes, one MULTI/EXEC each ------------------------------------
 
     def _writer(self) -> None:
-        pending: list[store_events.Change] = []
+        pending: list[store_events.Change | _Arrived] = []
         while not self.stop_event.is_set():
             try:
                 item = self._queue.get(timeout=0.5)
@@ -277,27 +292,38 @@ class ClusterWatch:
                     break
             for it in items:
                 if isinstance(it, _Replace):
-                    self._write(pending)
+                    self._write_arrived(pending)
                     pending = []
                     self._write(
                         store_events.kind_changes(self.r, self.cluster, it.kind_key, it.members)
                     )
                 elif isinstance(it, _Validated):
-                    self._write(pending)
+                    self._write_arrived(pending)
                     pending = []
                     self.mesh_written = True
                 else:
                     pending.append(it)
-            self._write(pending)
+            self._write_arrived(pending)
             pending = []
 
-    def _write(self, changes: list[store_events.Change]) -> None:
+    def _write_arrived(self, pending: list[store_events.Change | _Arrived]) -> None:
+        """Write `pending`; the lag of those that came from watch events (validated Istio rows
+        come from a recomputation, not one event)."""
+        changes = [p.change if isinstance(p, _Arrived) else p for p in pending]
+        if changes and self._write(changes):
+            now = time.monotonic()
+            for p in pending:
+                if isinstance(p, _Arrived):
+                    watch_metrics.LAG.observe(now - p.at)
+
+    def _write(self, changes: list[store_events.Change]) -> bool:
+        """Apply `changes` (retried until written or stopped); True once written."""
         while changes and not self.stop_event.is_set():
             try:
                 stats = store_events.apply_changes(self.r, self.cluster, changes, self.fence)
                 self.stats["written"] += stats.added + stats.removed + stats.updated
                 self.stats["batches"] += 1
-                return
+                return True
             except LockBusy:
                 log.warning("watch lease lost; stopping", extra={"cluster": self.cluster})
                 self.lost = True
@@ -305,6 +331,7 @@ class ClusterWatch:
             except (FleetscopeError, redis.RedisError) as e:
                 log.warning("could not write events: %s", e, extra={"cluster": self.cluster})
                 self.stop_event.wait(1.0)
+        return False
 
 
 def _change(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import redis
 
+from collector import watch_metrics
 from collector.clusters import ClusterSource
 from collector.watch_cluster import ClusterWatch
 from collector.watch_rbac import RESOURCES
@@ -103,6 +104,7 @@ class WatchReplica:
         for name in sorted(registered - set(self.watches)):
             if name in configs and self._lease(name).acquire():
                 self._take(name)
+        watch_metrics.LEASES.set(len(self.watches))
 
     def _renew_all(self) -> set[str]:
         """Renew every owned lease (one pipelined round trip); the names whose lease is gone."""
@@ -156,6 +158,7 @@ class WatchReplica:
 
     def close(self) -> None:
         """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
+        watch_metrics.LEASES.set(0)
         for watch in self.watches.values():
             watch.stop_event.set()  # all at once; the joins below then take one wait at most
         for name in list(self.watches):

@@ -179,6 +179,9 @@ class Settings:
     worker_metrics_port: int = 9808
     """Port on which a Celery worker exposes /metrics (0 = off)."""
 
+    watch_metrics_port: int = 9809
+    """Port on which `fleetscope watch` exposes /metrics: leases held, events, relists, 410s, event-to-Redis lag (0 = off)."""
+
     worker_max_memory_mib: int = 512
     """A Celery worker child above this resident memory is replaced after its current task."""
 

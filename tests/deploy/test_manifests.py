@@ -14,7 +14,7 @@ import pytest
 
 from common.kinds.registry import builtin_registry
 from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo, service_account_user
-from common.settings import env_name, setting_fields
+from common.settings import Settings, env_name, setting_fields
 from tests.deploy.render import K8S_VERSIONS, ROOT, find, kustomize
 
 KNOWN_ENV = {env_name(f.name) for f in setting_fields()}
@@ -87,6 +87,7 @@ def test_worker_beat_and_redis(base: list[dict[str, Any]]) -> None:
     assert set(deployments) == {
         "fleetscope-query",
         "fleetscope-worker",
+        "fleetscope-watcher",
         "fleetscope-beat",
         "fleetscope-redis",
     }
@@ -105,6 +106,30 @@ def test_worker_beat_and_redis(base: list[dict[str, Any]]) -> None:
     assert config["data"]["FLEETSCOPE_REDIS_URL"] == (
         f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
     )
+
+
+def test_watcher_has_two_replicas_probes_resources_metrics_and_pdb(
+    base: list[dict[str, Any]],
+) -> None:
+    watcher = _deployments(base)["fleetscope-watcher"]
+    assert watcher["spec"]["replicas"] == 2
+    pod = watcher["spec"]["template"]
+    c = _container(watcher)
+    assert c["command"][:2] == ["fleetscope", "watch"]
+    beat_file = c["command"][c["command"].index("--heartbeat-file") + 1]
+    assert beat_file in c["livenessProbe"]["exec"]["command"][-1]  # the file it touches
+    assert c["readinessProbe"]["tcpSocket"]["port"] == "metrics"
+    (port,) = c["ports"]
+    assert port["containerPort"] == Settings().watch_metrics_port == 9809
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9809"
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"])
+    assert "memory" in c["resources"]["limits"]
+    assert pod["spec"]["serviceAccountName"] == "fleetscope"  # reads the cluster Secrets
+    pdb = find(base, "PodDisruptionBudget", "fleetscope-watcher")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    policy = find(base, "NetworkPolicy", "fleetscope-watcher-metrics")
+    assert policy["spec"]["ingress"][0]["ports"][0]["port"] == 9809
 
 
 def test_pods_run_non_root_read_only_with_the_release_image(base: list[dict[str, Any]]) -> None:

@@ -46,6 +46,7 @@ def stack_env(redis_url: str, clusters_dir: Path, workdir: Path, **settings: obj
         FLEETSCOPE_AUTH_MODE="header",
         FLEETSCOPE_TRUSTED_PROXY_CIDRS="127.0.0.1/32",
         FLEETSCOPE_WORKER_METRICS_PORT="0",
+        FLEETSCOPE_WATCH_METRICS_PORT="0",
         FLEETSCOPE_METRICS_DIR=str(workdir / "metrics"),
         FLEETSCOPE_LEAF_TIMEOUT_S="2",
         PYTHONUNBUFFERED="1",

@@ -23,6 +23,7 @@ def _watch(tmp_path: Path, redis_url: str, heartbeat: Path) -> subprocess.Popen[
         FLEETSCOPE_REDIS_URL=redis_url,
         FLEETSCOPE_CLUSTERS_DIR=str(tmp_path / "clusters"),
         FLEETSCOPE_WATCH_LEASE_TTL_S="1",  # a round every 0.25 s
+        FLEETSCOPE_WATCH_METRICS_PORT="0",
     )
     cmd = [sys.executable, "-m", "fleetscope", "watch", "--heartbeat-file", str(heartbeat)]
     with open(tmp_path / "watch.log", "wb") as log:  # the child keeps its own descriptor

@@ -43,6 +43,7 @@ def spawn(
             FLEETSCOPE_REDIS_URL=wsettings.redis_url,
             FLEETSCOPE_CLUSTERS_DIR=wsettings.clusters_dir,
             FLEETSCOPE_WATCH_LEASE_TTL_S=str(wsettings.watch_lease_ttl_s),
+            FLEETSCOPE_WATCH_METRICS_PORT="0",  # two replicas on one machine
         )
         log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 (closed at teardown)
         logs.append(log)
