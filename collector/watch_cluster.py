@@ -64,10 +64,16 @@ class ClusterWatch:
         settings: Settings,
         fence: Fence,
         list_slots: threading.BoundedSemaphore | None = None,
+        gated: bool = False,
     ) -> None:
         self.r, self.client, self.kinds, self.settings = r, client, kinds, settings
         self.cluster = client.name
         self.fence = fence
+        # Closed (`gated`): lists and watches run but nothing is written until `open_gate`, for
+        # a replica taking a cluster over from another before that one lets go (its lease).
+        self.gate = threading.Event()
+        if not gated:
+            self.gate.set()
         self.list_slots = list_slots or threading.BoundedSemaphore(4)
         self.lost = False  # the lease moved: the replica drops this cluster
         self.stats: Counter[str] = Counter()
@@ -143,21 +149,30 @@ class ClusterWatch:
             t.join(max(0.0, deadline - time.monotonic()))
 
     def owned(self) -> bool:
-        return not (self.lost or self.stop_event.is_set())
+        return self.gate.is_set() and not (self.lost or self.stop_event.is_set())
 
-    def healthy(self, now: float | None = None) -> bool:
-        """Every resource listed and watching, none silent past the idle timeout, and the Istio
-        config validated once (its rows written)."""
+    def open_gate(self) -> None:
+        """The lease is ours now: write what was listed and watched meanwhile, then go on."""
+        self.gate.set()
+        self.rbac.touch()
+        if self.mesh is not None:
+            self.mesh.touch()
+
+    def listed(self, now: float | None = None) -> bool:
+        """Every resource listed and watching (what `healthy` asks, before anything written)."""
         now = time.monotonic() if now is None else now
         with self._lock:
             live = dict(self._live)
         idle = self.settings.watch_idle_timeout_s
-        validated = self.mesh is None or self.mesh_written  # a validation's rows are stored
-        return (
-            bool(self._expected)
-            and validated
-            and all(now - live.get(res, float("-inf")) < idle for res in self._expected)
+        return bool(self._expected) and all(
+            now - live.get(res, float("-inf")) < idle for res in self._expected
         )
+
+    def healthy(self, now: float | None = None) -> bool:
+        """Every resource listed and watching, none silent past the idle timeout, and the Istio
+        config validated once (its rows written)."""
+        validated = self.mesh is None or self.mesh_written  # a validation's rows are stored
+        return self.gate.is_set() and validated and self.listed(now)
 
     def rbac_healthy(self, now: float | None = None) -> bool:
         return self.healthy(now) and self.rbac.compiles > 0
@@ -279,6 +294,9 @@ class ClusterWatch:
 
     def _writer(self) -> None:
         pending: list[store_events.Change | _Arrived] = []
+        while not self.gate.wait(0.5):  # a take-over: nothing is written before the lease
+            if self.stop_event.is_set():
+                return
         while not self.stop_event.is_set():
             try:
                 item = self._queue.get(timeout=0.5)

@@ -107,6 +107,10 @@ class MeshState:
                 table[key] = value
         self._dirty.set()
 
+    def touch(self) -> None:
+        """Recompute at the next chance (what was held back while not allowed to write)."""
+        self._dirty.set()
+
     def run(self, stop: threading.Event, may_write: Callable[[], bool]) -> None:
         """Validate after changes, at most once per debounce window, once everything is listed."""
         run_debounced(

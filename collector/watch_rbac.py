@@ -66,6 +66,10 @@ class RbacState:
     def complete(self) -> bool:
         return self.listed.issuperset(RESOURCES)
 
+    def touch(self) -> None:
+        """Recompute at the next chance (what was held back while not allowed to write)."""
+        self._dirty.set()
+
     def run(self, stop: threading.Event) -> None:
         """Recompile and store the grants after changes, at most once per debounce window."""
         run_debounced(

@@ -9,10 +9,11 @@ are healthy, refreshes its sync status so it is not reported stale.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import redis
 
@@ -26,10 +27,13 @@ from common.index import keys, store, store_events, syncstatus
 from common.kinds.registry import KindRegistry
 from common.leaf import registry
 from common.leaf.client import LeafClient
+from common.redis_client import text
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
 TICKS_PER_TTL = 4
+CLAIM_TICKS = 4 * TICKS_PER_TTL  # a claim the holder does not let go of is dropped after this
+HANDOVER_MAX_S = 20.0  # a leaving replica waits at most this long for its clusters' claimants
 LIST_CONCURRENCY = 4
 
 
@@ -56,6 +60,10 @@ class WatchReplica:
         self.reconcile = reconcile
         # Lists are the heavy part (a cluster start or relist): a few at a time per replica.
         self.list_slots = threading.BoundedSemaphore(LIST_CONCURRENCY)
+        # Clusters claimed from another replica: watched, not written until the lease is ours.
+        self.claims: dict[str, ClusterWatch] = {}
+        self.claim_ticks: dict[str, int] = {}
+        self.live: set[str] = set()  # tokens of the live replicas, as of the last round
         self._reconciled_at = float("-inf")
 
     @property
@@ -80,6 +88,7 @@ class WatchReplica:
 
     def tick(self) -> None:
         lost = self._renew_all()  # first, and in one round trip: the leases matter most
+        replicas = self._present()
         if (
             self.reconcile
             and time.monotonic() - self._reconciled_at > self.settings.registry_interval_s
@@ -101,10 +110,121 @@ class WatchReplica:
                 self.drop(name, release=False)
             else:
                 self._heartbeat(name, watch)
-        for name in sorted(registered - set(self.watches)):
-            if name in configs and self._lease(name).acquire():
+        eligible = sorted(c for c in registered if c in configs)
+        share = -(-len(eligible) // replicas)  # each replica's fair share, rounded up
+        self._follow_claims(eligible, configs)
+        self._give_back(share)
+        # A cluster nobody holds is taken whatever the shares (unwatched is worse than uneven),
+        # unless another replica claimed it: its holder let go of it for that one.
+        others = [c for c in eligible if c not in self.watches and c not in self.claims]
+        claimed = self.r.mget([keys.handover(c) for c in others]) if others else []
+        for name, claim in zip(others, claimed, strict=True):
+            mine = claim is None or text(claim).split(" ")[0] == self.token
+            if mine and self._lease(name).acquire():
                 self._take(name)
+        if len(self.watches) + len(self.claims) < share:
+            self._claim(eligible, share)
         watch_metrics.LEASES.set(len(self.watches))
+
+    # -- sharing the fleet: presence, fair shares, and hand-over without a gap ----------------
+    #
+    # Each replica holds about clusters / replicas. One below its share claims a cluster of a
+    # replica above it (`keys.handover`), lists and watches it without writing, says `ready`;
+    # the holder then lets go of it (releases the lease), and the claimant takes the lease and
+    # writes what it read meanwhile: the cluster is never without a watch, and its writes stay
+    # fenced by the lease throughout.
+
+    def _present(self) -> int:
+        """Announce this replica (until two TTLs from now); how many replicas are live (their
+        tokens in `self.live`)."""
+        now_ms = int(time.time() * 1000)
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zadd(keys.WATCHERS, {self.token: now_ms + 2 * self.ttl_ms})
+        pipe.zremrangebyscore(keys.WATCHERS, "-inf", now_ms)
+        pipe.zrange(keys.WATCHERS, 0, -1)
+        self.live = {text(t) for t in pipe.execute()[-1]}
+        return max(1, len(self.live))
+
+    def _claim(self, eligible: list[str], share: int) -> None:
+        """Claim clusters of replicas holding more than `share` until this one holds its share."""
+        if not eligible:
+            return
+        holders = self.r.mget([keys.lease(c) for c in eligible])
+        held: dict[str, list[str]] = {}
+        for c, h in zip(eligible, holders, strict=True):
+            if h is not None and text(h) != self.token:
+                held.setdefault(text(h), []).append(c)
+        for holder, clusters in sorted(held.items(), key=lambda kv: -len(kv[1])):
+            # what is above the holder's share; all of a replica that is leaving
+            above = clusters[share:] if holder in self.live else clusters
+            for c in reversed(above):
+                if len(self.watches) + len(self.claims) >= share:
+                    return
+                if c in self.claims or not self.r.set(
+                    keys.handover(c), self.token, nx=True, px=self.ttl_ms
+                ):
+                    continue  # another replica claimed it first
+                self._take(c, claimed_from=holder)
+
+    def _follow_claims(self, eligible: list[str], configs: Mapping[str, object]) -> None:
+        """Claimed clusters: say `ready` once listed, take the lease once the holder let go,
+        give up after `CLAIM_TICKS` rounds (the holder did not let go) or when gone."""
+        for name, watch in list(self.claims.items()):
+            self.claim_ticks[name] = self.claim_ticks.get(name, 0) + 1
+            if name not in eligible or configs.get(name) is not watch.client.config:
+                self._abandon(name)
+            elif self._lease(name).acquire():
+                self.watches[name] = watch
+                del self.claims[name]
+                self.claim_ticks.pop(name, None)
+                watch.open_gate()
+                self.r.delete(keys.handover(name))
+                log.info("took over", extra={"cluster": name})
+            elif self.claim_ticks[name] > CLAIM_TICKS:
+                self._abandon(name)
+            else:
+                ready = f"{self.token} ready" if watch.listed() else self.token
+                self.r.set(keys.handover(name), ready, px=self.ttl_ms)
+
+    def _abandon(self, name: str) -> None:
+        watch = self.claims.pop(name)
+        self.claim_ticks.pop(name, None)
+        watch.stop()
+        watch.client.close()
+        _compare_delete(self.r, keys.handover(name), self.token)
+
+    def _hand_over_all(self) -> None:
+        """Leaving while other replicas run: keep the leases until their claims on this one's
+        clusters are ready (they watch them), at most `2 x TTL` (and `HANDOVER_MAX_S`); what is
+        not claimed by then is released as it is (taken as free at the others' next round)."""
+        now_ms = int(time.time() * 1000)
+        if not self.watches or not self.r.zcount(keys.WATCHERS, now_ms, "+inf"):
+            return
+        deadline = time.monotonic() + min(2 * self.settings.watch_lease_ttl_s, HANDOVER_MAX_S)
+        log.info("handing %d clusters over before leaving", len(self.watches))
+        while self.watches and time.monotonic() < deadline:
+            lease.renew_all(self.r, [self._lease(name) for name in self.watches])
+            names = sorted(self.watches)
+            claims = self.r.mget([keys.handover(c) for c in names])
+            for name, claim in zip(names, claims, strict=True):
+                if claim is not None and text(claim).endswith(" ready"):
+                    self.drop(name, release=True)
+            time.sleep(min(0.2, self.tick_s))  # polling the claimants' progress
+
+    def _give_back(self, share: int) -> None:
+        """Above `share`: let go of the clusters whose claimant is ready (it watches them)."""
+        extra = len(self.watches) - share
+        if extra <= 0:
+            return
+        names = sorted(self.watches)
+        claims = self.r.mget([keys.handover(c) for c in names])
+        for name, claim in zip(names, claims, strict=True):
+            if extra <= 0:
+                return
+            if claim is not None and text(claim).endswith(" ready"):
+                log.info("handing over", extra={"cluster": name})
+                self.drop(name, release=True)
+                extra -= 1
 
     def _renew_all(self) -> set[str]:
         """Renew every owned lease (one pipelined round trip); the names whose lease is gone."""
@@ -115,19 +235,34 @@ class WatchReplica:
         # taking it again keeps the watch instead of relisting the whole cluster.
         return {name for name in failed if not held[name].acquire()}
 
-    def _take(self, name: str) -> None:
+    def _take(self, name: str, claimed_from: str = "") -> None:
+        """Watch `name`: its lease is ours, or (`claimed_from`) another replica's that this one
+        claimed: then lists and watches run, writes wait for the lease (`_follow_claims`)."""
         try:
             client = self.make_client(name)
         except FleetscopeError as e:
             log.warning("cannot watch: %s", e, extra={"cluster": name})
-            self._lease(name).release()
+            if claimed_from:
+                _compare_delete(self.r, keys.handover(name), self.token)
+            else:
+                self._lease(name).release()
             return
         watch = ClusterWatch(
-            self.r, client, self.kinds, self.settings, self.fence(name), self.list_slots
+            self.r,
+            client,
+            self.kinds,
+            self.settings,
+            self.fence(name),
+            self.list_slots,
+            gated=bool(claimed_from),
         )
-        self.watches[name] = watch
+        if claimed_from:
+            self.claims[name] = watch
+            log.info("claimed from %s", claimed_from, extra={"cluster": name})
+        else:
+            self.watches[name] = watch
+            log.info("watching", extra={"cluster": name})
         watch.start()
-        log.info("watching", extra={"cluster": name})
 
     def _client(self, name: str) -> LeafClient:
         config = self.source.configs()[name]
@@ -159,6 +294,12 @@ class WatchReplica:
     def close(self) -> None:
         """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
         watch_metrics.LEASES.set(0)
+        for name in list(self.claims):
+            with contextlib.suppress(redis.RedisError):  # else the claim expires
+                self._abandon(name)
+        with contextlib.suppress(redis.RedisError):  # else its presence expires
+            self.r.zrem(keys.WATCHERS, self.token)
+            self._hand_over_all()
         for watch in self.watches.values():
             watch.stop_event.set()  # all at once; the joins below then take one wait at most
         for name in list(self.watches):
@@ -166,3 +307,15 @@ class WatchReplica:
                 self.drop(name, release=True)
             except redis.RedisError:
                 log.warning("could not release a lease; it expires", extra={"cluster": name})
+
+
+_COMPARE_DELETE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+def _compare_delete(r: redis.Redis, key: str, value: str) -> None:
+    """Delete `key` only while it holds `value` (`value` or `value ready`: ours)."""
+    r.eval(_COMPARE_DELETE, 1, key, value)
+    r.eval(_COMPARE_DELETE, 1, key, f"{value} ready")

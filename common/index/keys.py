@@ -50,6 +50,8 @@ PREFIX = "fs"
 CLUSTERS = f"{PREFIX}:clusters"
 REGISTRY_PROBLEMS = f"{PREFIX}:registry-problems"
 VERSION = f"{PREFIX}:version"
+WATCHERS = f"{PREFIX}:watchers"
+"""Live watcher replicas: a sorted set of their tokens, scored by when their presence expires."""
 TOKEN_KEY = f"{PREFIX}:token-key"
 
 
@@ -176,6 +178,12 @@ def lock(cluster: str, work: str = "objects") -> str:
 
 def lease(cluster: str) -> str:
     return f"{_tag(cluster)}:lease"
+
+
+def handover(cluster: str) -> str:
+    """A watcher replica's claim on a cluster another replica holds (collector.watch_replica):
+    the claimant's token, then `<token> ready` once it has listed and watches the cluster."""
+    return f"{_tag(cluster)}:handover"
 
 
 def cluster_keys(cluster: str) -> list[str]:
