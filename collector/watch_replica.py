@@ -65,6 +65,7 @@ class WatchReplica:
         self.claim_ticks: dict[str, int] = {}
         self.live: set[str] = set()  # tokens of the live replicas, as of the last round
         self._reconciled_at = float("-inf")
+        self._retiring: list[threading.Thread] = []  # stopping watches (`drop`)
 
     @property
     def tick_s(self) -> float:
@@ -189,8 +190,8 @@ class WatchReplica:
     def _abandon(self, name: str) -> None:
         watch = self.claims.pop(name)
         self.claim_ticks.pop(name, None)
-        watch.stop()
-        watch.client.close()
+        watch.stop_event.set()
+        self._retire(watch)
         _compare_delete(self.r, keys.handover(name), self.token)
 
     def _hand_over_all(self) -> None:
@@ -284,12 +285,24 @@ class WatchReplica:
             watch.lost = True
 
     def drop(self, name: str, release: bool) -> None:
+        """Stop watching `name` (and release its lease): its threads are joined off this loop,
+        whose round must stay short (every lease is renewed in it). Releasing first is safe:
+        every write is fenced by the lease."""
         watch = self.watches.pop(name)
-        watch.stop()
-        watch.client.close()
+        watch.stop_event.set()
         if release:
             self._lease(name).release()
+        self._retire(watch)
         log.info("stopped watching", extra={"cluster": name})
+
+    def _retire(self, watch: ClusterWatch) -> None:
+        def retire() -> None:
+            watch.stop()
+            watch.client.close()
+
+        t = threading.Thread(target=retire, name=f"{watch.cluster}:retire", daemon=True)
+        t.start()
+        self._retiring = [x for x in self._retiring if x.is_alive()] + [t]
 
     def close(self) -> None:
         """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
@@ -307,6 +320,8 @@ class WatchReplica:
                 self.drop(name, release=True)
             except redis.RedisError:
                 log.warning("could not release a lease; it expires", extra={"cluster": name})
+        for t in self._retiring:  # each stop is bounded (ClusterWatch.stop)
+            t.join()
 
 
 _COMPARE_DELETE = """
