@@ -3,10 +3,16 @@ list's resourceVersion with bookmarks; relist on 410 or a broken stream, re-watc
 ends a watch cleanly. Row changes go through one writer thread per cluster, in batches, to
 common.index.store_events; RBAC changes recompile the grants (collector.watch_rbac); the checked
 Istio kinds, with Services and Namespaces, are re-validated together (collector.watch_mesh).
+
+Each resource's list-then-watch loop is a coroutine on the process's watch loop
+(collector.watch_loop: one thread for every stream, lists on its small pool), not a thread; a
+cluster reached through an HTTP proxy keeps a thread per watch (common.leaf.async_watch).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -17,12 +23,13 @@ from typing import Any
 
 import redis
 
-from collector import mesh, watch_metrics
+from collector import mesh, watch_loop, watch_metrics
 from collector.watch_mesh import CONTEXT, MeshState
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
 from common.errors import ClusterError, FleetscopeError, LockBusy
 from common.index import rows, store_events
 from common.kinds.registry import Kind, KindRegistry
+from common.leaf import async_watch
 from common.leaf.client import LeafClient, WatchExpired, WatchStream
 from common.lease import Fence
 from common.settings import Settings
@@ -85,12 +92,15 @@ class ClusterWatch:
             queue.Queue(QUEUE_MAX)
         )
         self.mesh_written = False  # a validation's rows were written (see healthy)
-        self._streams: set[WatchStream] = set()
+        self._streams: set[WatchStream | async_watch.AsyncWatchStream] = set()
         self._live: dict[str, float] = {}  # resource -> monotonic time of its last event
         self._rv: dict[str, str] = {}  # resource -> resourceVersion to watch from
         self._expected: set[str] = set()
         self._threads: list[threading.Thread] = []
+        self._tasks: list[concurrent.futures.Future[None]] = []
         self._lock = threading.Lock()
+        self._async = async_watch.supported(client)
+        self._ssl = async_watch.ssl_context(client) if self._async else None
 
     def start(self) -> None:
         self._spawn(self._start_all, "start")
@@ -99,6 +109,16 @@ class ClusterWatch:
         t = threading.Thread(target=target, args=args, daemon=True, name=f"{self.cluster}:{name}")
         self._threads.append(t)
         t.start()
+
+    def _spawn_watch(self, res: str, api_version: str, kind: Kind | None) -> None:
+        """Watch one resource: a coroutine on the shared loop (a thread if proxied)."""
+        if not self._async:
+            self._spawn(self._watch_loop, res, res, api_version, kind)
+            return
+        with self._lock:  # against stop(): no task starts after it cancelled them
+            if not self.stop_event.is_set():
+                coro = self._watch_loop_async(res, api_version, kind)
+                self._tasks.append(watch_loop.shared().submit(coro))
 
     def _start_all(self) -> None:
         served = self._discover()
@@ -121,12 +141,12 @@ class ClusterWatch:
         if self.mesh is not None:
             self._spawn(self.mesh.run, "mesh", self.stop_event, self.owned)
             for res in CONTEXT:
-                self._spawn(self._watch_loop, res, res, mesh.CORE_API, None)
+                self._spawn_watch(res, mesh.CORE_API, None)
         for kind in self.kinds:
             if kind.key in served:
-                self._spawn(self._watch_loop, kind.key, kind.key, served[kind.key], kind)
+                self._spawn_watch(kind.key, served[kind.key], kind)
         for plural in RESOURCES:
-            self._spawn(self._watch_loop, plural, plural, RBAC_API, None)
+            self._spawn_watch(plural, RBAC_API, None)
 
     def _discover(self) -> dict[str, str] | None:
         for attempt in range(1_000_000):
@@ -139,11 +159,13 @@ class ClusterWatch:
         return None
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        self.stop_event.set()
         with self._lock:
-            streams = list(self._streams)
+            self.stop_event.set()
+            streams, tasks = list(self._streams), list(self._tasks)
         for s in streams:
             s.close()
+        for task in tasks:
+            task.cancel()  # its stream closes as the cancellation unwinds it
         deadline = time.monotonic() + timeout_s
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
@@ -208,6 +230,103 @@ class ClusterWatch:
                 failures += 1
                 self.stop_event.wait(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
 
+    async def _watch_loop_async(self, res: str, api_version: str, kind: Kind | None) -> None:
+        """`_watch_loop` on the event loop: the list runs on the loop's list pool."""
+        plural = kind.plural if kind is not None else res
+        loop = asyncio.get_running_loop()
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                if not self._rv.get(res):
+                    await loop.run_in_executor(None, self._list, res, api_version, plural, kind)
+                    if self.stop_event.is_set():
+                        return
+                await self._watch_async(res, api_version, plural, kind, self._rv[res])
+                failures = 0
+            except WatchExpired:
+                self.stats["expired"] += 1
+                watch_metrics.EXPIRED.inc()
+                self._rv[res] = ""
+            except FleetscopeError as e:
+                if isinstance(e, ClusterError) and self._context_unavailable(res, e):
+                    return
+                self._mark_down(res)
+                if self.stop_event.is_set():
+                    return
+                self.stats["broken"] += 1
+                log.info(
+                    "watch of %s broke (%s); relisting", res, e, extra={"cluster": self.cluster}
+                )
+                self._rv[res] = ""
+                failures += 1
+                await asyncio.sleep(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
+            except Exception:
+                log.exception("watch of %s failed", res, extra={"cluster": self.cluster})
+                self._mark_down(res)
+                await asyncio.sleep(BACKOFF_S[-1])
+
+    async def _watch_async(
+        self, res: str, api_version: str, plural: str, kind: Kind | None, rv: str
+    ) -> None:
+        s = self.settings
+        stream = await async_watch.open_watch(
+            self.client,
+            self._ssl,
+            api_version,
+            plural,
+            rv,
+            s.watch_timeout_s,
+            s.watch_idle_timeout_s,
+        )
+        with self._lock:
+            self._streams.add(stream)
+            self._live[res] = time.monotonic()
+        try:
+            async for event_type, obj in stream:
+                if self.stop_event.is_set():
+                    return
+                item = self._event(res, plural, kind, api_version, event_type, obj)
+                while item is not None and not self.stop_event.is_set():
+                    try:
+                        self._queue.put_nowait(item)
+                        item = None
+                    except queue.Full:  # the writer is behind: wait, without stalling the loop
+                        await asyncio.sleep(0.05)
+        finally:
+            stream.close()
+            with self._lock:
+                self._streams.discard(stream)
+
+    def _event(
+        self,
+        res: str,
+        plural: str,
+        kind: Kind | None,
+        api_version: str,
+        event_type: str,
+        obj: dict[str, Any],
+    ) -> _Arrived | None:
+        """One watch event: bookkeeping, RBAC and Istio state; the row change to queue."""
+        with self._lock:
+            self._live[res] = time.monotonic()
+        new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if new_rv:
+            self._rv[res] = str(new_rv)
+        if event_type == "BOOKMARK":
+            return None
+        self.stats["events"] += 1
+        watch_metrics.EVENTS.inc()
+        if kind is None and res in CONTEXT and self.mesh is not None:
+            self.mesh.event(res, event_type, obj)
+        elif kind is None:
+            self.rbac.event(plural, event_type, obj)
+        elif self.mesh is not None and kind.key in self.mesh.kinds:
+            self.mesh.event(kind.key, event_type, obj)
+        else:
+            change = _change(self.cluster, kind, api_version, event_type, obj)
+            return _Arrived(change, time.monotonic())
+        return None
+
     def _context_unavailable(self, res: str, e: ClusterError) -> bool:
         """Services or Namespaces cannot be listed at all (403, 404): as in the full sync, the
         Istio rows then say they were not validated, and that watch stops (True)."""
@@ -256,24 +375,9 @@ class ClusterWatch:
             for event_type, obj in stream:
                 if self.stop_event.is_set():
                     return
-                with self._lock:
-                    self._live[res] = time.monotonic()
-                new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if new_rv:
-                    self._rv[res] = str(new_rv)
-                if event_type == "BOOKMARK":
-                    continue
-                self.stats["events"] += 1
-                watch_metrics.EVENTS.inc()
-                if kind is None and res in CONTEXT and self.mesh is not None:
-                    self.mesh.event(res, event_type, obj)
-                elif kind is None:
-                    self.rbac.event(plural, event_type, obj)
-                elif self.mesh is not None and kind.key in self.mesh.kinds:
-                    self.mesh.event(kind.key, event_type, obj)
-                else:
-                    change = _change(self.cluster, kind, api_version, event_type, obj)
-                    self._put(_Arrived(change, time.monotonic()))
+                item = self._event(res, plural, kind, api_version, event_type, obj)
+                if item is not None:
+                    self._put(item)
         finally:
             with self._lock:
                 self._streams.discard(stream)

@@ -228,13 +228,7 @@ class LeafClient:
 
         The server ends it after `timeout_s`; no byte for `idle_s` counts as a broken stream.
         """
-        query = {
-            "watch": "1",
-            "allowWatchBookmarks": "true",
-            "resourceVersion": resource_version,
-            "timeoutSeconds": str(int(timeout_s)),
-        }
-        path = f"{_collection_path(api_version, plural)}?{urlencode(query)}"
+        path = watch_path(api_version, plural, resource_version, timeout_s)
         self.requests += 1
         try:
             resp = self._pool.request(
@@ -250,15 +244,21 @@ class LeafClient:
         if resp.status >= 400:
             body = resp.read()
             resp.release_conn()
-            _raise_for(self.name, resp.status, body, path, False)
+            raise_for_status(self.name, resp.status, body, path)
         return WatchStream(self.name, resp)
 
     def _headers(self) -> urllib3.HTTPHeaderDict:
-        headers = urllib3.HTTPHeaderDict({"Accept": "application/json"})
+        return urllib3.HTTPHeaderDict({"Accept": "application/json", **self.headers()})
+
+    def headers(self) -> dict[str, str]:
+        """The credential headers of each request (the bearer token, refreshed when due)."""
         token = bearer_token(self._configuration)
-        if token:
-            headers["Authorization"] = token
-        return headers
+        return {"Authorization": token} if token else {}
+
+    @property
+    def configuration(self) -> Configuration:
+        """The loaded kubeconfig (host, TLS files, proxy): for common.leaf.async_watch."""
+        return self._configuration
 
     def get_object(
         self,
@@ -357,18 +357,7 @@ class WatchStream:
             self._resp.release_conn()
 
     def _event(self, raw: bytes) -> tuple[str, dict[str, Any]]:
-        try:
-            event = loads(raw)
-            kind, obj = str(event["type"]), event["object"]
-        except (ValueError, KeyError, TypeError):
-            raise ClusterError(f"cluster {self.cluster}: watch sent a malformed event") from None
-        if kind == "ERROR":
-            code = obj.get("code") if isinstance(obj, dict) else None
-            text = _cut(str(obj.get("message") or "")) if isinstance(obj, dict) else ""
-            if code == 410:
-                raise WatchExpired(f"cluster {self.cluster}: watch expired (410): {text}")
-            raise ClusterUnreachable(f"cluster {self.cluster}: watch error {code}: {text}")
-        return kind, obj
+        return parse_event(self.cluster, raw)
 
     def close(self) -> None:
         """End the stream from another thread: shuts the socket down to wake a blocked read
@@ -378,6 +367,42 @@ class WatchStream:
         self.closed = True
         with contextlib.suppress(OSError, AttributeError):
             self._resp.shutdown()
+
+
+def parse_event(cluster: str, raw: bytes) -> tuple[str, dict[str, Any]]:
+    """One line of a watch answer: `(type, object)`; WatchExpired for a 410 ERROR event,
+    ClusterUnreachable for another ERROR, ClusterError for a line that is not an event."""
+    try:
+        event = loads(raw)
+        kind, obj = str(event["type"]), event["object"]
+    except (ValueError, KeyError, TypeError):
+        raise ClusterError(f"cluster {cluster}: watch sent a malformed event") from None
+    if kind == "ERROR":
+        code = obj.get("code") if isinstance(obj, dict) else None
+        text = _cut(str(obj.get("message") or "")) if isinstance(obj, dict) else ""
+        if code == 410:
+            raise WatchExpired(f"cluster {cluster}: watch expired (410): {text}")
+        raise ClusterUnreachable(f"cluster {cluster}: watch error {code}: {text}")
+    return kind, obj
+
+
+def watch_path(api_version: str, plural: str, resource_version: str, timeout_s: float) -> str:
+    """The path and query of a watch of `plural` in all namespaces, with bookmarks."""
+    query = {
+        "watch": "1",
+        "allowWatchBookmarks": "true",
+        "resourceVersion": resource_version,
+        "timeoutSeconds": str(int(timeout_s)),
+    }
+    return f"{_collection_path(api_version, plural)}?{urlencode(query)}"
+
+
+def raise_for_status(cluster: str, status: int, body: bytes, path: str) -> None:
+    """A watch's error answer, translated as a list's is, but for 410: the resourceVersion is
+    too old (WatchExpired: list again)."""
+    if status == 410:
+        raise WatchExpired(f"cluster {cluster}: watch expired (HTTP 410)")
+    _raise_for(cluster, status, body, path, False)
 
 
 def _collection_path(api_version: str, plural: str, namespace: str = "") -> str:
