@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import signal
 import threading
 from collections.abc import Callable
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
     settings = settings or Settings.from_env()
     logs.configure(settings)
     gc_tuning.tune()
+    _raise_open_files()
     heartbeat = _heartbeat(Path(args.heartbeat_file)) if args.heartbeat_file else None
     stop = threading.Event()
 
@@ -69,6 +71,17 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
         r.close()
     log.info("watcher stopped")
     return 0
+
+
+def _raise_open_files() -> None:
+    """A replica holds ~30 connections per cluster (one per watched resource): raise the soft
+    limit on open files to the hard one (often 1,024 soft: ~30 clusters)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as e:
+            log.warning("open-files limit stays %d: %s", soft, e)
 
 
 def _heartbeat(path: Path) -> Callable[[], None]:

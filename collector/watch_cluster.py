@@ -447,7 +447,8 @@ class ClusterWatch:
                 self.stats["batches"] += 1
                 return True
             except LockBusy:
-                log.warning("watch lease lost; stopping", extra={"cluster": self.cluster})
+                if not self.stop_event.is_set():  # else dropped (handed over): expected
+                    log.warning("watch lease lost; stopping", extra={"cluster": self.cluster})
                 self.lost = True
                 self.stop_event.set()
             except (FleetscopeError, redis.RedisError) as e:
