@@ -22,7 +22,7 @@ from collector.clusters import ClusterSource
 from collector.watch_cluster import ClusterWatch
 from collector.watch_rbac import RESOURCES
 from common import lease
-from common.errors import FleetscopeError, LockBusy
+from common.errors import FleetscopeError
 from common.index import keys, store, store_events, syncstatus
 from common.kinds.registry import KindRegistry
 from common.leaf import registry
@@ -73,6 +73,10 @@ class WatchReplica:
 
     def run(self, stop: threading.Event) -> None:
         first = True
+        keeper = threading.Thread(
+            target=self._keep_leases, args=(stop,), name="watch-leases", daemon=True
+        )
+        keeper.start()
         try:
             while not stop.is_set():
                 try:
@@ -86,6 +90,25 @@ class WatchReplica:
                 stop.wait(self.tick_s)
         finally:
             self.close()
+
+    def _keep_leases(self, stop: threading.Event) -> None:
+        """Renew the held leases every tick, apart from the round (which, taking or handing
+        over many clusters on a busy machine, may outlast a TTL): a watch whose lease is gone
+        is marked lost, and the round drops it."""
+        while not stop.wait(self.tick_s):
+            try:
+                held = list(self.watches.items())
+            except RuntimeError:  # changed while copied: next time
+                continue
+            try:
+                renewed = lease.renew_all(self.r, [self._lease(name) for name, _ in held])
+            except redis.RedisError as e:
+                log.warning("could not renew the watch leases: %s", e)
+                continue
+            for (name, watch), ok in zip(held, renewed, strict=True):
+                # expired but not taken (a pause past the TTL): nobody else wrote; keep it
+                if not ok and self.watches.get(name) is watch and not self._lease(name).acquire():
+                    watch.lost = True
 
     def tick(self) -> None:
         lost = self._renew_all()  # first, and in one round trip: the leases matter most
@@ -109,8 +132,7 @@ class WatchReplica:
             elif watch.lost or name in lost:
                 log.warning("lost the watch lease", extra={"cluster": name})
                 self.drop(name, release=False)
-            else:
-                self._heartbeat(name, watch)
+        self._heartbeats()
         eligible = sorted(c for c in registered if c in configs)
         share = -(-len(eligible) // replicas)  # each replica's fair share, rounded up
         self._follow_claims(eligible, configs)
@@ -277,12 +299,16 @@ class WatchReplica:
     def fence(self, name: str) -> lease.Fence:
         return self._lease(name).fence
 
-    def _heartbeat(self, name: str, watch: ClusterWatch) -> None:
-        objects, rbac = watch.healthy(), watch.rbac_healthy()
-        try:
-            store_events.heartbeat(self.r, name, self.fence(name), objects, rbac)
-        except LockBusy:
-            watch.lost = True
+    def _heartbeats(self) -> None:
+        """Every healthy cluster's heartbeat, in one round trip (fenced by its lease)."""
+        held = list(self.watches.items())
+        beats = [
+            store_events.Beat(name, self.fence(name), w.healthy(), w.rbac_healthy())
+            for name, w in held
+        ]
+        for (_name, watch), ok in zip(held, store_events.heartbeats(self.r, beats), strict=True):
+            if not ok:
+                watch.lost = True
 
     def drop(self, name: str, release: bool) -> None:
         """Stop watching `name` (and release its lease): its threads are joined off this loop,

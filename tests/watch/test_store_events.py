@@ -9,7 +9,7 @@ import redis
 
 from common.errors import LockBusy
 from common.index import keys, rows
-from common.index.store_events import Change, apply_changes, kind_changes
+from common.index.store_events import Beat, Change, apply_changes, heartbeats, kind_changes
 from common.lease import Fence
 from tests import rowfactory
 
@@ -72,3 +72,27 @@ def test_lost_lease_writes_nothing(rb: redis.Redis) -> None:
             rb, C, [Change.of(member("ns", "Gateway", "b"))], Fence(keys.lease(C), "me:1")
         )
     assert rb.zcard(keys.rows(C)) == 0 and not rb.exists(keys.generation(C))
+
+
+def test_heartbeats_are_fenced_per_cluster_in_one_round_trip(rb: redis.Redis) -> None:
+    """Clusters whose lease is ours get `last_success` / `rbac_synced_at`; one whose lease moved
+    gets nothing and is reported (False); an unhealthy half is not refreshed."""
+    for c in ("a", "b", "c"):
+        rb.delete(keys.sync(c))
+    rb.set(keys.lease("a"), "me:1")
+    rb.set(keys.lease("b"), "other:1")
+    rb.set(keys.lease("c"), "me:1")
+    beats = [
+        Beat("a", Fence(keys.lease("a"), "me:1"), objects=True, rbac=True),
+        Beat("b", Fence(keys.lease("b"), "me:1"), objects=True, rbac=True),
+        Beat("c", Fence(keys.lease("c"), "me:1"), objects=True, rbac=False),
+    ]
+    rb.config_resetstat()
+    assert heartbeats(rb, beats, now=100.0) == [True, False, True]
+    stats = rb.info("commandstats")
+    assert stats["cmdstat_eval"]["calls"] == 3
+    a, b, c = (rb.hgetall(keys.sync(x)) for x in ("a", "b", "c"))
+    assert a[b"last_success"] == b"100.0" and a[b"rbac_synced_at"] == b"100.0"
+    assert a[b"state"] == b"ok"
+    assert b == {}
+    assert c[b"last_success"] == b"100.0" and b"rbac_synced_at" not in c
