@@ -39,6 +39,7 @@ built in Python plus one ZRANGEBYLEX inside the script, a walked member one tran
 membership test in Python); see `Reader._choose`."""
 SIZES_TTL_S = 10.0  # how long a cluster's index sizes serve as estimates
 PLAIN_RANGES_MAX = 4  # pruned ranges read without the script up to this many (`_plain`)
+PAGES_MAX = 1024  # remembered sparse pages per process (`Reader._pages`): ~150 B x 51 rows each
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ class Page:
     round_trips: int = 0
     version: keys.GrantsVersion | None = None
     """The grants version, read in the page's first round trip when asked (`confirm_version`)."""
+    lead: list[Any] | None = None
+    """The reply of the command sent first with the scans (`Reader.page`: generations)."""
 
     @property
     def rows(self) -> list[Row]:
@@ -181,11 +184,13 @@ class Reader:
         max_batch: int = 32,
         walk_min_ranges: int = WALK_MIN_RANGES,
         range_cost: float = RANGE_COST,
+        pages_max: int = PAGES_MAX,
     ) -> None:
         self.r = r
         self.all_kinds = tuple(all_kinds)
         self.budget, self.window, self.max_batch = budget, window, max_batch
         self.walk_min_ranges, self.range_cost = walk_min_ranges, range_cost
+        self.pages_max = pages_max  # 0: sparse pages are not remembered (`page`)
         self._sha: dict[str, str] = {}
         self._plans: dict[tuple[int, Filters], tuple[AccessLike, list[Range]]] = {}
         self.tallies = tally.Tallies(r)
@@ -194,6 +199,10 @@ class Reader:
         self._source_plans: dict[tuple[str, Filters], tuple[list[str], bytes]] = {}
         self._facets: dict[tuple[int, Filters], tuple[Mapping[str, AccessLike], list[Any], Facets]]
         self._facets = {}
+        self._pages: dict[
+            tuple[int, Filters, Cursor | None, int],
+            tuple[Mapping[str, AccessLike], list[Any], Page],
+        ] = {}
 
     # -- scripts -------------------------------------------------------------------------------
 
@@ -202,12 +211,16 @@ class Reader:
             self._sha[name] = str(self.r.script_load(getattr(reader_lua, name)))
         return self._sha[name]
 
-    def _run(self, calls: Sequence[_Call], get: str = "", gens: Sequence[str] = ()) -> list[Any]:
+    def _run(
+        self, calls: Sequence[_Call], get: str = "", gens: Sequence[str] = (), lead: Any = None
+    ) -> list[Any]:
         """EVALSHA each (script, key, args) in one pipelined round trip, after a GET of `get`
-        when given (its value comes first), then one MGET of `gens` when given (its reply
-        last); reload on NOSCRIPT."""
+        when given (its value comes first) and the packed command `lead` when given (its reply
+        next), then one MGET of `gens` when given (its reply last); reload on NOSCRIPT."""
         for attempt in (0, 1):
-            commands: list[tuple[Any, ...]] = [("GET", get)] if get else []
+            commands: list[Any] = [("GET", get)] if get else []
+            if lead is not None:
+                commands.append(lead)
             for script, key, args in calls:
                 if script == "ZRANGE":  # a walk: members from `lo` on, up to a count
                     commands.append(("ZRANGEBYLEX", key, args[0], b"+", "LIMIT", 0, int(args[1])))
@@ -363,7 +376,50 @@ class Reader:
     ) -> Page:
         """Up to `request.limit` visible rows after its cursor; full unless it is the last page.
         `confirm_version`: the grants version is read before the scans, in the same round trip
-        (`Page.version`), so cached grants can be confirmed at no extra cost."""
+        (`Page.version`), so cached grants can be confirmed at no extra cost.
+
+        A sparse page (a status, kind or suspension filter, or a name) gathers its rows from
+        dozens of clusters; it is remembered per (caller's access, filters, cursor, limit) with
+        the generations of the clusters it could read, taken before its scans: while none of
+        them was written, the same request is answered from it after one round trip (`MGET` of
+        the generations), like the facets. A write to any of them reads the page again."""
+        filters, limit, cursor = request.filters, request.limit, request.cursor
+        if not self.pages_max or not self._memoable(filters):
+            return self._page(access, request, confirm_version)
+        clusters = self._candidates(access, filters, cursor)
+        key = (id(access), filters, cursor, limit)
+        hit = self._pages.get(key)
+        gens: list[Any] | None = None
+        if hit is not None and hit[0] is access and clusters:
+            gens, version = tally.generations(self.r, clusters, confirm_version)
+            if gens == hit[1]:
+                return dataclasses.replace(hit[2], version=version, scanned=0, round_trips=1)
+        lead = tally.generations_command(clusters) if gens is None and clusters else None
+        out = self._page(access, request, confirm_version, lead)
+        if gens is None:
+            gens = out.lead
+        if gens is not None:  # read before the scans: a write after them moves one
+            if len(self._pages) >= self.pages_max:
+                self._pages.clear()
+            self._pages[key] = (access, gens, out)
+        out.lead = None
+        return out
+
+    @staticmethod
+    def _memoable(filters: Filters) -> bool:
+        statuses = frozenset(filters.statuses)
+        sparse = (
+            filters.kinds or filters.suspended is True or (statuses and "healthy" not in statuses)
+        )
+        return bool(sparse or filters.name)
+
+    def _page(
+        self,
+        access: Mapping[str, AccessLike],
+        request: PageRequest,
+        confirm_version: bool = False,
+        lead: Any = None,
+    ) -> Page:
         filters, limit, cursor = request.filters, request.limit, request.cursor
         check_key = keys.VERSION if confirm_version else ""
         need = limit + 1  # one more than asked: tells whether a next page exists
@@ -385,9 +441,12 @@ class Reader:
             calls, spans = self._page_calls(group, filters, need - len(got))
             checked = [w for w in group if w.expect_gen is not None]
             gen_keys = [keys.generation(w.cluster) for w in checked]
-            replies = self._run(calls, "" if result.round_trips else check_key, gen_keys)
+            lead_now = None if result.round_trips else lead
+            replies = self._run(calls, "" if result.round_trips else check_key, gen_keys, lead_now)
             if check_key and not result.round_trips:
                 first, replies = replies[:1], replies[1:]
+            if lead_now is not None:
+                result.lead = replies.pop(0)
             moved = set()
             if gen_keys:
                 stored = replies.pop()

@@ -208,6 +208,19 @@ def live_namespaces(
 _GEN_MGETS: dict[tuple[str, ...], redis_client.Packed] = {}
 
 
+def generations_command(clusters: Sequence[str]) -> Any:
+    """The packed `MGET` of the clusters' generations (packed once per list of clusters: the
+    same callers ask for the same clusters), for `redis_client.pipelined`."""
+    names = tuple(clusters)
+    mget = _GEN_MGETS.get(names)
+    if mget is None:
+        if len(_GEN_MGETS) >= TABLES_MAX:
+            _GEN_MGETS.clear()
+        mget = redis_client.packed("MGET", *(keys.generation(c) for c in clusters))
+        _GEN_MGETS[names] = mget
+    return mget
+
+
 def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[Any], Any]:
     """The clusters' generations in one round trip (MGET), as Redis returns them (bytes, or
     None for a cluster never written: `int(g or 0)` reads one), and the grants version when asked
@@ -216,14 +229,7 @@ def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple
         return [], None
     commands: list[Any] = [("GET", keys.VERSION)] if version else []
     if clusters:
-        names = tuple(clusters)
-        mget = _GEN_MGETS.get(names)
-        if mget is None:  # the same callers ask for the same clusters: pack it once
-            if len(_GEN_MGETS) >= TABLES_MAX:
-                _GEN_MGETS.clear()
-            mget = redis_client.packed("MGET", *(keys.generation(c) for c in clusters))
-            _GEN_MGETS[names] = mget
-        commands.append(mget)
+        commands.append(generations_command(clusters))
     replies = redis_client.pipelined(r, commands)
     got = keys.GrantsVersion(replies.pop(0)) if version else None
     return (replies[0] if clusters else []), got

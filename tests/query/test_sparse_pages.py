@@ -41,9 +41,9 @@ def fleet(rb: redis.Redis) -> list:
 def test_a_team_members_failing_rows_come_in_one_round_trip_from_their_namespaces(
     rb: redis.Redis, fleet: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    reader = Reader(rb, KINDS)
     want = visible(fleet, TEAM, statuses=("unhealthy",))
     assert len(want) == 60
+    reader = Reader(rb, KINDS, pages_max=0)  # the scan itself (not the remembered page)
     reader.page(TEAM, PageRequest(UNHEALTHY, 50))  # warm: count tables read (one round trip)
     rb.config_resetstat()
     trips = count_round_trips(monkeypatch)
@@ -114,10 +114,43 @@ def test_clusters_without_matches_are_skipped_by_a_generation_check(
     # generations, in one MGET, confirm them), that one is one plain range read
     extra = make_row("t29", "team-03", "Kustomization", "only", "healthy", suspended=True)
     write_rows(rb, [extra])
-    reader = Reader(rb, KINDS)
+    reader = Reader(rb, KINDS, pages_max=0)  # the scan itself (not the remembered page)
     reader.page(TEAM, PageRequest(filters, 50))
     rb.config_resetstat()
     page = reader.page(TEAM, PageRequest(filters, 50))
     assert [r["name"] for r in page.rows] == ["only"]
     cmds = commands(rb)
     assert cmds == {"zrangebylex": 1, "mget": 1}, cmds
+
+
+@pytest.mark.parametrize("filters", [UNHEALTHY, Filters(kinds=("Kustomization",))])
+def test_a_repeated_sparse_page_costs_one_mget_until_a_cluster_is_written(
+    rb: redis.Redis, fleet: list, filters: Filters
+) -> None:
+    """The page is remembered with the generations of the clusters it could read (taken before
+    its scans); the same request then costs one MGET, and any write to one of them reads the
+    page again, with the new row in it."""
+    more = [make_row("t05", "team-05", "Kustomization", "k", "unhealthy")]
+    write_rows(rb, more)
+    reader = Reader(rb, KINDS)
+    first = reader.page(TEAM, PageRequest(filters, 20))
+    want = visible([*fleet, *more], TEAM, statuses=filters.statuses, kinds=filters.kinds)
+    assert [order(r) for r in first.rows] == [order(r) for r in want[:20]]
+    rb.config_resetstat()
+    again = reader.page(TEAM, PageRequest(filters, 20))
+    assert [order(r) for r in again.rows] == [order(r) for r in first.rows]
+    assert again.cursor == first.cursor
+    assert commands(rb) == {"mget": 1}
+    # a new matching row on the first cluster: it leads the page now
+    new = make_row("t00", "team-19", "Kustomization", "a-new", "unhealthy")
+    write_rows(rb, [new])
+    rb.config_resetstat()
+    third = reader.page(TEAM, PageRequest(filters, 20))
+    want = visible([*fleet, *more, new], TEAM, statuses=filters.statuses, kinds=filters.kinds)
+    assert [order(r) for r in third.rows] == [order(r) for r in want[:20]]
+    assert set(commands(rb)) - {"mget"}  # scanned again
+    # a different caller (another access object) never gets this caller's page
+    other = {c: FakeAccess(namespaces={"team-19": ALL}) for c in CLUSTERS}
+    theirs = reader.page(other, PageRequest(filters, 20))
+    want = visible([*fleet, *more, new], other, statuses=filters.statuses, kinds=filters.kinds)
+    assert [order(r) for r in theirs.rows] == [order(r) for r in want[:20]]

@@ -183,7 +183,7 @@ def test_facets_of_a_1500_namespace_caller_cost_one_mget_when_nothing_changed(
 def test_pages_of_a_1500_namespace_caller_walk_the_sources_in_one_round_trip(
     rb: redis.Redis, wide_fleet: dict[str, FakeAccess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    reader = Reader(rb, KINDS)
+    reader = Reader(rb, KINDS, pages_max=0)  # the scans themselves, not remembered pages
     for f in (Filters(), Filters(statuses=("unhealthy",)), Filters(kinds=("Kustomization",))):
         reader.page(wide_fleet, PageRequest(f, 50))  # warm: the index sizes (estimates) read
         rb.config_resetstat()
@@ -213,7 +213,7 @@ def test_a_name_filter_for_a_1500_namespace_caller_reads_the_name_index_once_per
     write_rows(
         rb, [make_row("w2", f"ns-{n:04d}", "HelmRelease", "needle") for n in range(1490, 1510)]
     )
-    reader = Reader(rb, KINDS)
+    reader = Reader(rb, KINDS, pages_max=0)  # the scans themselves, not remembered pages
     reader.page(wide_fleet, PageRequest(Filters(name="needle"), 50))  # warm: scripts loaded
     rb.config_resetstat()
     trips = count_round_trips(monkeypatch)
