@@ -26,7 +26,7 @@ import redis
 from collector import mesh, watch_loop, watch_metrics
 from collector.watch_mesh import CONTEXT, MeshState
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
-from common.errors import ClusterError, FleetscopeError, LockBusy
+from common.errors import ClusterError, ClusterUnreachable, FleetscopeError, LockBusy
 from common.index import rows, store_events
 from common.kinds.registry import Kind, KindRegistry
 from common.leaf import async_watch
@@ -222,12 +222,8 @@ class ClusterWatch:
                 self._mark_down(res)
                 if self.stop_event.is_set():
                     return
-                self.stats["broken"] += 1
-                log.info(
-                    "watch of %s broke (%s); relisting", res, e, extra={"cluster": self.cluster}
-                )
-                self._rv[res] = ""
                 failures += 1
+                self._broken(res, e)
                 self.stop_event.wait(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
 
     async def _watch_loop_async(self, res: str, api_version: str, kind: Kind | None) -> None:
@@ -253,12 +249,8 @@ class ClusterWatch:
                 self._mark_down(res)
                 if self.stop_event.is_set():
                     return
-                self.stats["broken"] += 1
-                log.info(
-                    "watch of %s broke (%s); relisting", res, e, extra={"cluster": self.cluster}
-                )
-                self._rv[res] = ""
                 failures += 1
+                self._broken(res, e)
                 await asyncio.sleep(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
             except Exception:
                 log.exception("watch of %s failed", res, extra={"cluster": self.cluster})
@@ -326,6 +318,18 @@ class ClusterWatch:
             change = _change(self.cluster, kind, api_version, event_type, obj)
             return _Arrived(change, time.monotonic())
         return None
+
+    def _broken(self, res: str, e: FleetscopeError) -> None:
+        """A list or watch failed. Unreachable (refused, timed out, cut, silent): the watch
+        resumes from the last resourceVersion seen, as client-go's reflector does (the server
+        replays what was missed, or answers 410 and the kind is listed again); anything else
+        (an error answer, a malformed event): the kind is listed again."""
+        self.stats["broken"] += 1
+        if isinstance(e, ClusterUnreachable) and self._rv.get(res):
+            log.info("watch of %s broke (%s); resuming", res, e, extra={"cluster": self.cluster})
+            return
+        log.info("watch of %s broke (%s); relisting", res, e, extra={"cluster": self.cluster})
+        self._rv[res] = ""
 
     def _context_unavailable(self, res: str, e: ClusterError) -> bool:
         """Services or Namespaces cannot be listed at all (403, 404): as in the full sync, the

@@ -114,7 +114,7 @@ class Settings:
     """Server-side timeout of one watch request; the watcher then resumes from its last version."""
 
     watch_idle_timeout_s: float = 90.0
-    """A watch silent this long (no event, no bookmark) counts as broken: it is relisted."""
+    """A watch silent this long (no event or bookmark) is broken: reopened from its last version."""
 
     watch_rbac_debounce_s: float = 0.2
     """Wait after an RBAC watch event before recompiling grants (later events join the batch)."""

@@ -23,6 +23,18 @@ from common.leaf.client import LeafClient, parse_event, raise_for_status, watch_
 HEADER_MAX = 64 * 1024  # bytes of status line and headers
 ERROR_BODY_MAX = 64 * 1024  # bytes of an error answer read for its message
 LINE_MAX = 64 * 1024 * 1024  # one event (one object): the biggest a leaf may send
+OPEN_CONCURRENCY = 64
+"""Connections being opened at once per event loop: a replica starting on 100 clusters opens
+~3,000 streams; all at once, their TLS handshakes outlast any timeout."""
+_slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+
+def _open_slots() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    slots = _slots.get(loop)
+    if slots is None:
+        slots = _slots[loop] = asyncio.Semaphore(OPEN_CONCURRENCY)
+    return slots
 
 
 def supported(client: LeafClient) -> bool:
@@ -70,13 +82,17 @@ async def open_watch(
         api_version, plural, resource_version, timeout_s
     )
     client.requests += 1
+    # As urllib3 does for the threaded watch: the connection and the answer's head may take as
+    # long as the stream may stay silent (a TLS handshake on a busy machine takes seconds).
+    wait_s = max(client.timeout_s, idle_s)
     try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(
-                host, port, ssl=ctx, server_hostname=server_hostname, limit=LINE_MAX
-            ),
-            client.timeout_s,
-        )
+        async with _open_slots():
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    host, port, ssl=ctx, server_hostname=server_hostname, limit=LINE_MAX
+                ),
+                wait_s,
+            )
     except (OSError, TimeoutError, ssl.SSLError) as e:
         raise ClusterUnreachable(f"cluster {client.name}: watch: {type(e).__name__}") from None
     headers = {"Host": url.netloc, "Accept": "application/json", "Connection": "close"}
@@ -85,7 +101,7 @@ async def open_watch(
     stream = AsyncWatchStream(client.name, reader, writer, idle_s)
     try:
         writer.write(head.encode("latin-1") + b"\r\n")
-        status, response_headers = await stream.read_head(client.timeout_s)
+        status, response_headers = await stream.read_head(wait_s)
         if status >= 400:
             body = await stream.read_body(ERROR_BODY_MAX)
             raise_for_status(client.name, status, body, path)

@@ -84,3 +84,33 @@ def test_full_sync_repairs_a_dropped_event(
         )
     )
     poll(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync")
+
+
+def test_a_cluster_down_for_a_while_is_resumed_without_a_relist(
+    sim: KubeSim, rb: redis.Redis, start_replica: Callable[..., Running]
+) -> None:
+    """The API server goes away (streams cut, reconnects refused) and comes back: the watches
+    resume from their last resourceVersion, as client-go's reflector does, and the server
+    replays what changed meanwhile; nothing is listed again."""
+    run = start_replica("a")
+    c = sim.clusters[0]
+    poll(lambda: run.healthy(c), what="watched")
+    watch = run.replica.watches[c]
+    lists_before = watch.stats["lists"]
+    sim.clear_request_log(c)
+    sim.set_fault(c, down=True)
+    poll(lambda: not watch.listed(), what="the streams cut")
+    sim.set_ready(c, "Kustomization", "app-0003", "apps", False, reason="Failed", message="z")
+    sim.set_fault(c)
+    poll(
+        lambda: (
+            rows.status_of(row_of(rb, c, "app-0003", "Kustomization", "apps") or "h") == "unhealthy"
+        ),
+        what="the change made while down",
+    )
+    poll(lambda: watch.listed(), what="every stream open again")
+    assert watch.stats["broken"] >= 1
+    assert watch.stats["lists"] == lists_before
+    lists = [rec for rec in sim.request_log(c) if "watch" not in rec.query]
+    assert lists == [], [rec.path for rec in lists]
+    assert stored(rb, c) == full_sync_members(sim, c)
