@@ -66,6 +66,7 @@ class WatchReplica:
         self.live: set[str] = set()  # tokens of the live replicas, as of the last round
         self._reconciled_at = float("-inf")
         self._retiring: list[threading.Thread] = []  # stopping watches (`drop`)
+        self._free_seen: set[str] = set()  # free clusters left to the others last round
 
     @property
     def tick_s(self) -> float:
@@ -137,14 +138,20 @@ class WatchReplica:
         share = -(-len(eligible) // replicas)  # each replica's fair share, rounded up
         self._follow_claims(eligible, configs)
         self._give_back(share)
-        # A cluster nobody holds is taken whatever the shares (unwatched is worse than uneven),
-        # unless another replica claimed it: its holder let go of it for that one.
+        # A cluster nobody holds is taken up to this replica's share at once, and beyond it
+        # once it stayed free for a round (the others had their turn: unwatched is worse than
+        # uneven, and a start shared evenly spares hand-overs, each a second list), unless
+        # another replica claimed it: its holder let go of it for that one.
         others = [c for c in eligible if c not in self.watches and c not in self.claims]
         claimed = self.r.mget([keys.handover(c) for c in others]) if others else []
+        seen, self._free_seen = self._free_seen, set()
         for name, claim in zip(others, claimed, strict=True):
             mine = claim is None or text(claim).split(" ")[0] == self.token
-            if mine and self._lease(name).acquire():
+            room = len(self.watches) + len(self.claims) < share or name in seen
+            if mine and room and self._lease(name).acquire():
                 self._take(name)
+            elif mine and not room:
+                self._free_seen.add(name)
         if len(self.watches) + len(self.claims) < share:
             self._claim(eligible, share)
         watch_metrics.LEASES.set(len(self.watches))

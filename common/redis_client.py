@@ -18,6 +18,10 @@ WRITER_TIMEOUT_S = 60.0
 """Collector and watcher: a full sync's transaction can carry many thousand rows."""
 CONNECT_TIMEOUT_S = 5.0
 HEALTH_CHECK_INTERVAL_S = 30
+MAX_CONNECTIONS = 4096
+"""Connections a client may open (one per thread using it at once). redis-py 8 lowered its
+default to 100, fewer than a watcher replica's threads (a writer per cluster): past it, every
+command failed with "Too many connections"."""
 
 
 def connect(url: str, timeout_s: float = WRITER_TIMEOUT_S) -> redis.Redis:
@@ -27,6 +31,7 @@ def connect(url: str, timeout_s: float = WRITER_TIMEOUT_S) -> redis.Redis:
     timeouts: dict[str, Any] = {
         "socket_timeout": timeout_s,
         "socket_connect_timeout": min(timeout_s, CONNECT_TIMEOUT_S),
+        "max_connections": MAX_CONNECTIONS,
     }
     if redis_urls.check(url) == "sentinel":
         return _sentinel_primary(redis_urls.parse_sentinel(url), timeouts)
