@@ -1,7 +1,12 @@
 """The one lease type: a Redis key held under a random token for a TTL (SET NX PX), renewed while
 its work goes on, released by compare-and-delete, and checked by writers as a fence. Sync locks
 (collector.lock) and watcher cluster ownership (collector.watch_replica) are both leases; a
-holder that dies stops renewing, so its lease expires after the TTL."""
+holder that dies stops renewing, so its lease expires after the TTL.
+
+The fence is a second key (`keys.owner`): the holder's token, written when the lease is taken
+and deleted when it is released, but not by renewals. Writers WATCH it and read both keys: a
+renewal (a PEXPIRE every few seconds) would otherwise abort every transaction that outlasts it,
+and a watcher writing thousands of rows on a busy machine never got one through."""
 
 from __future__ import annotations
 
@@ -13,10 +18,21 @@ from typing import Any
 import redis
 
 from common.errors import LockBusy
+from common.index import keys
 
-# Both only act while the key still holds our token (never on another holder's lease).
+# Each acts only while the key still holds our token (never on another holder's lease).
+_ACQUIRE = """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('set', KEYS[2], ARGV[1])
+  return 1
+end
+return 0
+"""
 _RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  if redis.call('get', KEYS[2]) == ARGV[1] then redis.call('del', KEYS[2]) end
+  return redis.call('del', KEYS[1])
+end
 return 0
 """
 _RENEW = """
@@ -27,10 +43,15 @@ return 0
 
 @dataclass(frozen=True)
 class Fence:
-    """Write only while `key` still holds `token` (common.index.writer checks it under WATCH)."""
+    """Write only while the lease `key` and its owner key hold `token` (common.index.writer
+    reads both and WATCHes the owner key)."""
 
     key: str
     token: str
+
+    @property
+    def owner(self) -> str:
+        return keys.owner(self.key)
 
 
 def ttl_ms(ttl_s: float) -> int:
@@ -58,7 +79,8 @@ class Lease:
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it (or we still do: an expired, untaken lease of ours)."""
-        return bool(self.r.set(self.key, self.token, nx=True, px=self.ttl_ms))
+        args = (self.token, str(self.ttl_ms))
+        return bool(self.r.eval(_ACQUIRE, 2, self.key, keys.owner(self.key), *args))
 
     def renew(self) -> bool:
         """Extend the TTL while the lease is ours; False once it is gone."""
@@ -66,7 +88,7 @@ class Lease:
 
     def release(self) -> None:
         """Give the lease up now (a clean hand-over, no TTL wait); a no-op if it is not ours."""
-        self.r.eval(_RELEASE, 1, self.key, self.token)
+        self.r.eval(_RELEASE, 2, self.key, keys.owner(self.key), self.token)
 
 
 def renew_all(r: redis.Redis, leases: Sequence[Lease]) -> list[bool]:
@@ -81,10 +103,14 @@ def renew_all(r: redis.Redis, leases: Sequence[Lease]) -> list[bool]:
 
 def check(pipe: Any, fence: Fence | None, what: str) -> None:
     """Inside a WATCHing pipeline: raise LockBusy unless the fence is still ours (the WATCH on
-    its key then makes the EXEC fail if it moves before the write)."""
+    its owner key then makes the EXEC fail if the lease changes hands before the write)."""
     if fence is None:
         return
-    pipe.watch(fence.key)
-    raw = pipe.get(fence.key)
-    if (raw.decode() if isinstance(raw, bytes) else raw) != fence.token:
+    pipe.watch(fence.owner)
+    held, owner = (text(v) for v in pipe.mget(fence.key, fence.owner))
+    if held != fence.token or owner != fence.token:
         raise LockBusy(f"{what}: {fence.key} is no longer ours; nothing written")
+
+
+def text(raw: bytes | str | None) -> str | None:
+    return raw.decode() if isinstance(raw, bytes) else raw

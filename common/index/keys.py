@@ -18,6 +18,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
 | fs:{c:<cluster>}:lock:<work>   | str  | lock | collector                  | collector                |
 | fs:{c:<cluster>}:lease         | str  | lease| watcher                    | watcher                  |
+| <lease or lock key>:owner      | str  | -    | its holder (common.lease)  | writers (fence, WATCH)   |
 | fs:clusters                    | hash | -    | collector (registry)       | everyone                 |
 | fs:registry-problems           | str  | -    | collector (registry)       | query (status)           |
 | fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
@@ -178,6 +179,13 @@ def lock(cluster: str, work: str = "objects") -> str:
 
 def lease(cluster: str) -> str:
     return f"{_tag(cluster)}:lease"
+
+
+def owner(lease_key: str) -> str:
+    """The fence of a lease (common.lease): its holder's token, set when the lease is taken and
+    deleted when it is released, never touched by renewals (so writers WATCHing it are not
+    aborted by them); same hash slot as the lease."""
+    return f"{lease_key}:owner"
 
 
 def handover(cluster: str) -> str:

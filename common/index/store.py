@@ -113,6 +113,8 @@ def mark_pending(r: redis.Redis, cluster: str) -> None:
 
 
 def delete_cluster(r: redis.Redis, cluster: str) -> int:
-    """Delete every key of a cluster (rows, indexes, counts, grants, status, lock)."""
+    """Delete every key of a cluster (rows, indexes, counts, grants, status, locks and their
+    owner keys; the watch lease is its holder's to release)."""
     locks = [keys.lock(cluster, work) for work in keys.LOCK_WORK]
-    return int(r.delete(*keys.cluster_keys(cluster), *locks))
+    owners = [keys.owner(k) for k in locks]
+    return int(r.delete(*keys.cluster_keys(cluster), *locks, *owners))

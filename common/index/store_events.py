@@ -120,8 +120,8 @@ def kind_changes(
 
 
 _HEARTBEAT = """
-if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('hset', KEYS[2], unpack(ARGV, 2))
+if redis.call('get', KEYS[1]) ~= ARGV[1] or redis.call('get', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('hset', KEYS[3], unpack(ARGV, 2))
 return 1
 """
 
@@ -153,7 +153,8 @@ def heartbeats(r: redis.Redis, beats: Sequence[Beat], now: float | None = None) 
         if not fields:
             continue
         flat = [x for kv in syncstatus.encode(**fields).items() for x in kv]
-        pipe.eval(_HEARTBEAT, 2, b.fence.key, keys.sync(b.cluster), b.fence.token, *flat)
+        fence = b.fence
+        pipe.eval(_HEARTBEAT, 3, fence.key, fence.owner, keys.sync(b.cluster), fence.token, *flat)
         sent.append(i)
     ok = [True] * len(beats)
     if sent:

@@ -108,12 +108,12 @@ def _write(
 ) -> Written:
     tx: Any  # redis-py's pipeline typing is loose
     with r.pipeline(transaction=True) as tx:
-        tx.watch(keys.generation(cluster), *([fence.key] if fence else []))
+        tx.watch(keys.generation(cluster), *([fence.owner] if fence else []))
         # Reads on a second connection after the WATCH, in one round trip: any write since
         # the WATCH aborts the EXEC below.
         reads: Any = r.pipeline(transaction=False)
         if fence is not None:
-            reads.get(fence.key)
+            reads.mget(fence.key, fence.owner)
         if since_generation is not None:
             reads.get(keys.generation(cluster))
         reads.hgetall(keys.counts(cluster))
@@ -131,7 +131,7 @@ def _write(
             ns_groups = nscounts.queue_read(reads, cluster, plan_namespaces(plan))
         plan.queue_reads(cluster, reads)
         replies = reads.execute()
-        if fence is not None and text(replies.pop(0)) != fence.token:
+        if fence is not None and any(text(v) != fence.token for v in replies.pop(0)):
             raise LockBusy(f"cluster {cluster}: {fence.key} is no longer ours; nothing written")
         if since_generation is not None and int(replies.pop(0) or 0) != since_generation:
             tx.multi()

@@ -4,13 +4,15 @@ lost lease (fence) writes nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 
 from common.errors import LockBusy
 from common.index import keys, rows
 from common.index.store_events import Beat, Change, apply_changes, heartbeats, kind_changes
-from common.lease import Fence
+from common.lease import Fence, Lease
 from tests import rowfactory
 
 C = "c1"
@@ -79,9 +81,9 @@ def test_heartbeats_are_fenced_per_cluster_in_one_round_trip(rb: redis.Redis) ->
     gets nothing and is reported (False); an unhealthy half is not refreshed."""
     for c in ("a", "b", "c"):
         rb.delete(keys.sync(c))
-    rb.set(keys.lease("a"), "me:1")
-    rb.set(keys.lease("b"), "other:1")
-    rb.set(keys.lease("c"), "me:1")
+    for c, holder in (("a", "me:1"), ("b", "other:1"), ("c", "me:1")):
+        rb.set(keys.lease(c), holder)
+        rb.set(keys.owner(keys.lease(c)), holder)
     beats = [
         Beat("a", Fence(keys.lease("a"), "me:1"), objects=True, rbac=True),
         Beat("b", Fence(keys.lease("b"), "me:1"), objects=True, rbac=True),
@@ -96,3 +98,44 @@ def test_heartbeats_are_fenced_per_cluster_in_one_round_trip(rb: redis.Redis) ->
     assert a[b"state"] == b"ok"
     assert b == {}
     assert c[b"last_success"] == b"100.0" and b"rbac_synced_at" not in c
+
+
+def test_renewals_do_not_abort_a_write_but_a_new_holder_does(rb: redis.Redis) -> None:
+    """Writers WATCH the lease's owner key, which renewals leave alone: a renewal landing
+    between a writer's reads and its EXEC no longer aborts the write; a lease taken over by
+    another holder in between does (and the writer then finds it is not the holder)."""
+    me = Lease(rb, keys.lease(C), "me:1", 15_000)
+    rb.delete(keys.lease(C), keys.owner(keys.lease(C)))
+    assert me.acquire()
+    renewed: list[bool] = []
+    original = redis.client.Pipeline.execute
+
+    def renew_then_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.transaction and self.watching:
+            renewed.append(me.renew())  # another connection, between the reads and every EXEC
+        return original(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(redis.client.Pipeline, "execute", renew_then_execute)
+        stats = apply_changes(rb, C, [Change.of(member("ns", "Gateway", "r"))], me.fence)
+    assert renewed == [True] and stats.added == 1  # written at the first EXEC
+
+    other = Lease(rb, keys.lease(C), "other:1", 15_000)
+    taken: list[bool] = []
+
+    def take_over_then_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.transaction and self.watching and not taken:
+            me.release()
+            taken.append(other.acquire())
+        return original(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(redis.client.Pipeline, "execute", take_over_then_execute)
+        with pytest.raises(LockBusy):
+            apply_changes(rb, C, [Change.of(member("ns", "Gateway", "s"))], me.fence)
+    assert taken == [True]
+    assert rows_named(rb) == ["r"]
+
+
+def rows_named(rb: redis.Redis) -> list[str]:
+    return sorted(rows.split_identity(rows.identity(m))[2] for m in rb.zrange(keys.rows(C), 0, -1))
