@@ -1,20 +1,24 @@
 """Benchmark: watch latency at a fleet preset, printed as JSON.
 
-    ./dev bench watch_latency [--preset M] [--changes 100] [--revokes 30]
+    ./dev bench watch_latency [--preset M] [--changes 100] [--revokes 30] [--replicas 1]
 
-kubesim (in this process) serves the fleet; one `fleetscope watch --reconcile` process builds
-the index from lists and watches; the query service runs under gunicorn. Measured: an object
+kubesim (in this process) serves the fleet; `--replicas` `fleetscope watch` processes (the first
+with `--reconcile`) build the index from lists and watches, sharing the clusters (the run waits
+until their shares settle, within one); the query service runs under gunicorn. Measured: an object
 change in kubesim -> visible in `GET /api/v1/objects` (p50/p99), a deleted RoleBinding -> its
 team no longer sees the namespace through the list API (p50/p99), and the watcher's CPU seconds
-and peak RSS (from /proc) for the initial build and for the steady state.
+and peak RSS (from /proc) for the initial build and for the steady state, per replica with the
+clusters it holds and its thread count.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +30,7 @@ import redis
 import requests
 
 from bench.services import ROOT, bench_env, gunicorn
-from common.index import syncstatus
+from common.index import keys, syncstatus
 from common.redis_server import start_redis_server
 from kubesim.fleet import preset_fleet
 from kubesim.server import KubeSim
@@ -44,7 +48,37 @@ def proc_stats(pid: int) -> dict[str, float]:
     )
     rss = int(status["VmRSS"].split()[0]) / 1024
     hwm = int(status["VmHWM"].split()[0]) / 1024
-    return {"cpu_s": round(cpu, 2), "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1)}
+    return {
+        "cpu_s": round(cpu, 2),
+        "rss_mib": round(rss, 1),
+        "peak_rss_mib": round(hwm, 1),
+        "threads": int(status["Threads"].strip()),
+    }
+
+
+def held(r: redis.Redis, clusters: list[str]) -> dict[str, int]:
+    """Replica name -> clusters whose lease it holds."""
+    out: dict[str, int] = {}
+    for v in r.mget([keys.lease(c) for c in clusters]):
+        if v is not None:
+            name = v.decode().split(":")[0]
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def wait_shared(r: redis.Redis, clusters: list[str], replicas: int, timeout_s: float) -> float:
+    """Seconds until every cluster is held and the replicas' shares differ by at most one."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        counts = held(r, clusters)
+        if (
+            len(counts) == replicas
+            and sum(counts.values()) == len(clusters)
+            and max(counts.values()) - min(counts.values()) <= 1
+        ):
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise RuntimeError(f"the replicas' shares did not settle: {held(r, clusters)}")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -121,6 +155,7 @@ def main() -> None:
     ap.add_argument("--revokes", type=int, default=30)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--idle-s", type=float, default=30.0, help="idle window for watcher CPU")
+    ap.add_argument("--replicas", type=int, default=1, help="watcher processes sharing the fleet")
     args = ap.parse_args()
     rnd = random.Random(args.seed)
     server = start_redis_server()
@@ -129,26 +164,68 @@ def main() -> None:
         kc = Path(tmp) / "clusters"
         sim = KubeSim.start(preset_fleet(args.preset, args.seed), kubeconfig_dir=kc)
         sim.warm()
+        # This process now holds kubesim's fleet (1.5 M objects at L): left to the collector, a
+        # full collection here pauses kubesim, and the latency probes with it, for seconds.
+        gc.collect()
+        gc.freeze()
         env = {**bench_env(server.url, 0), "FLEETSCOPE_CLUSTERS_DIR": str(kc)}
         env["FLEETSCOPE_WATCH_METRICS_PORT"] = "0"
-        cmd = [sys.executable, "-m", "fleetscope", "watch", "--reconcile", "--name", "bench"]
-        watcher = subprocess.Popen(cmd, cwd=ROOT, env=env)
+        env["FLEETSCOPE_LOG_LEVEL"] = "INFO"  # to their own files: see the warnings below
+        watchers: list[subprocess.Popen[bytes]] = []
+        logs: list[Path] = []  # each replica's log, its warnings shown at the end
+        for i in range(args.replicas):
+            cmd = [sys.executable, "-m", "fleetscope", "watch", "--name", f"bench{i}"]
+            cmd += ["--reconcile"] if i == 0 else []
+            log_path = Path(tmp) / f"bench{i}.log"
+            with log_path.open("wb") as log_file:
+                watchers.append(
+                    subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_file, stderr=log_file)
+                )
+            logs.append(log_path)
+
+        def stats() -> list[dict[str, Any]]:
+            counts = held(r, sim.clusters)
+            return [
+                {
+                    "replica": f"bench{i}",
+                    "clusters": counts.get(f"bench{i}", 0),
+                    **proc_stats(w.pid),
+                }
+                for i, w in enumerate(watchers)
+            ]
+
         try:
             build_s = wait_ready(r, sim.clusters, 900)
-            after_build = proc_stats(watcher.pid)
+            settle_s = wait_shared(r, sim.clusters, args.replicas, 300)
+            after_build = stats()
             objects = sum(s.objects for s in syncstatus.read_all(r, sim.clusters).values())
-            idle0 = proc_stats(watcher.pid)["cpu_s"]
+            idle0 = [proc_stats(w.pid)["cpu_s"] for w in watchers]
             time.sleep(args.idle_s)  # an idle window: bookmarks and lease ticks only
-            idle_cpu_pct = 100 * (proc_stats(watcher.pid)["cpu_s"] - idle0) / args.idle_s
+            idle_cpu_pct = [
+                round(100 * (proc_stats(w.pid)["cpu_s"] - c0) / args.idle_s, 1)
+                for w, c0 in zip(watchers, idle0, strict=True)
+            ]
             with gunicorn("query.wsgi:app", server.url, "/healthz") as base:
-                t0, cpu0 = time.monotonic(), proc_stats(watcher.pid)["cpu_s"]
+                t0 = time.monotonic()
+                cpu0 = [proc_stats(w.pid)["cpu_s"] for w in watchers]
                 changes = object_changes(sim, base, args.changes, rnd)
                 revokes = revocations(sim, base, args.revokes, rnd)
                 steady_s = time.monotonic() - t0
-                steady = proc_stats(watcher.pid)
+                steady = stats()
+                for st, c0 in zip(steady, cpu0, strict=True):
+                    st["cpu_s_during"] = round(st["cpu_s"] - c0, 2)
         finally:
-            watcher.terminate()
-            watcher.wait(30)
+            for w in watchers:
+                w.terminate()
+            for w in watchers:
+                w.wait(60)
+            for i, path in enumerate(logs):
+                warnings = [ln for ln in path.read_text().splitlines() if " WARNING " in ln]
+                print(f"bench{i}: {len(warnings)} warnings", file=sys.stderr)
+                for ln in warnings[:40]:
+                    print(f"  {ln}", file=sys.stderr)
+                if os.environ.get("BENCH_KEEP_LOGS"):
+                    shutil.copy(path, os.environ["BENCH_KEEP_LOGS"] + f".bench{i}.log")
             sim.stop()
             server.stop()
     print(
@@ -158,9 +235,11 @@ def main() -> None:
                 "preset": args.preset,
                 "clusters": len(sim.clusters),
                 "rows": objects,
+                "replicas": args.replicas,
                 "initial_build_s": round(build_s, 1),
-                "watcher_after_build": after_build,
-                "watcher_idle_cpu_percent": round(idle_cpu_pct, 1),
+                "shares_settled_s": round(settle_s, 1),
+                "watchers_after_build": after_build,
+                "watchers_idle_cpu_percent": idle_cpu_pct,
                 "change_visible_s": {
                     "n": len(changes),
                     "p50": pct(changes, 0.5),
@@ -173,11 +252,8 @@ def main() -> None:
                     "p99": pct(revokes, 0.99),
                     "max": round(max(revokes), 3),
                 },
-                "watcher_steady": {
-                    **steady,
-                    "cpu_s_during": round(steady["cpu_s"] - cpu0, 2),
-                    "seconds": round(steady_s, 1),
-                },
+                "watchers_steady": steady,
+                "steady_seconds": round(steady_s, 1),
             },
             indent=2,
         )
