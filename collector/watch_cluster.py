@@ -212,19 +212,11 @@ class ClusterWatch:
                         return
                 self._watch(res, api_version, plural, kind, self._rv[res])
                 failures = 0  # ended by the server's timeout: watch again from the last rv
-            except WatchExpired:
-                self.stats["expired"] += 1
-                watch_metrics.EXPIRED.inc()
-                self._rv[res] = ""
             except FleetscopeError as e:
-                if isinstance(e, ClusterError) and self._context_unavailable(res, e):
+                failures, delay_s = self._failed(res, e, failures)
+                if delay_s is None:
                     return
-                self._mark_down(res)
-                if self.stop_event.is_set():
-                    return
-                failures += 1
-                self._broken(res, e)
-                self.stop_event.wait(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
+                self.stop_event.wait(delay_s)
 
     async def _watch_loop_async(self, res: str, api_version: str, kind: Kind | None) -> None:
         """`_watch_loop` on the event loop: the list runs on the loop's list pool."""
@@ -239,19 +231,11 @@ class ClusterWatch:
                         return
                 await self._watch_async(res, api_version, plural, kind, self._rv[res])
                 failures = 0
-            except WatchExpired:
-                self.stats["expired"] += 1
-                watch_metrics.EXPIRED.inc()
-                self._rv[res] = ""
             except FleetscopeError as e:
-                if isinstance(e, ClusterError) and self._context_unavailable(res, e):
+                failures, delay_s = self._failed(res, e, failures)
+                if delay_s is None:
                     return
-                self._mark_down(res)
-                if self.stop_event.is_set():
-                    return
-                failures += 1
-                self._broken(res, e)
-                await asyncio.sleep(BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)])
+                await asyncio.sleep(delay_s)
             except Exception:
                 log.exception("watch of %s failed", res, extra={"cluster": self.cluster})
                 self._mark_down(res)
@@ -318,6 +302,23 @@ class ClusterWatch:
             change = _change(self.cluster, kind, api_version, event_type, obj)
             return _Arrived(change, time.monotonic())
         return None
+
+    def _failed(self, res: str, e: FleetscopeError, failures: int) -> tuple[int, float | None]:
+        """After a list or watch of `res` raised `e`: the failures so far and how long to wait
+        before trying again (0 after a 410: list at once), None when the loop should end."""
+        if isinstance(e, WatchExpired):
+            self.stats["expired"] += 1
+            watch_metrics.EXPIRED.inc()
+            self._rv[res] = ""
+            return failures, 0.0
+        if isinstance(e, ClusterError) and self._context_unavailable(res, e):
+            return failures, None
+        self._mark_down(res)
+        if self.stop_event.is_set():
+            return failures, None
+        failures += 1
+        self._broken(res, e)
+        return failures, BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)]
 
     def _broken(self, res: str, e: FleetscopeError) -> None:
         """A list or watch failed. Unreachable (refused, timed out, cut, silent): the watch
