@@ -72,6 +72,8 @@ class Page:
     """The grants version, read in the page's first round trip when asked (`confirm_version`)."""
     lead: list[Any] | None = None
     """The reply of the command sent first with the scans (`Reader.page`: generations)."""
+    through: str | None = None
+    """The cluster of the row after the page (the last one it depends on); None: the last page."""
 
     @property
     def rows(self) -> list[Row]:
@@ -380,9 +382,10 @@ class Reader:
 
         A sparse page (a status, kind or suspension filter, or a name) gathers its rows from
         dozens of clusters; it is remembered per (caller's access, filters, cursor, limit) with
-        the generations of the clusters it could read, taken before its scans: while none of
+        the generations of the clusters it depends on (from the cursor's to the one holding the
+        row after it: a later cluster cannot change it), taken before its scans: while none of
         them was written, the same request is answered from it after one round trip (`MGET` of
-        the generations), like the facets. A write to any of them reads the page again."""
+        those generations), like the facets. A write to any of them reads the page again."""
         filters, limit, cursor = request.filters, request.limit, request.cursor
         if not self.pages_max or not self._memoable(filters):
             return self._page(access, request, confirm_version)
@@ -391,18 +394,19 @@ class Reader:
         hit = self._pages.get(key)
         gens: list[Any] | None = None
         if hit is not None and hit[0] is access and clusters:
-            gens, version = tally.generations(self.r, clusters, confirm_version)
+            depends = clusters[: len(hit[1])]
+            gens, version = tally.generations(self.r, depends, confirm_version)
             if gens == hit[1]:
                 return dataclasses.replace(hit[2], version=version, scanned=0, round_trips=1)
-        lead = tally.generations_command(clusters) if gens is None and clusters else None
+            gens = None  # read again, with every candidate's generation
+        lead = tally.generations_command(clusters) if clusters else None
         out = self._page(access, request, confirm_version, lead)
-        if gens is None:
-            gens = out.lead
+        gens, out.lead = out.lead, None
         if gens is not None:  # read before the scans: a write after them moves one
+            upto = len(clusters) if out.through is None else clusters.index(out.through) + 1
             if len(self._pages) >= self.pages_max:
                 self._pages.clear()
-            self._pages[key] = (access, gens, out)
-        out.lead = None
+            self._pages[key] = (access, gens[:upto], out)
         return out
 
     @staticmethod
@@ -498,6 +502,7 @@ class Reader:
         if len(got) > limit:
             c, m = got[limit - 1]
             result.cursor = Cursor(c, rows.identity_bytes(m))
+            result.through = got[limit][0]
         return result
 
     def _entries(
