@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import subprocess
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -283,9 +285,36 @@ def served(redis_url: str) -> Iterator[tuple[redis.Redis, str, str]]:
 
 def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
     """Every profile, each interleaved with one-GET reference runs (`measure_profile`)."""
-    with served(redis_url) as (r, base, ref):
+    with served(redis_url) as (r, base, ref), churning(redis_url, args.churn):
         token = deep_token(base)
         return run_profiles(r, base, ref, profiles(token, related_object(base)), args)
+
+
+@contextmanager
+def churning(redis_url: str, per_s: float) -> Iterator[None]:
+    """`per_s` > 0: a thread raises a random cluster's generation that many times a second
+    (what every write does, and what every remembered page, count table and facets answer is
+    checked against), so cached answers are read again as often as a fleet writing at that
+    rate would make them; the writes' own Redis work is not simulated."""
+    if per_s <= 0:
+        yield
+        return
+    r = redis.Redis.from_url(redis_url)
+    clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
+    stop = threading.Event()
+
+    def churn() -> None:
+        rnd = random.Random(1)
+        while not stop.wait(1.0 / per_s):
+            r.incr(keys.generation(rnd.choice(clusters)))
+
+    t = threading.Thread(target=churn, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
 
 
 def verdict(res: dict[str, Any]) -> str:
@@ -322,6 +351,12 @@ def main() -> None:
         "--profile", dest="profiles", action="append", help="only profiles named so (prefix)"
     )
     ap.add_argument("--no-doc", action="store_true", help="print only; do not append the table")
+    ap.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="writes per second across the fleet during the run (generations raised at random)",
+    )
     args = ap.parse_args()
     server = None if args.redis_url else start_redis_server()
     url = args.redis_url or server.url  # type: ignore[union-attr]
