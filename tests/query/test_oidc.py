@@ -70,8 +70,15 @@ class Issuer:
 
     def jwk(self, kid: str) -> dict:
         alg, key = self.keys[kid]
-        algo = jwt.get_algorithm_by_name(alg)
-        data = json.loads(algo.to_jwk(key.public_key()))  # type: ignore[attr-defined]
+        if alg == "ES256":
+            # RFC 7518 6.2.1.2: coordinates are the full 32 bytes. PyJWT < 2.10's to_jwk drops
+            # leading zero bytes (1 key in ~64) and its from_jwk then refuses its own output.
+            nums = key.public_key().public_numbers()
+            coord = lambda n: base64.urlsafe_b64encode(n.to_bytes(32, "big")).rstrip(b"=").decode()  # noqa: E731
+            data = {"kty": "EC", "crv": "P-256", "x": coord(nums.x), "y": coord(nums.y)}
+        else:
+            algo = jwt.get_algorithm_by_name(alg)
+            data = json.loads(algo.to_jwk(key.public_key()))  # type: ignore[attr-defined]
         return {**data, "kid": kid, "use": "sig", "alg": alg}
 
     def token(self, kid: str = "rsa1", **claims: object) -> str:
