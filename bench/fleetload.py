@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from collector import mesh
+from common import redis_client
 from common.index import keys, rows, store
 from common.kinds.registry import builtin_registry
 from common.rbac.authorizer import RbacObjects
@@ -72,7 +73,7 @@ def store_cluster(r: redis.Redis, cluster: str, members: list[str], rbac: RbacOb
 
 
 def _worker(url: str, preset: str, seed: int, indexes: list[int]) -> int:
-    r = redis.Redis.from_url(url)
+    r = redis_client.connect(url)
     fleet, catalog = preset_fleet(preset, seed), Catalog.default()
     total = sum(load_cluster(r, fleet, i, catalog) for i in indexes)
     r.close()
@@ -87,7 +88,7 @@ def load_fleet(url: str, preset: str, seed: int = 1, processes: int = 0) -> dict
     with ProcessPoolExecutor(procs) as pool:
         parts = [list(range(i, n, procs)) for i in range(procs)]
         total = sum(pool.map(_worker, [url] * procs, [preset] * procs, [seed] * procs, parts))
-    redis.Redis.from_url(url).incr(keys.VERSION)
+    redis_client.connect(url).incr(keys.VERSION)
     return {"clusters": n, "rows": total, "load_s": round(time.monotonic() - started, 1)}
 
 

@@ -37,6 +37,7 @@ from bench import loadgen, report
 from bench.fleetload import load_fleet
 from bench.ref_app import KEY as REF_KEY
 from bench.services import gunicorn
+from common import redis_client
 from common.index import keys
 from common.redis_client import text
 from common.redis_server import start_redis_server
@@ -149,7 +150,24 @@ def deep_token(base: str, rows_in: int = 10_000) -> str:
 
 
 def commandstats(r: redis.Redis) -> dict[str, int]:
-    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()}
+    """Calls per command since the last `reset_stats`, summed over a cluster's primaries."""
+    if not redis_client.is_cluster(r):
+        stats = [r.info("commandstats")]
+    else:
+        stats = list(r.info("commandstats", target_nodes="primaries").values())
+    out: dict[str, int] = {}
+    for s in stats:
+        for k, v in s.items():
+            name = k.removeprefix("cmdstat_")
+            out[name] = out.get(name, 0) + int(v["calls"])
+    return out
+
+
+def reset_stats(r: redis.Redis) -> None:
+    if redis_client.is_cluster(r):
+        r.config_resetstat(target_nodes="primaries")
+    else:
+        r.config_resetstat()
 
 
 def worker_cpu_s(app: str) -> float:
@@ -186,7 +204,7 @@ def measure_slice(
 ) -> dict[str, Any]:
     """One load run on `urls` (asked in turn when several: then `requests`, `rps`, latencies
     and Redis commands are per cycle), with the server's CPU and Redis commands per request."""
-    r.config_resetstat()
+    reset_stats(r)
     cpu = worker_cpu_s(app)
     res = loadgen.run_cycles(urls, headers, seconds, args.connections)
     # the steadier measure on a shared machine: the server's CPU per request
@@ -274,7 +292,7 @@ def run_profiles(
 def served(redis_url: str) -> Iterator[tuple[redis.Redis, str, str]]:
     """The query service and the one-GET reference app under gunicorn on `redis_url`: yields
     (Redis client, query base URL, reference base URL)."""
-    r = redis.Redis.from_url(redis_url)
+    r = redis_client.connect(redis_url)
     r.set(REF_KEY, "x" * 100)
     with (
         gunicorn(QUERY_APP, redis_url, "/healthz") as base,
@@ -299,7 +317,7 @@ def churning(redis_url: str, per_s: float) -> Iterator[None]:
     if per_s <= 0:
         yield
         return
-    r = redis.Redis.from_url(redis_url)
+    r = redis_client.connect(redis_url)
     clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
     stop = threading.Event()
 
@@ -331,7 +349,7 @@ def rows_cell(res: dict[str, Any]) -> Any:
 
 
 def preloaded(url: str) -> dict[str, Any]:
-    r = redis.Redis.from_url(url)
+    r = redis_client.connect(url)
     clusters = [text(c) for c in r.hkeys(keys.CLUSTERS)]
     return {"clusters": len(clusters), "rows": sum(int(r.zcard(keys.rows(c))) for c in clusters)}
 

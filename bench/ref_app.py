@@ -9,12 +9,16 @@ from __future__ import annotations
 import redis
 from flask import Flask
 
+from common.redis_client import connect
+from common.redis_urls import check
 from common.settings import Settings
 
 KEY = "fs:bench:ref"
 
 app = Flask("ref")
-_r = redis.Redis.from_url(Settings.from_env().redis_url)
+_url = Settings.from_env().redis_url
+# A cluster is read through fleetscope's own client; one server as before (redis-py's defaults).
+_r = connect(_url) if check(_url) == "cluster" else redis.Redis.from_url(_url)
 
 
 @app.get("/ref")

@@ -3,7 +3,13 @@ Settings come from `FLEETSCOPE_*` variables; creating the app connects to nothin
 
 from __future__ import annotations
 
+import sys
+
 from collector.app import create_celery
+from common.errors import ConfigError
 from common.settings import Settings
 
-app = create_celery(Settings.from_env())
+try:
+    app = create_celery(Settings.from_env())
+except ConfigError as e:  # Celery would print a traceback around the one line that matters
+    sys.exit(f"fleetscope collector: configuration error: {e}")

@@ -9,7 +9,7 @@ from types import TracebackType
 
 import redis
 
-from common import lease
+from common import lease, redis_client
 from common.errors import LockBusy
 from common.index import keys
 from common.lease import Fence, Lease
@@ -44,7 +44,7 @@ class ClusterLock:
             self._thread.join()
         try:
             self.lease.release()
-        except redis.RedisError:
+        except redis_client.ERRORS:
             log.warning("could not release the sync lock; it expires by itself", exc_info=True)
 
     def _renew_loop(self) -> None:
@@ -54,7 +54,7 @@ class ClusterLock:
                     self.lost = True
                     log.warning("sync lock lost", extra={"cluster": self.cluster})
                     return
-            except redis.RedisError:
+            except redis_client.ERRORS:
                 log.warning("could not renew the sync lock", extra={"cluster": self.cluster})
 
     def __enter__(self) -> ClusterLock:

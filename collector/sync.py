@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from collector import mesh, metrics
+from common import redis_client
 from common.errors import ClusterError, FleetscopeError
 from common.index import rows, store
 from common.kinds.registry import KindRegistry
@@ -227,7 +228,7 @@ def record_failure(r: redis.Redis, result: SyncResult) -> None:
             store.mark_error(r, result.cluster, result.error, result.duration_s, result.requests)
         else:
             store.mark_rbac_error(r, result.cluster, result.error)
-    except redis.RedisError:
+    except redis_client.ERRORS:
         log.warning("could not record the failure in Redis", extra={"cluster": result.cluster})
 
 

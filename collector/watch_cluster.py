@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from collector import mesh, watch_loop, watch_metrics
 from collector.watch_mesh import CONTEXT, MeshState
@@ -456,7 +457,7 @@ class ClusterWatch:
                     log.warning("watch lease lost; stopping", extra={"cluster": self.cluster})
                 self.lost = True
                 self.stop_event.set()
-            except (FleetscopeError, redis.RedisError) as e:
+            except (FleetscopeError, redis.RedisError, RedisClusterException) as e:
                 log.warning("could not write events: %s", e, extra={"cluster": self.cluster})
                 self.stop_event.wait(1.0)
         return False

@@ -15,10 +15,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import redis
-
 from collector import mesh
 from collector.debounce import run_debounced
+from common import redis_client
 from common.errors import FleetscopeError
 from common.index import rows, store_events
 from common.kinds.registry import Kind
@@ -119,7 +118,7 @@ class MeshState:
             self.debounce_s,
             lambda: self.complete and may_write(),
             self.validate,
-            (FleetscopeError, redis.RedisError),
+            (FleetscopeError, *redis_client.ERRORS),
             "re-validate Istio config",
             self.cluster,
         )

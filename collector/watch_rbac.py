@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from collector.debounce import run_debounced
+from common import redis_client
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
@@ -78,7 +79,7 @@ class RbacState:
             self.debounce_s,
             lambda: self.complete and self.may_write(),
             self.compile_and_store,
-            (redis.RedisError,),
+            redis_client.ERRORS,
             "store grants",
             self.cluster,
         )

@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable, Mapping
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from collector import watch_metrics
 from collector.clusters import ClusterSource
 from collector.watch_cluster import ClusterWatch
 from collector.watch_rbac import RESOURCES
-from common import lease
+from common import lease, redis_client
 from common.errors import FleetscopeError
 from common.index import keys, store, store_events, syncstatus
 from common.kinds.registry import KindRegistry
@@ -85,7 +86,7 @@ class WatchReplica:
                     if first:
                         log.info("first round done: watching %d clusters", len(self.watches))
                         first = False
-                except (FleetscopeError, redis.RedisError) as e:
+                except (FleetscopeError, redis.RedisError, RedisClusterException) as e:
                     log.warning("watcher tick failed: %s", e)
                 self.after_tick()
                 stop.wait(self.tick_s)
@@ -103,7 +104,7 @@ class WatchReplica:
                 continue
             try:
                 renewed = lease.renew_all(self.r, [self._lease(name) for name, _ in held])
-            except redis.RedisError as e:
+            except redis_client.ERRORS as e:
                 log.warning("could not renew the watch leases: %s", e)
                 continue
             for (name, watch), ok in zip(held, renewed, strict=True):
@@ -143,7 +144,7 @@ class WatchReplica:
         # uneven, and a start shared evenly spares hand-overs, each a second list), unless
         # another replica claimed it: its holder let go of it for that one.
         others = [c for c in eligible if c not in self.watches and c not in self.claims]
-        claimed = self.r.mget([keys.handover(c) for c in others]) if others else []
+        claimed = redis_client.mget(self.r, [keys.handover(c) for c in others]) if others else []
         seen, self._free_seen = self._free_seen, set()
         for name, claim in zip(others, claimed, strict=True):
             mine = claim is None or text(claim).split(" ")[0] == self.token
@@ -179,7 +180,7 @@ class WatchReplica:
         """Claim clusters of replicas holding more than `share` until this one holds its share."""
         if not eligible:
             return
-        holders = self.r.mget([keys.lease(c) for c in eligible])
+        holders = redis_client.mget(self.r, [keys.lease(c) for c in eligible])
         held: dict[str, list[str]] = {}
         for c, h in zip(eligible, holders, strict=True):
             if h is not None and text(h) != self.token:
@@ -235,7 +236,7 @@ class WatchReplica:
         while self.watches and time.monotonic() < deadline:
             lease.renew_all(self.r, [self._lease(name) for name in self.watches])
             names = sorted(self.watches)
-            claims = self.r.mget([keys.handover(c) for c in names])
+            claims = redis_client.mget(self.r, [keys.handover(c) for c in names])
             for name, claim in zip(names, claims, strict=True):
                 if claim is not None and text(claim).endswith(" ready"):
                     self.drop(name, release=True)
@@ -247,7 +248,7 @@ class WatchReplica:
         if extra <= 0:
             return
         names = sorted(self.watches)
-        claims = self.r.mget([keys.handover(c) for c in names])
+        claims = redis_client.mget(self.r, [keys.handover(c) for c in names])
         for name, claim in zip(names, claims, strict=True):
             if extra <= 0:
                 return
@@ -341,9 +342,9 @@ class WatchReplica:
         """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
         watch_metrics.LEASES.set(0)
         for name in list(self.claims):
-            with contextlib.suppress(redis.RedisError):  # else the claim expires
+            with contextlib.suppress(*redis_client.ERRORS):  # else the claim expires
                 self._abandon(name)
-        with contextlib.suppress(redis.RedisError):  # else its presence expires
+        with contextlib.suppress(*redis_client.ERRORS):  # else its presence expires
             self.r.zrem(keys.WATCHERS, self.token)
             self._hand_over_all()
         for watch in self.watches.values():
@@ -351,7 +352,7 @@ class WatchReplica:
         for name in list(self.watches):
             try:
                 self.drop(name, release=True)
-            except redis.RedisError:
+            except redis_client.ERRORS:
                 log.warning("could not release a lease; it expires", extra={"cluster": name})
         for t in self._retiring:  # each stop is bounded (ClusterWatch.stop)
             t.join()

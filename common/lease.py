@@ -97,7 +97,7 @@ def renew_all(r: redis.Redis, leases: Sequence[Lease]) -> list[bool]:
         return []
     pipe: Any = r.pipeline(transaction=False)
     for lease in leases:
-        pipe.eval(_RENEW, 1, lease.key, lease.token, str(lease.ttl_ms))
+        pipe.execute_command("EVAL", _RENEW, 1, lease.key, lease.token, str(lease.ttl_ms))
     return [bool(ok) for ok in pipe.execute()]
 
 
@@ -107,7 +107,8 @@ def check(pipe: Any, fence: Fence | None, what: str) -> None:
     if fence is None:
         return
     pipe.watch(fence.owner)
-    held, owner = (text(v) for v in pipe.mget(fence.key, fence.owner))
+    # execute_command: redis-py's cluster pipeline refuses its mget() even for one slot.
+    held, owner = (text(v) for v in pipe.execute_command("MGET", fence.key, fence.owner))
     if held != fence.token or owner != fence.token:
         raise LockBusy(f"{what}: {fence.key} is no longer ours; nothing written")
 

@@ -14,9 +14,10 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -135,3 +136,121 @@ def _start(binary: str, port: int, timeout_s: float, extra_args: Sequence[str] =
             time.sleep(0.05)  # polling for start-up, not fixing a race
     finally:
         client.close()
+
+
+CLUSTER_SLOTS = 16384
+
+
+@dataclass
+class RedisClusterSet:
+    """A private Redis Cluster on loopback: `masters` primaries, each with its replicas;
+    `stop()` ends every node. `url` is its `redis+cluster://` URL (every node a seed)."""
+
+    nodes: list[RedisServer]
+    masters: int
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def client(self, node: RedisServer) -> Any:  # redis-py's execute_command is untyped
+        return redis.Redis(port=node.port, socket_timeout=2, socket_connect_timeout=1)
+
+    def primaries(self) -> list[RedisServer]:
+        """The nodes serving slots now (a replica promoted by a failover counts)."""
+        out = []
+        for n in self.nodes:
+            if n.process.poll() is not None:
+                continue
+            try:
+                with self.client(n) as c:
+                    if c.info("replication").get("role") == "master" and _owns_slots(c):
+                        out.append(n)
+            except redis.RedisError:
+                continue
+        return out
+
+    def flush(self) -> None:
+        """Empty every primary (replicas follow)."""
+        for n in self.primaries():
+            with self.client(n) as c:
+                c.flushall()
+
+    def state_ok(self) -> bool:
+        """Every live node reports `cluster_state:ok`."""
+        for n in self.nodes:
+            if n.process.poll() is not None:
+                continue
+            try:
+                with self.client(n) as c:
+                    info = c.execute_command("CLUSTER", "INFO")
+            except redis.RedisError:
+                return False
+            if b"cluster_state:ok" not in info:
+                return False
+        return True
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+
+def _owns_slots(c: Any) -> bool:
+    for line in c.execute_command("CLUSTER", "NODES").decode().splitlines():
+        fields = line.split()
+        if "myself" in fields[2]:
+            return len(fields) > 8
+    return False
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise ConfigError(f"Redis Cluster set-up: timed out waiting for {what}")
+        time.sleep(0.05)  # polling a condition, not fixing a race
+
+
+def start_redis_cluster(
+    masters: int = 3, replicas: int = 1, node_timeout_ms: int = 2000
+) -> RedisClusterSet:
+    """Start a Redis Cluster on loopback (`redis-server --cluster-enabled yes` per node; slots
+    assigned, nodes met and replicas attached through CLUSTER commands, as `redis-cli --cluster
+    create` does) and wait until every node says `cluster_state:ok` and replicas are in sync.
+    `node_timeout_ms`: how long a primary may be silent before its replica takes over."""
+    extra: tuple[str, ...] = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    extra += ("--cluster-node-timeout", str(node_timeout_ms))
+    nodes: list[RedisServer] = []
+    out = RedisClusterSet(nodes, masters)
+    try:
+        for _ in range(masters * (1 + replicas)):
+            nodes.append(start_redis_server(extra_args=extra))
+        clients = [out.client(n) for n in nodes]
+        ids = [c.execute_command("CLUSTER", "MYID").decode() for c in clients]
+        for i in range(masters):
+            lo, hi = i * CLUSTER_SLOTS // masters, (i + 1) * CLUSTER_SLOTS // masters
+            clients[i].execute_command("CLUSTER", "ADDSLOTS", *range(lo, hi))
+        for c in clients[1:]:
+            c.execute_command("CLUSTER", "MEET", "127.0.0.1", nodes[0].port)
+
+        def all_met() -> bool:
+            return all(
+                len(c.execute_command("CLUSTER", "NODES").decode().splitlines()) == len(nodes)
+                for c in clients
+            )
+
+        _wait(all_met, 30, "the nodes to meet")
+        for k, c in enumerate(clients[masters:]):
+            c.execute_command("CLUSTER", "REPLICATE", ids[k % masters])
+
+        def in_sync() -> bool:
+            links = [c.info("replication").get("master_link_status") for c in clients[masters:]]
+            return all(link == "up" for link in links) and out.state_ok()
+
+        _wait(in_sync, 60, "cluster_state:ok and the replicas in sync")
+        for c in clients:
+            c.close()
+    except BaseException:
+        out.stop()
+        raise
+    return out

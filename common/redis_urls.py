@@ -6,7 +6,10 @@
   failover. The user and password are the data nodes'; options: `sentinel_password` (when the
   Sentinels require one of their own), `ssl_cert_reqs` (`none` | `optional` | `required`),
   `ssl_ca_certs` (a CA bundle's path).
-- `redis+cluster://`, `rediss+cluster://`: Redis Cluster, not supported yet (a clear error).
+- `redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...][/0][?OPTIONS]`
+  (`rediss+cluster://` with TLS): a Redis Cluster (self-hosted, ElastiCache cluster mode,
+  Memorystore cluster); the hosts are seed nodes, the rest of the cluster is discovered from
+  them. A cluster has database 0 only; options: `ssl_cert_reqs`, `ssl_ca_certs`.
 
 Nothing here connects; errors never repeat a password.
 """
@@ -23,6 +26,7 @@ STANDALONE_SCHEMES = ("redis", "rediss", "unix")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_OPTIONS = ("sentinel_password", "ssl_cert_reqs", "ssl_ca_certs")
+CLUSTER_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs")
 _CERT_REQS = ("none", "optional", "required")
 _HOST_PORT = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9_.-]+)):([0-9]{1,5})$")
 
@@ -58,12 +62,29 @@ class SentinelURL:
     ssl_ca_certs: str | None = None
 
 
-def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> SentinelURL:
-    """The Sentinel URL's parts; a ConfigError saying what is wrong otherwise."""
-    where = f"{variable} ({redact(url)})"
-    sch = scheme(url)
-    if sch not in SENTINEL_SCHEMES:
-        raise ConfigError(f"{where}: not a redis+sentinel:// URL")
+@dataclass(frozen=True)
+class ClusterURL:
+    """A parsed `redis+cluster://` URL."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    ssl_cert_reqs: str = "required"
+    ssl_ca_certs: str | None = None
+
+
+@dataclass(frozen=True)
+class _Parts:
+    hosts: tuple[tuple[str, int], ...]
+    path: list[str]
+    username: str | None
+    password: str | None
+    options: dict[str, str]
+
+
+def _split(url: str, where: str, what: str, known: tuple[str, ...]) -> _Parts:
+    """The parts every multi-host URL shares: credentials, HOST:PORT list, path, options."""
     rest = url.split("://", 1)[1]
     rest, _, query = rest.partition("?")
     netloc, _, path = rest.partition("/")
@@ -73,13 +94,32 @@ def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> Sentinel
         user, _, pw = auth.partition(":")
         username = urllib.parse.unquote(user) or None
         password = urllib.parse.unquote(pw) or None
-    sentinels = []
+    found = []
     for part in hosts.split(","):
         m = _HOST_PORT.match(part)
         if not m or not 0 < int(m.group(3)) < 65536:
-            raise ConfigError(f"{where}: {part!r} is not a Sentinel HOST:PORT")
-        sentinels.append((m.group(1) or m.group(2), int(m.group(3))))
+            raise ConfigError(f"{where}: {part!r} is not a {what} HOST:PORT")
+        found.append((m.group(1) or m.group(2), int(m.group(3))))
     segments = [urllib.parse.unquote(s) for s in path.split("/")] if path else []
+    options = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}"
+        )
+    if options.get("ssl_cert_reqs", "required") not in _CERT_REQS:
+        raise ConfigError(f"{where}: ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
+    return _Parts(tuple(found), segments, username, password, options)
+
+
+def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> SentinelURL:
+    """The Sentinel URL's parts; a ConfigError saying what is wrong otherwise."""
+    where = f"{variable} ({redact(url)})"
+    sch = scheme(url)
+    if sch not in SENTINEL_SCHEMES:
+        raise ConfigError(f"{where}: not a redis+sentinel:// URL")
+    p = _split(url, where, "Sentinel", SENTINEL_OPTIONS)
+    segments = p.path
     if not segments or not segments[0] or len(segments) > 2:
         raise ConfigError(f"{where}: the path must be /MASTER_NAME or /MASTER_NAME/DB")
     db = 0
@@ -87,30 +127,41 @@ def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> Sentinel
         if not segments[1].isdigit():
             raise ConfigError(f"{where}: the database {segments[1]!r} is not a number")
         db = int(segments[1])
-    options = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
-    unknown = sorted(set(options) - set(SENTINEL_OPTIONS))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(SENTINEL_OPTIONS)}"
-        )
-    reqs = options.get("ssl_cert_reqs", "required")
-    if reqs not in _CERT_REQS:
-        raise ConfigError(f"{where}: ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
     return SentinelURL(
-        tuple(sentinels),
+        p.hosts,
         segments[0],
         db,
-        username,
-        password,
+        p.username,
+        p.password,
         sch == "rediss+sentinel",
-        options.get("sentinel_password") or None,
-        reqs,
-        options.get("ssl_ca_certs") or None,
+        p.options.get("sentinel_password") or None,
+        p.options.get("ssl_cert_reqs", "required"),
+        p.options.get("ssl_ca_certs") or None,
+    )
+
+
+def parse_cluster(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> ClusterURL:
+    """The Redis Cluster URL's parts; a ConfigError saying what is wrong otherwise."""
+    where = f"{variable} ({redact(url)})"
+    sch = scheme(url)
+    if sch not in CLUSTER_SCHEMES:
+        raise ConfigError(f"{where}: not a redis+cluster:// URL")
+    p = _split(url, where, "cluster node", CLUSTER_OPTIONS)
+    if p.path not in ([], [""], ["0"]):
+        raise ConfigError(f"{where}: a Redis Cluster has database 0 only (no path, or /0)")
+    return ClusterURL(
+        p.hosts,
+        p.username,
+        p.password,
+        sch == "rediss+cluster",
+        p.options.get("ssl_cert_reqs", "required"),
+        p.options.get("ssl_ca_certs") or None,
     )
 
 
 def check(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> str:
-    """The topology of `url` (`standalone` or `sentinel`); a ConfigError for anything else."""
+    """The topology of `url` (`standalone`, `sentinel` or `cluster`); a ConfigError for anything
+    else."""
     sch = scheme(url)
     if sch in STANDALONE_SCHEMES:
         return "standalone"
@@ -118,11 +169,9 @@ def check(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> str:
         parse_sentinel(url, variable)
         return "sentinel"
     if sch in CLUSTER_SCHEMES:
-        raise ConfigError(
-            f"{variable}: Redis Cluster ({sch}://) is not supported yet; use a standalone "
-            "(redis://) or a Sentinel-managed (redis+sentinel://) Redis"
-        )
+        parse_cluster(url, variable)
+        return "cluster"
     raise ConfigError(  # the value is not quoted: it may be a password put in the wrong place
-        f"{variable} must start with redis://, rediss://, unix:// or redis+sentinel:// "
-        "(rediss+sentinel://)"
+        f"{variable} must start with redis://, rediss://, unix://, redis+sentinel:// "
+        "(rediss+sentinel://) or redis+cluster:// (rediss+cluster://)"
     )

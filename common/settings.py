@@ -40,9 +40,9 @@ class Settings:
     """fleetscope's configuration. Construct directly in tests; use `from_env()` elsewhere."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
-    """Redis holding rows, grants, sync status (and, standalone, the Celery broker): `redis://`, `rediss://` or `unix://` for one server; `redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]` (`rediss+sentinel://` with TLS; options `sentinel_password`, `ssl_cert_reqs`, `ssl_ca_certs`) for a Sentinel-managed primary. Redis Cluster (`redis+cluster://`) is refused at start-up: not supported yet."""
+    """Redis holding rows, grants, sync status (and, standalone, the Celery broker): `redis://`, `rediss://` or `unix://` for one server; `redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER_NAME[/DB]` (`rediss+sentinel://` with TLS; options `sentinel_password`, `ssl_cert_reqs`, `ssl_ca_certs`) for a Sentinel-managed primary; `redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]` (`rediss+cluster://` with TLS; options `ssl_cert_reqs`, `ssl_ca_certs`) for a Redis Cluster, the hosts being seed nodes."""
     broker_url: str = ""
-    """The Celery broker, in Celery's URL forms (`redis://...`, `sentinel://HOST:PORT;sentinel://HOST:PORT` whose master name is `FLEETSCOPE_REDIS_URL`'s). Empty: `FLEETSCOPE_REDIS_URL`, which a standalone index allows; required with a Sentinel index."""
+    """The Celery broker, in Celery's URL forms (`redis://...`, `sentinel://HOST:PORT;sentinel://HOST:PORT` whose master name is `FLEETSCOPE_REDIS_URL`'s). Empty: `FLEETSCOPE_REDIS_URL`, which a standalone index allows; required with a Sentinel or Cluster index (Celery does not support Redis Cluster: give it a standalone or Sentinel-managed Redis)."""
 
     clusters_dir: str = ""
     """Directory of leaf-cluster kubeconfigs, one file per cluster; name = file name sans ext."""
@@ -270,13 +270,6 @@ class Settings:
                 "page size, query workers/threads and worker memory must be at least 1"
             )
         topology = redis_urls.check(self.redis_url, env_name("redis_url"))
-        if topology != "standalone" and not self.broker_url:
-            raise ConfigError(
-                f"{env_name('broker_url')} is required with a {topology} index: Celery cannot "
-                f"use {env_name('redis_url')}'s form (for Sentinel: "
-                "sentinel://HOST:PORT;sentinel://HOST:PORT, the master name is taken from "
-                f"{env_name('redis_url')})"
-            )
         if self.broker_url.startswith("sentinel://") and topology != "sentinel":
             raise ConfigError(
                 f"{env_name('broker_url')}: a sentinel:// broker takes its master name from "
@@ -285,7 +278,22 @@ class Settings:
 
     def broker(self) -> tuple[str, dict[str, Any]]:
         """Celery's broker URL and the transport options it needs (for a `sentinel://` broker:
-        the master name, and the Sentinels' password, from the index's URL)."""
+        the master name, and the Sentinels' password, from the index's URL). A ConfigError when
+        the index is not standalone and no broker is set: asked by the processes that use Celery
+        (the collector's worker and beat), not by the query service nor the watcher."""
+        topology = redis_urls.check(self.redis_url, env_name("redis_url"))
+        if topology != "standalone" and not self.broker_url:
+            hint = (
+                "sentinel://HOST:PORT;sentinel://HOST:PORT, the master name is taken from "
+                f"{env_name('redis_url')}"
+                if topology == "sentinel"
+                else "Celery does not support Redis Cluster: a standalone or Sentinel-managed "
+                "Redis, e.g. redis://HOST:6379/0"
+            )
+            raise ConfigError(
+                f"{env_name('broker_url')} is required with a {topology} index: Celery cannot "
+                f"use {env_name('redis_url')}'s form ({hint})"
+            )
         url = self.broker_url or self.redis_url
         if not url.startswith("sentinel://"):
             return url, {}

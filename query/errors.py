@@ -10,6 +10,7 @@ import logging
 
 import redis
 from flask import Flask, Response, jsonify
+from redis.exceptions import RedisClusterException
 from werkzeug.exceptions import HTTPException
 
 from common.errors import RedisUnavailable, RequestError
@@ -39,7 +40,8 @@ def register(app: Flask) -> None:
         return error_response(503, "unavailable", str(e))
 
     @app.errorhandler(redis.RedisError)
-    def _redis_error(e: redis.RedisError) -> Response:
+    @app.errorhandler(RedisClusterException)  # a slot no node serves, mid-failover
+    def _redis_error(e: Exception) -> Response:
         metrics.REDIS_ERRORS.inc()
         log.warning("redis error: %s", type(e).__name__)
         return error_response(503, "unavailable", "the index (Redis) is not answering; retry")

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from common import redis_client
 from common.index import syncstatus
 from common.index.syncstatus import STATES, ClusterSync
 from common.settings import Settings
@@ -31,7 +32,7 @@ class FleetCollector:
             syncs = list(
                 syncstatus.read_all(self.r, syncstatus.registered_clusters(self.r)).values()
             )
-        except redis.RedisError:
+        except redis_client.ERRORS:
             return
         yield from fleet_families(syncs, self.settings, time.time())
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from flask import Blueprint, Response
 
+from common import redis_client
 from common.buildinfo import BuildInfoCollector
 from common.errors import RedisUnavailable
 from query import metrics, openapi
@@ -26,7 +26,7 @@ def healthz() -> dict[str, Any]:
 def readyz() -> dict[str, Any]:
     try:
         state().r.ping()
-    except redis.RedisError as e:
+    except redis_client.ERRORS as e:
         raise RedisUnavailable("Redis is not reachable") from e
     return {"status": "ready"}
 

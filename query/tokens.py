@@ -21,6 +21,7 @@ import time
 
 import redis
 
+from common import redis_client
 from common.errors import InvalidInput
 from common.index import keys
 from common.index.reader import Cursor, Filters
@@ -96,7 +97,7 @@ class TokenSigner:
             try:
                 self._r.set(keys.TOKEN_KEY, self.keys[0], nx=True)
                 current = self._r.get(keys.TOKEN_KEY)
-            except redis.RedisError:
+            except redis_client.ERRORS:
                 return  # keep signing with what we have; Redis errors surface elsewhere
             if isinstance(current, bytes) and current != self.keys[0]:
                 self.keys = [current, *[k for k in self.keys if k != current]][:KEEP_KEYS]

@@ -1,14 +1,28 @@
-"""Shared fixtures: one real redis-server per test session, a clean database per test."""
+"""Shared fixtures: one real redis-server per test session, a clean database per test; in
+modules that set `TOPOLOGIES` (tests/topology.py), `redis_url` is also a real Redis Cluster."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from common.redis_server import RedisServer, start_redis_server
+from common.redis_server import (
+    RedisClusterSet,
+    RedisServer,
+    start_redis_cluster,
+    start_redis_server,
+)
 from common.settings import Settings
+from tests import topology
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    wanted = getattr(metafunc.module, "TOPOLOGIES", None)
+    if wanted and "redis_url" in metafunc.fixturenames:
+        metafunc.parametrize("redis_url", wanted, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -18,18 +32,33 @@ def redis_server() -> Iterator[RedisServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterSet]:
+    cluster = start_redis_cluster()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    """URL of a flushed database on the session's private redis-server."""
-    client = redis.Redis.from_url(redis_server.url)
+def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """URL of a flushed index: the session's private redis-server, or (parameter `cluster`) the
+    session's Redis Cluster."""
+    default = os.environ.get("FLEETSCOPE_TEST_TOPOLOGY", "standalone")  # the whole suite on one
+    if getattr(request, "param", default) == "cluster":
+        cluster: RedisClusterSet = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        yield cluster.url
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    client = redis.Redis.from_url(server.url)
     client.flushall()
     client.close()
-    yield redis_server.url
+    yield server.url
 
 
 @pytest.fixture
 def r(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = topology.client(redis_url, decode_responses=True)
     yield client
     client.close()
 

@@ -154,7 +154,9 @@ def heartbeats(r: redis.Redis, beats: Sequence[Beat], now: float | None = None) 
             continue
         flat = [x for kv in syncstatus.encode(**fields).items() for x in kv]
         fence = b.fence
-        pipe.eval(_HEARTBEAT, 3, fence.key, fence.owner, keys.sync(b.cluster), fence.token, *flat)
+        pipe.execute_command(
+            "EVAL", _HEARTBEAT, 3, fence.key, fence.owner, keys.sync(b.cluster), fence.token, *flat
+        )
         sent.append(i)
     ok = [True] * len(beats)
     if sent:

@@ -113,7 +113,7 @@ def _write(
         # the WATCH aborts the EXEC below.
         reads: Any = r.pipeline(transaction=False)
         if fence is not None:
-            reads.mget(fence.key, fence.owner)
+            reads.execute_command("MGET", fence.key, fence.owner)  # one slot; not mget(): see lease
         if since_generation is not None:
             reads.get(keys.generation(cluster))
         reads.hgetall(keys.counts(cluster))

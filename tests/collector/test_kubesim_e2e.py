@@ -27,6 +27,7 @@ from common.kinds.registry import builtin_registry
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
+from tests import topology
 
 ISTIO = {"networking.istio.io", "security.istio.io", "telemetry.istio.io"}
 REG = builtin_registry()
@@ -163,7 +164,7 @@ def test_reader_polling_during_a_sync_sees_a_whole_snapshot(
     stop = threading.Event()
 
     def poll() -> None:
-        reader = redis.Redis.from_url(redis_url, decode_responses=True)
+        reader = topology.client(redis_url, decode_responses=True)
         while not stop.is_set():
             with reader.pipeline(transaction=True) as p:
                 members, counts = (

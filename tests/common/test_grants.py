@@ -15,7 +15,10 @@ from common.rbac.access import NO_ACCESS, Access, merge
 from common.rbac.authorizer import AUTHENTICATED, RbacObjects, UserInfo
 from common.rbac.encoding import decode_grants
 from common.rbac.grants import AccessResolver, compile_grants, store_grants
+from tests import topology
 from tests.common.test_rbac import crb, crole, rb, role, rule, subj
+
+TOPOLOGIES = ("standalone", "cluster")
 
 REG = builtin_registry()
 FLUX_K, SRC = "kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"
@@ -271,7 +274,7 @@ def test_version_after_a_flush_does_not_revive_cached_grants(r: redis.Redis) -> 
     resolver = AccessResolver(r, REG)
     assert resolver.resolve(ALICE, ["c1"])["c1"].kinds_in("team-a")
     old_version = r.get(keys.VERSION)
-    r.flushall()  # Redis is ephemeral: rebuilt from the clusters, with alice's binding gone
+    topology.flushall(r)  # Redis is ephemeral: rebuilt from the clusters, with alice's binding gone
     fewer = RbacObjects([], objs.cluster_roles, objs.role_bindings[1:3])
     store_grants(r, "c1", compile_grants(fewer, REG), 2.0)
     assert r.get(keys.VERSION) != old_version

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from common.index import keys, name_index, reader_lua, rows
+from tests import topology
 
 C = "lua"
 STATUSES = list(rows.STATUS_CODES)
@@ -38,7 +39,7 @@ def row(ns: str, kind: str, name: str, status: str, rnd: random.Random) -> rows.
 @pytest.fixture
 def rb(r: redis.Redis, redis_url: str) -> redis.Redis:
     """Replies as bytes, as the reader reads them (`r` decodes; it flushed the database)."""
-    return redis.Redis.from_url(redis_url)
+    return topology.client(redis_url)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from redis.retry import Retry
 
 from common import redis_client
 from common.redis_client import connect, packed, pipelined
+from tests import topology
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def test_an_error_reply_raises_after_all_replies_are_read(client: redis.Redis) -
 def test_a_connection_lost_mid_request_is_retried_by_the_clients_policy(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 1))
+    client = topology.client(redis_url, retry=Retry(NoBackoff(), 1))
     client.set("a", "1")
     real, lost = redis.connection.AbstractConnection.send_packed_command, []
 
@@ -93,7 +94,7 @@ def test_a_connection_lost_mid_request_is_retried_by_the_clients_policy(
     assert pipelined(client, [("GET", "a")]) == [b"1"]
     assert lost
     lost.clear()
-    once = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 0))  # connect()'s default
+    once = topology.client(redis_url, retry=Retry(NoBackoff(), 0))  # connect()'s default
     with pytest.raises(redis.exceptions.ConnectionError):
         pipelined(once, [("GET", "a")])
 

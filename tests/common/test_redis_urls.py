@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from common.errors import ConfigError
-from common.redis_urls import SentinelURL, check, parse_sentinel, redact
+from common.redis_urls import ClusterURL, SentinelURL, check, parse_cluster, parse_sentinel, redact
 from common.settings import Settings
 
 
@@ -47,7 +47,9 @@ def test_a_sentinel_url_names_its_sentinels_master_and_database() -> None:
         ("redis+sentinel://:secret@h:1,/m", "'' is not a Sentinel"),
         ("redis+sentinel://:secret@h:1/m?ssl=1", "unknown option(s) ssl"),
         ("redis+sentinel://:secret@h:1/m?ssl_cert_reqs=maybe", "ssl_cert_reqs must be"),
-        ("redis+cluster://:secret@h:7000,h:7001", "Redis Cluster"),
+        ("redis+cluster://:secret@h:7000,h", "'h' is not a cluster node HOST:PORT"),
+        ("redis+cluster://:secret@h:7000/1", "database 0 only"),
+        ("redis+cluster://:secret@h:7000?sentinel_password=x", "unknown option(s)"),
         ("http://:secret@h:6379", "must start with"),
     ],
 )
@@ -55,6 +57,14 @@ def test_bad_urls_say_what_is_wrong_without_the_password(url: str, says: str) ->
     with pytest.raises(ConfigError) as e:
         check(url)
     assert says in str(e.value) and "secret" not in str(e.value)
+
+
+def test_a_cluster_url_names_its_seed_nodes() -> None:
+    u = parse_cluster("rediss+cluster://app:p%40ss@n1:7000,[::1]:7001/0?ssl_cert_reqs=none")
+    assert u == ClusterURL((("n1", 7000), ("::1", 7001)), "app", "p@ss", True, "none")
+    assert "p@ss" not in repr(u)
+    assert check("redis+cluster://n1:7000") == "cluster"
+    assert parse_cluster("redis+cluster://n1:7000").tls is False
 
 
 def test_redact_hides_every_password() -> None:
@@ -68,8 +78,13 @@ def test_redact_hides_every_password() -> None:
 def test_the_broker_defaults_to_a_standalone_index_and_is_required_otherwise() -> None:
     assert Settings(redis_url="redis://h:1/0").broker() == ("redis://h:1/0", {})
     sentinel = "redis+sentinel://s1:26379,s2:26379/fleet?sentinel_password=sp"
+    Settings(redis_url=sentinel).validate()  # the query service and watcher need no broker
     with pytest.raises(ConfigError, match="FLEETSCOPE_BROKER_URL is required with a sentinel"):
-        Settings(redis_url=sentinel).validate()
+        Settings(redis_url=sentinel).broker()
+    cluster = "redis+cluster://n1:7000,n2:7000"
+    with pytest.raises(ConfigError, match=r"required with a cluster index.*does not support"):
+        Settings(redis_url=cluster).broker()
+    assert Settings(redis_url=cluster, broker_url="redis://b:1/0").broker() == ("redis://b:1/0", {})
     broker = "sentinel://s1:26379;sentinel://s2:26379"
     s = Settings(redis_url=sentinel, broker_url=broker)
     s.validate()

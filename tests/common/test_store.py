@@ -13,6 +13,9 @@ from common.errors import LockBusy
 from common.index import keys, rows, store, syncstatus
 from common.kinds.registry import builtin_registry
 from common.lease import Fence
+from tests import topology
+
+TOPOLOGIES = ("standalone", "cluster")
 
 REG = builtin_registry()
 
@@ -32,11 +35,9 @@ def snapshot(n: int, unhealthy: int = 0) -> list[str]:
 
 
 def write_calls(r: redis.Redis) -> int:
-    stats = r.info("commandstats")
+    stats = topology.commandstats(r)
     return sum(
-        int(v["calls"])
-        for k, v in stats.items()
-        if k.split("_", 1)[1] in ("zadd", "zrem", "hdel", "incr", "incrby", "del")
+        n for k, n in stats.items() if k in ("zadd", "zrem", "hdel", "incr", "incrby", "del")
     )
 
 
@@ -56,7 +57,7 @@ def test_first_write_builds_rows_indexes_counts(r: redis.Redis) -> None:
 
 def test_unchanged_resync_writes_no_rows(r: redis.Redis) -> None:
     store.replace_rows(r, "c1", snapshot(50, unhealthy=3))
-    r.config_resetstat()
+    topology.reset_stats(r)
     stats = store.replace_rows(r, "c1", snapshot(50, unhealthy=3), {"state": "ok"})
     assert not stats.changed
     assert write_calls(r) == 0  # no ZADD/ZREM/HDEL/INCR: only the sync status HSET
@@ -67,7 +68,7 @@ def test_status_change_and_deletion_are_diffed(r: redis.Redis) -> None:
     store.replace_rows(r, "c1", snapshot(5))
     new = snapshot(4)  # ns-004 deleted on the leaf
     new[0] = member("ns-000", "app", "False")  # ns-000 turned unhealthy
-    r.config_resetstat()
+    topology.reset_stats(r)
     stats = store.replace_rows(r, "c1", new)
     assert (stats.added, stats.removed) == (1, 2)
     assert sorted(r.zrange(keys.rows("c1"), 0, -1)) == sorted(new)
@@ -93,7 +94,7 @@ def test_lost_lock_writes_nothing(r: redis.Redis) -> None:
 
 
 def test_reader_sees_old_or_new_snapshot_never_a_mix(redis_url: str) -> None:
-    writer = redis.Redis.from_url(redis_url, decode_responses=True)
+    writer = topology.client(redis_url, decode_responses=True)
     a = snapshot(300, unhealthy=10)
     b = [member(f"ns-{i:03d}", "other", "False" if i % 7 else "True") for i in range(150, 450)]
     store.replace_rows(writer, "c1", a)
@@ -102,7 +103,7 @@ def test_reader_sees_old_or_new_snapshot_never_a_mix(redis_url: str) -> None:
     stop = threading.Event()
 
     def read() -> None:
-        reader = redis.Redis.from_url(redis_url, decode_responses=True)
+        reader = topology.client(redis_url, decode_responses=True)
         want_a, want_b = set(a), set(b)
         while not stop.is_set():
             got = set(reader.zrange(keys.rows("c1"), 0, -1))

@@ -18,6 +18,7 @@ from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.app import create_app
+from tests import topology
 from tests.query.fleet import random_fleet, write_rows
 
 REG = builtin_registry()
@@ -118,14 +119,14 @@ class Seeded:
 @pytest.fixture
 def rb(redis_url: str) -> Iterator[redis.Redis]:
     """A client returning bytes (the reader compares members as bytes)."""
-    client = redis.Redis.from_url(redis_url)
+    client = topology.client(redis_url)
     yield client
     client.close()
 
 
 @pytest.fixture
 def seeded(redis_url: str) -> Iterator[Seeded]:
-    r = redis.Redis.from_url(redis_url)
+    r = topology.client(redis_url)
     rows = random_fleet(seed=21)
     write_rows(r, rows)
     for c in CLUSTERS:

@@ -18,6 +18,7 @@ from common.index.reader import Filters, PageRequest, Reader
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView
+from tests import topology
 from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
 from tests.query.costs import commands, count_round_trips
 from tests.query.fleet import KINDS, NAMESPACED, FakeAccess, make_row, write_rows
@@ -29,7 +30,7 @@ ALL = frozenset(KINDS)
 @pytest.fixture
 def wide(redis_url: str) -> Iterator[redis.Redis]:
     """40 clusters of 30 rows each, grants and sync status as the collector leaves them."""
-    r = redis.Redis.from_url(redis_url)
+    r = topology.client(redis_url)
     rows = [
         make_row(c, f"team-{n:02d}", NAMESPACED[i % len(NAMESPACED)], f"app-{i}")
         for c in CLUSTERS

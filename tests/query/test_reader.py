@@ -18,6 +18,8 @@ from tests.query.fleet import (
     write_rows,
 )
 
+TOPOLOGIES = ("standalone", "cluster")
+
 ALL = frozenset(KINDS)
 ACCESSES = {
     "admin": {f"c{i:02d}": FakeAccess(ALL) for i in range(4)},

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from common.index import keys, relations_read, rows, store
 from common.rbac.authorizer import RbacObjects, UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
+from tests import topology
 from tests.query.conftest import REG, headers, make_app, mark_synced
 from tests.query.costs import count_round_trips
 from tests.query.schema import check_response
@@ -141,7 +141,7 @@ def members() -> list[str]:
 
 @pytest.fixture
 def client(redis_url: str) -> Iterator[Any]:
-    r = redis.Redis.from_url(redis_url)
+    r = topology.client(redis_url)
     store.replace_rows(r, C, members())
     r.hset(keys.CLUSTERS, C, json.dumps({"source": "dir"}))
     store_grants(r, C, compile_grants(rbac(), REG), time.time())
@@ -396,7 +396,7 @@ def test_grants_revoked_after_they_were_cached_are_honoured(
     st = client.application.extensions["fleetscope"]
     st.fleet.cache_s = 3600
     assert ok(client, TEAM, "team-a/Kustomization/app")["object"]["name"] == "app"
-    r = redis.Redis.from_url(redis_url)
+    r = topology.client(redis_url)
     revoked = rbac()
     revoked.role_bindings.clear()  # team-a's RoleBinding deleted
     store_grants(r, C, compile_grants(revoked, REG), time.time())
@@ -411,7 +411,7 @@ def test_grants_revoked_after_they_were_cached_are_honoured(
 def test_reader_fans_out_in_one_round_trip_per_level(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    r = redis.Redis.from_url(redis_url)
+    r = topology.client(redis_url)
     fan = [("GitRepository", obj("", "ns", "src"))]
     fan += [("Kustomization", obj("", "ns", f"k{i}", sourceRef=git("src"))) for i in range(40)]
     fan += [("Kustomization", obj("", "ns", f"d{i}", dependsOn=[dep(f"k{i}")])) for i in range(40)]

@@ -13,6 +13,9 @@ from common.index import keys
 from common.index.reader import Cursor, Filters
 from query import tokens
 from query.tokens import TokenSigner
+from tests import topology
+
+TOPOLOGIES = ("standalone", "cluster")
 
 CURSOR = Cursor("c1", b"ns\x00Kustomization\x00apps\x00")
 FILTERS = Filters(statuses=("unhealthy",))
@@ -20,7 +23,7 @@ FILTERS = Filters(statuses=("unhealthy",))
 
 @pytest.fixture
 def rb(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
+    client = topology.client(redis_url)
     yield client
     client.close()
 
@@ -39,7 +42,7 @@ def test_replicas_share_one_key(rb: redis.Redis) -> None:
 def test_key_is_put_back_after_redis_is_flushed(rb: redis.Redis, no_waiting: None) -> None:
     a = TokenSigner.shared(rb, "")
     token = a.encode(CURSOR, FILTERS)
-    rb.flushall()
+    topology.flushall(rb)
     a.encode(CURSOR, FILTERS)  # signing re-asserts the key (every REASSERT_S)
     late = TokenSigner.shared(rb, "")  # a replica started after the loss
     assert late.decode(token, FILTERS) == CURSOR
@@ -48,7 +51,7 @@ def test_key_is_put_back_after_redis_is_flushed(rb: redis.Redis, no_waiting: Non
 def test_a_new_key_made_while_redis_was_empty_is_adopted(rb: redis.Redis, no_waiting: None) -> None:
     a = TokenSigner.shared(rb, "")
     old_token = a.encode(CURSOR, FILTERS)
-    rb.flushall()
+    topology.flushall(rb)
     b = TokenSigner.shared(rb, "")  # got in first: Redis now holds b's new key
     assert rb.get(keys.TOKEN_KEY) == b.keys[0] != a.keys[0]
     assert a.decode(b.encode(CURSOR, FILTERS), FILTERS) == CURSOR  # a re-reads Redis's key

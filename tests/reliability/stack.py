@@ -7,11 +7,14 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common.index import syncstatus
+from common.redis_client import connect
 from fleetscope.supervisor import Child, Supervisor, python_module
 from query.cli import command as gunicorn_command
 from query.cli import listening_port
@@ -99,3 +102,29 @@ def http_json(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any
             return e.code, None
     except (urllib.error.URLError, OSError):
         return 0, None
+
+
+def walk(base: str) -> list[tuple[Any, ...]]:
+    """Every row the admin lists, page by page (limit 50)."""
+    out: list[tuple[Any, ...]] = []
+    token = ""
+    while True:
+        more = "&continue=" + urllib.parse.quote(token) if token else ""
+        url = base + "/api/v1/objects?limit=50" + more
+        status, page = http_json(url, ADMIN)
+        assert status == 200, page
+        out += [(r["cluster"], r["namespace"], r["kind"], r["name"]) for r in page["items"]]
+        token = page["continue"] or ""
+        if not token:
+            return out
+
+
+def synced_objects(url: str) -> tuple[int, float]:
+    """(objects, oldest last success) over the registered clusters, from the sync status."""
+    r = connect(url, 5)
+    try:
+        syncs = syncstatus.read_all(r, syncstatus.registered_clusters(r))
+    finally:
+        r.close()
+    total = sum(s.objects or 0 for s in syncs.values())
+    return total, min((s.last_success or 0.0) for s in syncs.values()) if syncs else 0.0

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from common.index import syncstatus
-from common.redis_client import connect
 from fleetscope.supervisor import Supervisor
 from kubesim.server import KubeSim
 from tests.reliability.sentinel import SentinelSet, start_sentinel_set
@@ -27,7 +24,9 @@ from tests.reliability.stack import (
     start_beat,
     start_query,
     start_worker,
+    synced_objects,
     wait_for,
+    walk,
 )
 
 
@@ -36,32 +35,6 @@ def sentinels() -> Iterator[SentinelSet]:
     s = start_sentinel_set()
     yield s
     s.stop()
-
-
-def walk(base: str) -> list[tuple[Any, ...]]:
-    """Every row the admin lists, page by page (limit 50)."""
-    out: list[tuple[Any, ...]] = []
-    token = ""
-    while True:
-        more = "&continue=" + urllib.parse.quote(token) if token else ""
-        url = base + "/api/v1/objects?limit=50" + more
-        status, page = http_json(url, ADMIN)
-        assert status == 200, page
-        out += [(r["cluster"], r["namespace"], r["kind"], r["name"]) for r in page["items"]]
-        token = page["continue"] or ""
-        if not token:
-            return out
-
-
-def synced_objects(url: str) -> tuple[int, float]:
-    """(objects, oldest last success) over the registered clusters, from the sync status."""
-    r = connect(url, 5)
-    try:
-        syncs = syncstatus.read_all(r, syncstatus.registered_clusters(r))
-    finally:
-        r.close()
-    total = sum(s.objects or 0 for s in syncs.values())
-    return total, min((s.last_success or 0.0) for s in syncs.values()) if syncs else 0.0
 
 
 def test_primary_killed_under_load(sim: KubeSim, sentinels: SentinelSet, tmp_path: Path) -> None:

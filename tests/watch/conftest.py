@@ -21,6 +21,7 @@ from common.leaf.client import LeafClient
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
+from tests import topology
 
 REG = builtin_registry()
 
@@ -61,7 +62,7 @@ def wsettings(sim: KubeSim, redis_url: str) -> Settings:
 @pytest.fixture
 def rb(redis_url: str, wsettings: Settings) -> Iterator[redis.Redis]:
     """A bytes-mode client (as production uses), with the fleet registered."""
-    client = redis.Redis.from_url(redis_url)
+    client = topology.client(redis_url)
     registry.reconcile(client, registry.load_cluster_configs(wsettings))
     yield client
     client.close()
@@ -71,7 +72,7 @@ class Running:
     """A replica running in a thread; `stop()` is a clean shutdown (leases released)."""
 
     def __init__(self, settings: Settings, name: str) -> None:
-        self.r = redis.Redis.from_url(settings.redis_url)
+        self.r = topology.client(settings.redis_url)
         self.source = ClusterSource(settings)
         self.replica = WatchReplica(settings, self.r, REG, self.source, name)
         self.stop_event = threading.Event()

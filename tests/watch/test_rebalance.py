@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from common import redis_client
 from common.index import keys, rows
 from common.leaf import registry
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
+from tests import topology
 from tests.watch.conftest import Running, full_sync_members, poll, stored
 from tests.watch.test_events import row_of
 
@@ -36,7 +38,7 @@ def sim(tmp_path: Path) -> Iterator[KubeSim]:
 
 def held(r: redis.Redis, clusters: list[str]) -> dict[str, str]:
     """Cluster -> the replica name holding its lease ("" when none)."""
-    values = r.mget([keys.lease(c) for c in clusters])
+    values = redis_client.mget(r, [keys.lease(c) for c in clusters])
     return {c: v.decode().split(":")[0] if v else "" for c, v in zip(clusters, values, strict=True)}
 
 
@@ -57,7 +59,7 @@ def test_replicas_share_the_fleet_and_hand_over_without_a_gap(sim: KubeSim, redi
         watch_rbac_debounce_s=0.05,
         watch_metrics_port=0,
     )
-    r = redis.Redis.from_url(redis_url)
+    r = topology.client(redis_url)
     registry.reconcile(r, registry.load_cluster_configs(settings))
     clusters = sorted(sim.clusters)
     running: dict[str, Running] = {}

@@ -13,7 +13,7 @@ from common.errors import LockBusy
 from common.index import keys, rows
 from common.index.store_events import Beat, Change, apply_changes, heartbeats, kind_changes
 from common.lease import Fence, Lease
-from tests import rowfactory
+from tests import rowfactory, topology
 
 C = "c1"
 
@@ -24,7 +24,7 @@ def member(ns: str, kind: str, name: str, status: str = "healthy") -> str:
 
 @pytest.fixture
 def rb(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
+    return topology.client(redis_url)
 
 
 def test_add_update_delete(rb: redis.Redis) -> None:
@@ -89,10 +89,9 @@ def test_heartbeats_are_fenced_per_cluster_in_one_round_trip(rb: redis.Redis) ->
         Beat("b", Fence(keys.lease("b"), "me:1"), objects=True, rbac=True),
         Beat("c", Fence(keys.lease("c"), "me:1"), objects=True, rbac=False),
     ]
-    rb.config_resetstat()
+    topology.reset_stats(rb)
     assert heartbeats(rb, beats, now=100.0) == [True, False, True]
-    stats = rb.info("commandstats")
-    assert stats["cmdstat_eval"]["calls"] == 3
+    assert topology.commandstats(rb)["eval"] == 3
     a, b, c = (rb.hgetall(keys.sync(x)) for x in ("a", "b", "c"))
     assert a[b"last_success"] == b"100.0" and a[b"rbac_synced_at"] == b"100.0"
     assert a[b"state"] == b"ok"

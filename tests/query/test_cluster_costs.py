@@ -1,0 +1,178 @@
+"""On Redis Cluster a list request still costs a bounded number of round trips: the page's reads
+go out as one pipelined write per shard holding a cluster the page touches (all shards at once),
+plus the grants version, however many clusters the caller can see. Counted at the socket: every
+command write to a node is one round trip to it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import redis
+import redis.connection
+
+from common import redis_client
+from common.index import keys
+from common.index.reader import Filters, PageRequest, Reader
+from common.rbac.grants import compile_grants, store_grants
+from common.settings import Settings
+from tests import topology
+from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
+from tests.query.fleet import KINDS, NAMESPACED, FakeAccess, make_row, write_rows
+
+TOPOLOGIES = ("cluster",)
+CLUSTERS = [f"c{i:02d}" for i in range(40)]
+ALL = frozenset(KINDS)
+
+
+@pytest.fixture
+def fleet(redis_url: str) -> Iterator[redis.Redis]:
+    """40 clusters of 30 rows each (spread over the 3 shards by their hash tags), with grants
+    and sync status as the collector leaves them."""
+    r = topology.client(redis_url)
+    rows = [
+        make_row(c, f"team-{n:02d}", NAMESPACED[i % len(NAMESPACED)], f"app-{i}")
+        for c in CLUSTERS
+        for n in range(3)
+        for i in range(10)
+    ]
+    write_rows(r, rows)
+    for c in CLUSTERS:
+        r.hset(keys.CLUSTERS, c, json.dumps({"source": "dir"}))
+        store_grants(r, c, compile_grants(rbac_objects("c00"), REG), time.time())
+        mark_synced(r, c, objects=30)
+    yield r
+    r.close()
+
+
+class Sends:
+    """Command writes to the nodes, by round: one round per `pipelined` call on the cluster (its
+    writes go out to every shard before any reply is read), and one per command sent otherwise."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.rounds: list[Counter[int]] = []
+        self._in_round = False
+        real_packed = redis.connection.AbstractConnection.send_packed_command
+        real_round = redis_client._send_to_shards
+
+        def packed(conn, command, check_health=True):  # type: ignore[no-untyped-def]
+            if not self._in_round:
+                self.rounds.append(Counter())
+            self.rounds[-1][conn.port] += 1
+            return real_packed(conn, command, check_health)
+
+        def one_round(*args, **kw):  # type: ignore[no-untyped-def]
+            self.rounds.append(Counter())
+            self._in_round = True
+            try:
+                return real_round(*args, **kw)
+            finally:
+                self._in_round = False
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", packed)
+        monkeypatch.setattr(redis_client, "_send_to_shards", one_round)
+
+    @property
+    def pipelined_rounds(self) -> int:
+        return sum(1 for r in self.rounds if len(r) > 1 or sum(r.values()) > 1)
+
+
+PAGES = [
+    ("admin", Filters()),
+    ("admin", Filters(statuses=("unhealthy",))),
+    ("admin", Filters(kinds=("HelmRelease",), name="app-1")),
+    ("team", Filters()),
+    ("team", Filters(statuses=("unhealthy", "progressing"))),
+]
+
+
+@pytest.mark.parametrize("who, filters", PAGES)
+def test_a_page_costs_the_standalone_round_trips_each_one_write_per_shard(
+    ours: redis.Redis, monkeypatch: pytest.MonkeyPatch, who: str, filters: Filters
+) -> None:
+    """The reader's rounds are those it takes on one server (`page.round_trips`, pinned for
+    standalone by test_page_costs and test_sparse_pages), and in each every shard it touches
+    gets one write: the page's EVALSHAs, ranges and the generations' MGET split by slot."""
+    access = {
+        "admin": {c: FakeAccess(ALL) for c in CLUSTERS},
+        "team": {c: FakeAccess(namespaces={"team-01": ALL}) for c in CLUSTERS[::3]},
+    }[who]
+    reader = Reader(ours, KINDS, pages_max=0)
+    walk(reader, access, filters)  # connections opened, scripts loaded: as in a running server
+    cursor, shards_touched = None, set()
+    while True:
+        sends = Sends(monkeypatch)
+        page = reader.page(access, PageRequest(filters, 40, cursor))
+        monkeypatch.undo()
+        assert len(sends.rounds) == page.round_trips, sends.rounds
+        for rnd in sends.rounds:
+            assert max(rnd.values()) == 1, rnd  # one write per shard touched
+            shards_touched |= set(rnd)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert len(shards_touched) == 3  # the walk reached clusters on every shard
+
+
+def walk(reader: Reader, access: dict, filters: Filters) -> None:
+    cursor = None
+    while True:
+        cursor = reader.page(access, PageRequest(filters, 40, cursor)).cursor
+        if cursor is None:
+            return
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "&status=unhealthy", "&kind=HelmRelease", "&namespace=team-01", "&name=app-1"],
+)
+def test_a_list_request_costs_its_page_rounds_plus_one(
+    fleet: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    """Through the API, between two refreshes of the fleet view: the page's rounds (one write
+    per shard each) plus one command, the grants version."""
+    settings = Settings(
+        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
+    )
+    app = make_app(settings)
+    app.extensions["fleetscope"].fleet.cache_s = 3600
+    client = app.test_client()
+    url = "/api/v1/objects?limit=20" + query
+    for who in ("admin", "alice"):
+        first = client.get(url, headers=headers(USERS[who]))  # warms caches and scripts
+        assert first.status_code == 200, first.json
+        sends = Sends(monkeypatch)
+        resp = client.get(url, headers=headers(USERS[who]))
+        monkeypatch.undo()
+        assert resp.status_code == 200, resp.json
+        assert resp.json["items"] == first.json["items"]
+        singles = [r for r in sends.rounds if sum(r.values()) == 1 and len(r) == 1]
+        assert all(max(r.values()) == 1 for r in sends.rounds), (who, sends.rounds)
+        assert len(sends.rounds) - len(singles) <= 2, (who, sends.rounds)  # the page's rounds
+        assert len(singles) <= 2, (who, sends.rounds)
+
+
+def test_a_page_spanning_clusters_on_every_shard_is_split_by_slot(
+    fleet: redis.Redis, ours: redis.Redis
+) -> None:
+    """The reader's generations MGET covers clusters of every shard: it is split by slot and
+    put back in order, in one round trip per shard."""
+    r = ours
+    gens = redis_client.mget(r, [keys.generation(c) for c in CLUSTERS])
+    assert gens == [fleet.get(keys.generation(c)) for c in CLUSTERS]
+    assert all(g is not None for g in gens)
+    replies = redis_client.pipelined(
+        r, [("GET", keys.VERSION), ("MGET", *(keys.generation(c) for c in CLUSTERS))]
+    )
+    assert replies == [fleet.get(keys.VERSION), gens]
+
+
+@pytest.fixture
+def ours(fleet: redis.Redis, redis_url: str) -> Iterator[redis.Redis]:
+    """The client fleetscope's processes build (common.redis_client.connect) for the fleet."""
+    r = redis_client.connect(redis_url)
+    yield r
+    r.close()
