@@ -9,6 +9,7 @@ and send each shard its part in one write, every shard at once."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -59,11 +60,46 @@ def is_cluster(r: Any) -> bool:
     return isinstance(r, RedisCluster)
 
 
+class LazyCluster(RedisCluster):
+    """redis-py's cluster client, which reads the cluster's slot map when it is built, built
+    instead at its first use: a process started while the cluster is unreachable starts (and its
+    requests get 503s) as it does with one server, and is served once the cluster answers. A
+    failed first use raises the client's error and the next use tries again."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._lazy_kwargs = kwargs
+        self._lazy_lock = threading.Lock()
+        self._lazy_state = "new"  # -> "building" -> "built"
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for attributes the real __init__ has not set yet.
+        if name.startswith("_lazy") or self.__dict__.get("_lazy_state") != "new":
+            raise AttributeError(name)
+        with self._lazy_lock:
+            if self._lazy_state == "new":
+                self._lazy_state = "building"
+                try:
+                    super().__init__(**self._lazy_kwargs)
+                except BaseException:
+                    self.__dict__.pop("nodes_manager", None)
+                    self._lazy_state = "new"
+                    raise
+                self._lazy_state = "built"
+        return object.__getattribute__(self, name)
+
+    def close(self) -> None:
+        if self.__dict__.get("_lazy_state") == "built":
+            super().close()
+
+    def __repr__(self) -> str:
+        return f"LazyCluster({self.__dict__.get('_lazy_state')})"
+
+
 def _cluster(u: redis_urls.ClusterURL, timeouts: dict[str, Any]) -> redis.Redis:
     tls: dict[str, Any] = {}
     if u.tls:
         tls = {"ssl": True, "ssl_cert_reqs": u.ssl_cert_reqs, "ssl_ca_certs": u.ssl_ca_certs}
-    client = RedisCluster(
+    client = LazyCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in u.nodes],  # type: ignore[no-untyped-call]
         username=u.username,
         password=u.password,
@@ -205,28 +241,75 @@ _CLUSTER_RETRIED = (
 )
 
 
-def _pipelined_cluster(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
-    # Per command: the (slot, args) parts it is sent as; an MGET gets one part per slot.
-    parts: list[list[tuple[int, Sequence[Any]]]] = []
-    for command in commands:
-        args = command.args if isinstance(command, Packed) else command
-        name = str(args[0]).upper()
-        if name == "MGET":
-            by_slot: dict[int, list[Any]] = {}
-            for k in args[1:]:
-                by_slot.setdefault(_slot(k), []).append(k)
-            parts.append([(slot, ("MGET", *ks)) for slot, ks in by_slot.items()])
-        elif name in ("EVALSHA", "EVAL"):
-            numkeys = int(args[2])
-            slots = {_slot(k) for k in args[3 : 3 + numkeys]}
-            if len(slots) != 1:
-                raise redis.DataError(f"{name} must name keys of one slot, got {len(slots)}")
-            parts.append([(slots.pop(), args)])
-        else:
-            parts.append([(_slot(args[1]), args)])
-    for attempt in (0, 1):
+_CROSS_SLOT_GET = """#!lua flags=allow-cross-slot-keys,no-writes
+local out = {}
+for i, k in ipairs(ARGV) do out[i] = redis.call('GET', k) end
+return out
+"""
+"""An MGET of keys in many slots of one node, in one command (Redis >= 7: a script flagged
+`allow-cross-slot-keys` may read keys of any slot its node serves). The keys are passed as
+arguments: declared keys must still share one slot."""
+
+_Part = tuple[int, Sequence[Any], Sequence[Any] | None]
+"""How a command is sent: (a slot its node serves, the command, the keys of an MGET part)."""
+
+
+def _cross_slot_sha(r: RedisCluster) -> str | None:
+    """The cross-slot GET script's SHA on every primary, loaded once per client; None where the
+    servers cannot run it (Redis < 7): MGETs are then split by slot."""
+    state = r.__dict__.get("_fs_cross_slot", "")
+    if state == "":
         try:
-            return _send_to_shards(r, commands, parts)
+            state = str(r.script_load(_CROSS_SLOT_GET))
+        except redis.ResponseError:
+            state = None
+        r.__dict__["_fs_cross_slot"] = state
+    return state  # type: ignore[no-any-return]
+
+
+def _mget_parts(r: RedisCluster, keys: Sequence[Any], sha: str | None) -> list[_Part]:
+    by_slot: dict[int, list[Any]] = {}
+    for k in keys:
+        by_slot.setdefault(_slot(k), []).append(k)
+    if len(by_slot) == 1 or sha is None:
+        return [(slot, ("MGET", *ks), ks) for slot, ks in by_slot.items()]
+    by_node: dict[str, tuple[int, list[Any]]] = {}
+    for slot, ks in by_slot.items():
+        name = r.nodes_manager.get_node_from_slot(slot).name
+        by_node.setdefault(name, (slot, []))[1].extend(ks)
+    return [
+        (slot, ("MGET", *ks), ks) if len(ks) == 1 else (slot, ("EVALSHA", sha, 0, *ks), ks)
+        for slot, ks in by_node.values()
+    ]
+
+
+def _pipelined_cluster(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    for attempt in (0, 1):
+        # Per command: the parts it is sent as. An MGET of many slots is one part per node (a
+        # cross-slot script) or, on Redis < 7, one per slot.
+        parts: list[list[_Part]] = []
+        sha = None
+        for command in commands:
+            args = command.args if isinstance(command, Packed) else command
+            name = str(args[0]).upper()
+            if name == "MGET":
+                if sha is None and len(args) > 2:
+                    sha = _cross_slot_sha(r)
+                parts.append(_mget_parts(r, args[1:], sha))
+            elif name in ("EVALSHA", "EVAL") and int(args[2]):
+                numkeys = int(args[2])
+                slots = {_slot(k) for k in args[3 : 3 + numkeys]}
+                if len(slots) != 1:
+                    raise redis.DataError(f"{name} must name keys of one slot, got {len(slots)}")
+                parts.append([(slots.pop(), args, None)])
+            else:
+                parts.append([(_slot(args[1]), args, None)])
+        try:
+            return _assemble(commands, parts, _send_to_shards(r, parts))
+        except redis.exceptions.NoScriptError:
+            if attempt or sha is None:
+                raise  # not ours: the caller's scripts, which the caller reloads
+            r.__dict__["_fs_cross_slot"] = ""  # a promoted replica without it: load it again
         except _CLUSTER_RETRIED:
             if attempt:
                 raise
@@ -234,14 +317,11 @@ def _pipelined_cluster(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> li
     raise AssertionError("unreachable")
 
 
-def _send_to_shards(
-    r: RedisCluster,
-    commands: Sequence[Sequence[Any]],
-    parts: list[list[tuple[int, Sequence[Any]]]],
-) -> list[Any]:
+def _send_to_shards(r: RedisCluster, parts: list[list[_Part]]) -> list[list[Any]]:
+    """Every part to its node, all nodes written before any reply is read; replies per part."""
     by_node: dict[str, tuple[Any, list[tuple[int, int]], list[Sequence[Any]]]] = {}
     for i, command_parts in enumerate(parts):
-        for j, (slot, args) in enumerate(command_parts):
+        for j, (slot, args, _keys) in enumerate(command_parts):
             node = r.nodes_manager.get_node_from_slot(slot)
             entry = by_node.get(node.name)
             if entry is None:
@@ -273,17 +353,22 @@ def _send_to_shards(
             pool.release(conn)
     if error is not None:
         raise error
+    return got
+
+
+def _assemble(
+    commands: Sequence[Sequence[Any]], parts: list[list[_Part]], got: list[list[Any]]
+) -> list[Any]:
+    """A reply per command: an MGET's parts' values put back in the order its keys were asked."""
     out: list[Any] = []
     for command, command_parts, replies in zip(commands, parts, got, strict=True):
-        args = command.args if isinstance(command, Packed) else command
-        if len(command_parts) == 1 and str(args[0]).upper() != "MGET":
+        if command_parts[0][2] is None:
             out.append(replies[0])
             continue
-        values: dict[
-            Any, Any
-        ] = {}  # an MGET's parts: each key's value, put back in the order asked
-        for (_, part_args), reply in zip(command_parts, replies, strict=True):
-            values.update(zip(part_args[1:], reply, strict=True))
+        values: dict[Any, Any] = {}
+        for (_, _, part_keys), reply in zip(command_parts, replies, strict=True):
+            values.update(zip(part_keys or (), reply, strict=True))
+        args = command.args if isinstance(command, Packed) else command
         out.append([values[k] for k in args[1:]])
     return out
 

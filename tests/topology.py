@@ -2,7 +2,11 @@
 runs each test using `redis_url` once per topology (tests/conftest.py), the cluster being a real
 Redis Cluster of 3 primaries and 3 replicas on loopback, started once per session when first
 asked for. These helpers build the client a URL asks for and read per-command counts summed over
-the primaries."""
+the primaries.
+
+`FLEETSCOPE_TEST_TOPOLOGY=cluster ./dev test tests/query` runs every test using `redis_url` on the
+cluster instead (a development aid, not run by CI: the count guards that patch the standalone
+client's classes or read one server's INFO do not apply there and fail)."""
 
 from __future__ import annotations
 

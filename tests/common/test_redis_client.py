@@ -12,7 +12,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from common import redis_client
+from common.index import keys
 from common.redis_client import connect, packed, pipelined
+from common.redis_server import free_port, start_redis_cluster
 from tests import topology
 
 
@@ -112,3 +114,31 @@ def test_other_clients_take_their_own_pipeline() -> None:
     fake = fakeredis.FakeRedis()
     fake.set("a", "1")
     assert pipelined(fake, [("GET", "a"), ("MGET", "a", "b")]) == [b"1", [b"1", None]]
+
+
+def test_a_cluster_client_connects_at_first_use_and_again_after_a_failure() -> None:
+    """Built while no node answers: no error until a command, which fails with one of ERRORS
+    (a 503 in the query service), and the next command tries again."""
+    r = redis_client.connect(f"redis+cluster://127.0.0.1:{free_port()}", 1)
+    for _ in range(2):
+        with pytest.raises(redis_client.ERRORS):
+            r.get("fs:version")
+    r.close()
+
+
+def test_a_password_protected_cluster_is_reached_with_the_urls_password() -> None:
+    cluster = start_redis_cluster(masters=3, replicas=0, password="s3cret")
+    try:
+        r = redis_client.connect(cluster.url)
+        assert cluster.url.startswith("redis+cluster://:s3cret@")
+        r.set(keys.generation("a"), 1)
+        r.set(keys.generation("b"), 2)
+        gens = [keys.generation(c) for c in ("a", "b", "zz")]
+        assert redis_client.mget(r, gens) == [b"1", b"2", None]
+        r.close()
+        anonymous = redis_client.connect(cluster.url.replace(":s3cret@", ""))
+        with pytest.raises(redis_client.ERRORS):
+            anonymous.get(keys.generation("a"))
+        anonymous.close()
+    finally:
+        cluster.stop()

@@ -176,3 +176,24 @@ def ours(fleet: redis.Redis, redis_url: str) -> Iterator[redis.Redis]:
     r = redis_client.connect(redis_url)
     yield r
     r.close()
+
+
+def test_an_mget_across_slots_is_one_command_per_node(
+    fleet: redis.Redis, ours: redis.Redis
+) -> None:
+    """On Redis >= 7 a node's share of a many-slot MGET is one cross-slot script call (the
+    generations of 200 clusters: 3 commands, not 200); on older servers, one MGET per slot.
+    Both give the same values in the order asked."""
+    names = [keys.generation(c) for c in CLUSTERS]
+    want = [fleet.get(n) for n in names]
+    cross_slot = redis_client._cross_slot_sha(ours) is not None  # type: ignore[arg-type]
+    topology.reset_stats(fleet)
+    assert redis_client.mget(ours, names) == want
+    stats = topology.commandstats(fleet)
+    if cross_slot:
+        assert stats["evalsha"] <= 3 and stats["mget"] == 0, stats
+    ours.__dict__["_fs_cross_slot"] = None  # as against Redis < 7
+    topology.reset_stats(fleet)
+    assert redis_client.mget(ours, names) == want
+    stats = topology.commandstats(fleet)
+    assert stats["mget"] == len(CLUSTERS) and stats["evalsha"] == 0, stats
