@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from common.errors import ConfigError
 
 STANDALONE_SCHEMES = ("redis", "rediss", "unix")
-SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")  # plain, TLS
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_OPTIONS = ("sentinel_password", "ssl_cert_reqs", "ssl_ca_certs")
 CLUSTER_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs")
@@ -76,6 +76,8 @@ class ClusterURL:
 
 @dataclass(frozen=True)
 class _Parts:
+    where: str
+    tls: bool
     hosts: tuple[tuple[str, int], ...]
     path: list[str]
     username: str | None
@@ -83,8 +85,14 @@ class _Parts:
     options: dict[str, str]
 
 
-def _split(url: str, where: str, what: str, known: tuple[str, ...]) -> _Parts:
-    """The parts every multi-host URL shares: credentials, HOST:PORT list, path, options."""
+def _split(
+    url: str, variable: str, schemes: tuple[str, str], what: str, known: tuple[str, ...]
+) -> _Parts:
+    """The parts every multi-host URL shares: credentials, HOST:PORT list, path, options
+    (`schemes`: the plain and the TLS one; `what`: the hosts' role, for messages)."""
+    where = f"{variable} ({redact(url)})"
+    if scheme(url) not in schemes:
+        raise ConfigError(f"{where}: not a {schemes[0]}:// URL")
     rest = url.split("://", 1)[1]
     rest, _, query = rest.partition("?")
     netloc, _, path = rest.partition("/")
@@ -109,17 +117,14 @@ def _split(url: str, where: str, what: str, known: tuple[str, ...]) -> _Parts:
         )
     if options.get("ssl_cert_reqs", "required") not in _CERT_REQS:
         raise ConfigError(f"{where}: ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
-    return _Parts(tuple(found), segments, username, password, options)
+    tls = scheme(url) == schemes[1]
+    return _Parts(where, tls, tuple(found), segments, username, password, options)
 
 
 def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> SentinelURL:
     """The Sentinel URL's parts; a ConfigError saying what is wrong otherwise."""
-    where = f"{variable} ({redact(url)})"
-    sch = scheme(url)
-    if sch not in SENTINEL_SCHEMES:
-        raise ConfigError(f"{where}: not a redis+sentinel:// URL")
-    p = _split(url, where, "Sentinel", SENTINEL_OPTIONS)
-    segments = p.path
+    p = _split(url, variable, SENTINEL_SCHEMES, "Sentinel", SENTINEL_OPTIONS)
+    where, segments = p.where, p.path
     if not segments or not segments[0] or len(segments) > 2:
         raise ConfigError(f"{where}: the path must be /MASTER_NAME or /MASTER_NAME/DB")
     db = 0
@@ -133,7 +138,7 @@ def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> Sentinel
         db,
         p.username,
         p.password,
-        sch == "rediss+sentinel",
+        p.tls,
         p.options.get("sentinel_password") or None,
         p.options.get("ssl_cert_reqs", "required"),
         p.options.get("ssl_ca_certs") or None,
@@ -142,18 +147,14 @@ def parse_sentinel(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> Sentinel
 
 def parse_cluster(url: str, variable: str = "FLEETSCOPE_REDIS_URL") -> ClusterURL:
     """The Redis Cluster URL's parts; a ConfigError saying what is wrong otherwise."""
-    where = f"{variable} ({redact(url)})"
-    sch = scheme(url)
-    if sch not in CLUSTER_SCHEMES:
-        raise ConfigError(f"{where}: not a redis+cluster:// URL")
-    p = _split(url, where, "cluster node", CLUSTER_OPTIONS)
+    p = _split(url, variable, CLUSTER_SCHEMES, "cluster node", CLUSTER_OPTIONS)
     if p.path not in ([], [""], ["0"]):
-        raise ConfigError(f"{where}: a Redis Cluster has database 0 only (no path, or /0)")
+        raise ConfigError(f"{p.where}: a Redis Cluster has database 0 only (no path, or /0)")
     return ClusterURL(
         p.hosts,
         p.username,
         p.password,
-        sch == "rediss+cluster",
+        p.tls,
         p.options.get("ssl_cert_reqs", "required"),
         p.options.get("ssl_ca_certs") or None,
     )

@@ -19,7 +19,7 @@ from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.app import create_app
 from tests import topology
-from tests.query.fleet import random_fleet, write_rows
+from tests.query.fleet import NAMESPACED, make_row, random_fleet, write_rows
 
 REG = builtin_registry()
 CLUSTERS = ["c00", "c01", "c02", "c03"]
@@ -149,3 +149,25 @@ def client(seeded: Seeded, redis_url: str):
         redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
     )
     return make_app(settings).test_client()
+
+
+FORTY = [f"c{i:02d}" for i in range(40)]
+
+
+@pytest.fixture
+def wide(redis_url: str) -> Iterator[redis.Redis]:
+    """40 clusters of 30 rows each, grants and sync status as the collector leaves them."""
+    r = topology.client(redis_url)
+    rows = [
+        make_row(c, f"team-{n:02d}", NAMESPACED[i % len(NAMESPACED)], f"app-{i}")
+        for c in FORTY
+        for n in range(3)
+        for i in range(10)
+    ]
+    write_rows(r, rows)
+    for c in FORTY:
+        r.hset(keys.CLUSTERS, c, json.dumps({"source": "dir"}))
+        store_grants(r, c, compile_grants(rbac_objects("c00"), REG), time.time())
+        mark_synced(r, c, objects=30)
+    yield r
+    r.close()

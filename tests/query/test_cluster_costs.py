@@ -5,8 +5,6 @@ command write to a node is one round trip to it."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -17,35 +15,14 @@ import redis.connection
 from common import redis_client
 from common.index import keys
 from common.index.reader import Filters, PageRequest, Reader
-from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from tests import topology
-from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
-from tests.query.fleet import KINDS, NAMESPACED, FakeAccess, make_row, write_rows
+from tests.query.conftest import FORTY, USERS, headers, make_app
+from tests.query.fleet import KINDS, FakeAccess
 
 TOPOLOGIES = ("cluster",)
-CLUSTERS = [f"c{i:02d}" for i in range(40)]
+CLUSTERS = FORTY
 ALL = frozenset(KINDS)
-
-
-@pytest.fixture
-def fleet(redis_url: str) -> Iterator[redis.Redis]:
-    """40 clusters of 30 rows each (spread over the 3 shards by their hash tags), with grants
-    and sync status as the collector leaves them."""
-    r = topology.client(redis_url)
-    rows = [
-        make_row(c, f"team-{n:02d}", NAMESPACED[i % len(NAMESPACED)], f"app-{i}")
-        for c in CLUSTERS
-        for n in range(3)
-        for i in range(10)
-    ]
-    write_rows(r, rows)
-    for c in CLUSTERS:
-        r.hset(keys.CLUSTERS, c, json.dumps({"source": "dir"}))
-        store_grants(r, c, compile_grants(rbac_objects("c00"), REG), time.time())
-        mark_synced(r, c, objects=30)
-    yield r
-    r.close()
 
 
 class Sends:
@@ -130,7 +107,7 @@ def walk(reader: Reader, access: dict, filters: Filters) -> None:
     ["", "&status=unhealthy", "&kind=HelmRelease", "&namespace=team-01", "&name=app-1"],
 )
 def test_a_list_request_costs_its_page_rounds_plus_one(
-    fleet: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch, query: str
+    wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch, query: str
 ) -> None:
     """Through the API, between two refreshes of the fleet view: the page's rounds (one write
     per shard each) plus one command, the grants version."""
@@ -156,44 +133,42 @@ def test_a_list_request_costs_its_page_rounds_plus_one(
 
 
 def test_a_page_spanning_clusters_on_every_shard_is_split_by_slot(
-    fleet: redis.Redis, ours: redis.Redis
+    wide: redis.Redis, ours: redis.Redis
 ) -> None:
     """The reader's generations MGET covers clusters of every shard: it is split by slot and
     put back in order, in one round trip per shard."""
     r = ours
     gens = redis_client.mget(r, [keys.generation(c) for c in CLUSTERS])
-    assert gens == [fleet.get(keys.generation(c)) for c in CLUSTERS]
+    assert gens == [wide.get(keys.generation(c)) for c in CLUSTERS]
     assert all(g is not None for g in gens)
     replies = redis_client.pipelined(
         r, [("GET", keys.VERSION), ("MGET", *(keys.generation(c) for c in CLUSTERS))]
     )
-    assert replies == [fleet.get(keys.VERSION), gens]
+    assert replies == [wide.get(keys.VERSION), gens]
 
 
 @pytest.fixture
-def ours(fleet: redis.Redis, redis_url: str) -> Iterator[redis.Redis]:
+def ours(wide: redis.Redis, redis_url: str) -> Iterator[redis.Redis]:
     """The client fleetscope's processes build (common.redis_client.connect) for the fleet."""
     r = redis_client.connect(redis_url)
     yield r
     r.close()
 
 
-def test_an_mget_across_slots_is_one_command_per_node(
-    fleet: redis.Redis, ours: redis.Redis
-) -> None:
+def test_an_mget_across_slots_is_one_command_per_node(wide: redis.Redis, ours: redis.Redis) -> None:
     """On Redis >= 7 a node's share of a many-slot MGET is one cross-slot script call (the
     generations of 200 clusters: 3 commands, not 200); on older servers, one MGET per slot.
     Both give the same values in the order asked."""
     names = [keys.generation(c) for c in CLUSTERS]
-    want = [fleet.get(n) for n in names]
+    want = [wide.get(n) for n in names]
     cross_slot = redis_client._cross_slot_sha(ours) is not None  # type: ignore[arg-type]
-    topology.reset_stats(fleet)
+    topology.reset_stats(wide)
     assert redis_client.mget(ours, names) == want
-    stats = topology.commandstats(fleet)
+    stats = topology.commandstats(wide)
     if cross_slot:
         assert stats["evalsha"] <= 3 and stats["mget"] == 0, stats
     ours.__dict__["_fs_cross_slot"] = None  # as against Redis < 7
-    topology.reset_stats(fleet)
+    topology.reset_stats(wide)
     assert redis_client.mget(ours, names) == want
-    stats = topology.commandstats(fleet)
+    stats = topology.commandstats(wide)
     assert stats["mget"] == len(CLUSTERS) and stats["evalsha"] == 0, stats

@@ -5,45 +5,23 @@ clusters the caller can see; the fleet view is refreshed once per period, not on
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
 
-from common.index import keys, reader, syncstatus
+from common.index import reader, syncstatus
 from common.index.reader import Filters, PageRequest, Reader
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView
-from tests import topology
-from tests.query.conftest import REG, USERS, headers, make_app, mark_synced, rbac_objects
+from tests.query.conftest import FORTY, REG, USERS, headers, make_app, mark_synced, rbac_objects
 from tests.query.costs import commands, count_round_trips
-from tests.query.fleet import KINDS, NAMESPACED, FakeAccess, make_row, write_rows
+from tests.query.fleet import KINDS, FakeAccess, make_row, write_rows
 
-CLUSTERS = [f"c{i:02d}" for i in range(40)]
+CLUSTERS = FORTY
 ALL = frozenset(KINDS)
-
-
-@pytest.fixture
-def wide(redis_url: str) -> Iterator[redis.Redis]:
-    """40 clusters of 30 rows each, grants and sync status as the collector leaves them."""
-    r = topology.client(redis_url)
-    rows = [
-        make_row(c, f"team-{n:02d}", NAMESPACED[i % len(NAMESPACED)], f"app-{i}")
-        for c in CLUSTERS
-        for n in range(3)
-        for i in range(10)
-    ]
-    write_rows(r, rows)
-    for c in CLUSTERS:
-        r.hset(keys.CLUSTERS, c, json.dumps({"source": "dir"}))
-        store_grants(r, c, compile_grants(rbac_objects("c00"), REG), time.time())
-        mark_synced(r, c, objects=30)
-    yield r
-    r.close()
 
 
 def cached_client(redis_url: str):

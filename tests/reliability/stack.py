@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -128,3 +129,69 @@ def synced_objects(url: str) -> tuple[int, float]:
         r.close()
     total = sum(s.objects or 0 for s in syncs.values())
     return total, min((s.last_success or 0.0) for s in syncs.values()) if syncs else 0.0
+
+
+def primary_killed_under_load(
+    sim_dir: Path,
+    workdir: Path,
+    index_url: str,
+    broker_url: str,
+    kill: Callable[[list[tuple[Any, ...]]], None],
+    promoted: Callable[[], bool],
+) -> None:
+    """The failover tests' common course: worker, beat and gunicorn on `index_url` (Celery on
+    `broker_url`); once everything is collected, list requests in a loop, `kill(rows)` (the rows
+    a walk found) kills a primary, and `promoted()` says when its replica serves. Every answer
+    meanwhile is a 200 or a 503 with a JSON body, never another 5xx; afterwards everything
+    answers without a restart, syncs resume, and a walk holds every row once (as many as the
+    syncs report)."""
+    intervals = {"sync_interval_s": 2, "rbac_sync_interval_s": 2, "registry_interval_s": 2}
+    env = stack_env(index_url, sim_dir, workdir, broker_url=broker_url, **intervals)
+    sup = Supervisor(workdir, env)
+    try:
+        start_worker(sup)
+        start_beat(sup, workdir)
+        _, base = start_query(sup)
+        ready = lambda: http_json(base + "/api/v1/status", ADMIN)[1] or {}  # noqa: E731
+        wait_for(lambda: ready().get("state") == "ready", 90, "the first collection")
+        before = walk(base)
+        objects, _ = synced_objects(index_url)
+        assert len(before) == len(set(before)) == objects > 0
+
+        answers: list[tuple[int, Any]] = []
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                answers.append(http_json(base + "/api/v1/objects?limit=20", ADMIN))
+
+        loader = threading.Thread(target=load, daemon=True)
+        loader.start()
+        wait_for(lambda: len(answers) > 20, 30, "list load")
+        kill(before)
+        killed_at = time.monotonic()
+        wait_for(promoted, 60, "a replica's promotion")
+        failover_s = time.monotonic() - killed_at
+        n = len(answers)
+        wait_for(lambda: len(answers) > n + 20 and answers[-1][0] == 200, 60, "answers again")
+        stop.set()
+        loader.join(15)
+
+        bad = [(s, b) for s, b in answers if s != 200 and not (s == 503 and b and b["error"])]
+        assert not bad, bad[:3]
+        assert not sup.dead(), [c.tail() for c in sup.dead()]
+
+        after_failover = time.time()
+        wait_for(
+            lambda: synced_objects(index_url)[1] > after_failover,
+            90,
+            "every cluster synced after the failover",
+        )
+        wait_for(lambda: ready().get("state") == "ready", 60, "ready after the failover")
+        after = walk(base)
+        assert sorted(after) == sorted(before) and len(after) == len(set(after))
+        assert len(after) == synced_objects(index_url)[0]
+        codes = {s: sum(1 for a in answers if a[0] == s) for s in {a[0] for a in answers}}
+        print(f"failover: promotion after {failover_s:.1f} s; answers by status {codes}")
+    finally:
+        sup.stop_all()
