@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from common import redis_urls
 from common.redis_server import (
     RedisClusterSet,
     RedisServer,
@@ -23,6 +24,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     wanted = getattr(metafunc.module, "TOPOLOGIES", None)
     if wanted and "redis_url" in metafunc.fixturenames:
         metafunc.parametrize("redis_url", wanted, indirect=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On `FLEETSCOPE_TEST_TOPOLOGY=cluster`, skip the tests marked `standalone_only`."""
+    if os.environ.get("FLEETSCOPE_TEST_TOPOLOGY", "standalone") != "cluster":
+        return
+    skip = pytest.mark.skip(reason="standalone_only: counts one server's commands")
+    for item in items:
+        if item.get_closest_marker("standalone_only"):
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +65,19 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
     client.flushall()
     client.close()
     yield server.url
+
+
+@pytest.fixture
+def broker_url(redis_url: str, request: pytest.FixtureRequest) -> str:
+    """Celery's broker beside the index at `redis_url`: that URL for one server, the session's
+    own (flushed) server for a Redis Cluster index, which Celery cannot use."""
+    if redis_urls.check(redis_url) != "cluster":
+        return redis_url
+    server: RedisServer = request.getfixturevalue("redis_server")
+    client = redis.Redis.from_url(server.url)
+    client.flushall()
+    client.close()
+    return server.url
 
 
 @pytest.fixture

@@ -4,9 +4,10 @@ Redis Cluster of 3 primaries and 3 replicas on loopback, started once per sessio
 asked for. These helpers build the client a URL asks for and read per-command counts summed over
 the primaries.
 
-`FLEETSCOPE_TEST_TOPOLOGY=cluster ./dev test tests/query` runs every test using `redis_url` on the
-cluster instead (a development aid, not run by CI: the count guards that patch the standalone
-client's classes or read one server's INFO do not apply there and fail)."""
+`FLEETSCOPE_TEST_TOPOLOGY=cluster ./dev test` runs every test using `redis_url` on the cluster
+instead (a development aid, not run by CI), Celery's broker (`broker_url`) staying on a
+standalone server. The count guards that patch the standalone client's classes or read one
+server's INFO are marked `standalone_only` and skipped there."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def test_worker_and_beat_collect_the_fleet(
-    leaf: FakeLeaf, r: redis.Redis, redis_url: str, tmp_path: Path
+    leaf: FakeLeaf, r: redis.Redis, redis_url: str, broker_url: str, tmp_path: Path
 ) -> None:
     clusters = tmp_path / "clusters"
     clusters.mkdir()
@@ -102,6 +102,7 @@ def test_worker_and_beat_collect_the_fleet(
     env = {
         **os.environ,
         "FLEETSCOPE_REDIS_URL": redis_url,
+        "FLEETSCOPE_BROKER_URL": broker_url,
         "FLEETSCOPE_CLUSTERS_DIR": str(clusters),
         "FLEETSCOPE_SYNC_INTERVAL_S": "1",
         "FLEETSCOPE_RBAC_SYNC_INTERVAL_S": "1",

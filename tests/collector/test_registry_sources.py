@@ -21,6 +21,7 @@ from collector.jobs import Collector, collect_once
 from common.index import keys
 from common.index.registry_record import Record
 from common.kinds.registry import builtin_registry
+from common.redis_client import connect
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests import mgmtsim
@@ -46,7 +47,7 @@ def _settings(sim: KubeSim, tmp_path: Path, redis_url: str, **changes: object) -
 
 
 def _collector(settings: Settings) -> Collector:
-    r = redis.Redis.from_url(settings.redis_url)
+    r = connect(settings.redis_url)
     return Collector(settings, r, REG, ClusterSource(settings, r=r))
 
 

@@ -10,7 +10,7 @@ import redis
 
 from common.index import keys, name_index, rows, store
 from common.index.store_events import Change, apply_changes
-from tests import rowfactory
+from tests import rowfactory, topology
 
 C = "c1"
 KINDS = ("Kustomization", "HelmRelease", "Gateway")
@@ -76,11 +76,11 @@ def test_full_sync_builds_and_diffs_the_index(r: redis.Redis) -> None:
 def test_unchanged_resync_does_not_write_the_index(r: redis.Redis) -> None:
     snapshot = random_members(random.Random(4), 30)
     store.replace_rows(r, C, snapshot)
-    r.config_resetstat()
+    topology.reset_stats(r)
     store.replace_rows(r, C, snapshot)
-    stats = r.info("commandstats")
-    assert "cmdstat_hdel" not in stats
-    assert int(stats["cmdstat_hset"]["calls"]) == 1  # the sync status only
+    stats = topology.commandstats(r)
+    assert "hdel" not in stats
+    assert stats["hset"] == 1  # the sync status only
 
 
 def test_a_lost_index_is_rebuilt_by_the_next_full_sync(r: redis.Redis) -> None:

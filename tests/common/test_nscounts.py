@@ -5,14 +5,13 @@ before a full sync made them complete."""
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 import pytest
 import redis
 
 from common.index import keys, nscounts, rows, store, store_events
 from common.redis_client import text
-from tests import rowfactory
+from tests import rowfactory, topology
 
 C = "nsc"
 KINDS = ("Kustomization", "HelmRelease", "GitRepository", "MyWidget")  # MyWidget: a kinds-file kind
@@ -122,12 +121,10 @@ def test_a_full_sync_repairs_drift_and_an_unchanged_resync_writes_nothing(r: red
 
 def test_a_status_change_reads_its_namespace_in_the_first_round_trip(r: redis.Redis) -> None:
     store.replace_rows(r, C, [member("a", "Kustomization", "x", "healthy")])
-    r.config_resetstat()
+    topology.reset_stats(r)
     store_events.apply_changes(
         r, C, [store_events.Change.of(member("a", "Kustomization", "x", "progressing"))]
     )
-    calls = Counter(
-        {k.split("_", 1)[1]: int(v["calls"]) for k, v in r.info("commandstats").items()}
-    )
+    calls = topology.commandstats(r)
     assert calls["hmget"] == 2  # the name index and the namespace's counts, read together
     assert stored(r) == {"a": {("Kustomization", "p"): 1}}

@@ -33,6 +33,7 @@ def test_replies_come_raw_and_in_order(client: redis.Redis) -> None:
     assert pipelined(client, []) == []
 
 
+@pytest.mark.standalone_only
 def test_packed_commands_go_as_sent_beside_others(client: redis.Redis) -> None:
     client.mset({"g:a": 3, "g:b": "ünï"})
     mget = packed("MGET", "g:a", b"g:b", "g:none")
@@ -54,6 +55,7 @@ def test_packed_commands_go_as_sent_beside_others(client: redis.Redis) -> None:
         ("SET", "k", ""),
     ],
 )
+@pytest.mark.standalone_only
 def test_commands_are_packed_as_redis_py_packs_them(client: redis.Redis, command: tuple) -> None:
     conn = client.connection_pool.make_connection()
     assert packed(*command) == b"".join(conn.pack_commands([command]))
@@ -69,6 +71,7 @@ def test_arguments_redis_py_rejects_are_rejected(client: redis.Redis, bad: objec
     assert client.ping()  # nothing half-sent: the connection is still in step
 
 
+@pytest.mark.standalone_only
 def test_an_error_reply_raises_after_all_replies_are_read(client: redis.Redis) -> None:
     client.set("a", "1")
     with pytest.raises(redis.exceptions.NoScriptError):
@@ -78,6 +81,7 @@ def test_an_error_reply_raises_after_all_replies_are_read(client: redis.Redis) -
     assert len(client.connection_pool._available_connections) == 1  # released, not leaked
 
 
+@pytest.mark.standalone_only
 def test_a_connection_lost_mid_request_is_retried_by_the_clients_policy(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

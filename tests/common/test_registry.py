@@ -91,7 +91,7 @@ def test_reconcile_adds_updates_and_removes(r: redis.Redis, tmp_path: Path) -> N
 def test_no_credentials_in_redis(r: redis.Redis, tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", kubeconfig())
     registry.reconcile(r, registry.load_dir(str(tmp_path)))
-    dump = " ".join(str(r.hgetall(k)) for k in r.keys("*") if r.type(k) == "hash")
+    dump = " ".join(str(r.hgetall(k)) for k in r.scan_iter("*") if r.type(k) == "hash")
     assert "a.yaml" in dump and TOKEN not in dump
 
 

@@ -78,6 +78,7 @@ def test_repeated_pages_reuse_plans_until_the_access_changes(
     assert {row["kind"] for row in page.rows} == {KINDS[0]}
 
 
+@pytest.mark.standalone_only
 def test_list_request_costs_a_fixed_number_of_redis_commands(
     wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -104,6 +105,7 @@ def test_list_request_costs_a_fixed_number_of_redis_commands(
     assert stats == {}, f"unexpected commands per list request: {stats}"
 
 
+@pytest.mark.standalone_only
 def test_a_team_members_page_costs_one_script_per_cluster(
     wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,6 +126,7 @@ def test_a_team_members_page_costs_one_script_per_cluster(
     assert stats == {}, f"unexpected commands per list request: {stats}"
 
 
+@pytest.mark.standalone_only
 def test_fleet_view_refreshes_once_when_threads_race(wide: redis.Redis) -> None:
     view = FleetView(wide, cache_s=3600)
     wide.config_resetstat()
@@ -209,6 +212,7 @@ def test_reused_scope_follows_a_revocation(wide: redis.Redis, redis_url: str) ->
     assert "c01" in clusters()
 
 
+@pytest.mark.standalone_only
 def test_facets_request_costs_one_round_trip_when_nothing_changed(
     wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -388,6 +388,7 @@ def test_a_request_costs_one_round_trip_per_level(
         assert trips == ["pipeline"] * (1 + min(depth, 3))
 
 
+@pytest.mark.standalone_only
 def test_grants_revoked_after_they_were_cached_are_honoured(
     client: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

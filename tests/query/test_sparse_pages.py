@@ -38,6 +38,7 @@ def fleet(rb: redis.Redis) -> list:
     return rows
 
 
+@pytest.mark.standalone_only
 def test_a_team_members_failing_rows_come_in_one_round_trip_from_their_namespaces(
     rb: redis.Redis, fleet: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,6 +107,7 @@ def test_a_row_written_after_the_counts_were_read_is_not_missed(
     assert [order(r) for r in rows] == [order(r) for r in want]
 
 
+@pytest.mark.standalone_only
 @pytest.mark.parametrize("filters", [Filters(kinds=("Kustomization",)), Filters(suspended=True)])
 def test_clusters_without_matches_are_skipped_by_a_generation_check(
     rb: redis.Redis, fleet: list, filters: Filters
@@ -123,6 +125,7 @@ def test_clusters_without_matches_are_skipped_by_a_generation_check(
     assert cmds == {"zrangebylex": 1, "mget": 1}, cmds
 
 
+@pytest.mark.standalone_only
 @pytest.mark.parametrize("filters", [UNHEALTHY, Filters(kinds=("Kustomization",))])
 def test_a_repeated_sparse_page_costs_one_mget_until_a_cluster_is_written(
     rb: redis.Redis, fleet: list, filters: Filters

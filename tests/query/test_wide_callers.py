@@ -154,6 +154,7 @@ def wide_fleet(rb: redis.Redis) -> dict[str, FakeAccess]:
     }
 
 
+@pytest.mark.standalone_only
 def test_facets_of_a_1500_namespace_caller_cost_one_mget_when_nothing_changed(
     rb: redis.Redis, wide_fleet: dict[str, FakeAccess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,6 +190,7 @@ def test_facets_of_a_1500_namespace_caller_cost_one_mget_when_nothing_changed(
     assert got.clusters == {"w0": 75, "w1": 76, "w2": 75}
 
 
+@pytest.mark.standalone_only
 def test_pages_of_a_1500_namespace_caller_walk_the_sources_in_one_round_trip(
     rb: redis.Redis, wide_fleet: dict[str, FakeAccess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -216,6 +218,7 @@ def test_pages_of_a_1500_namespace_caller_walk_the_sources_in_one_round_trip(
     assert len(rows) == len(set(rows)) == 3 * 75
 
 
+@pytest.mark.standalone_only
 def test_a_name_filter_for_a_1500_namespace_caller_reads_the_name_index_once_per_cluster(
     rb: redis.Redis, wide_fleet: dict[str, FakeAccess], monkeypatch: pytest.MonkeyPatch
 ) -> None:

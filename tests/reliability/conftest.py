@@ -13,6 +13,7 @@ import redis
 from collector.clusters import ClusterSource
 from collector.jobs import Collector
 from common.kinds.registry import builtin_registry
+from common.redis_client import connect
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
@@ -56,7 +57,7 @@ def settings(redis_url: str, sim: KubeSim) -> Settings:
 
 @pytest.fixture
 def collector(settings: Settings, r: redis.Redis) -> Iterator[Collector]:
-    c = Collector(settings, redis.Redis.from_url(settings.redis_url), REG, ClusterSource(settings))
+    c = Collector(settings, connect(settings.redis_url), REG, ClusterSource(settings))
     c.reconcile()
     yield c
     c.source.close()

@@ -41,9 +41,9 @@ def primary_of(cluster: RedisClusterSet, key: str) -> RedisServer:
 
 
 def test_a_primary_killed_under_load(
-    sim: KubeSim, cluster: RedisClusterSet, redis_url: str, tmp_path: Path
+    sim: KubeSim, cluster: RedisClusterSet, broker_url: str, tmp_path: Path
 ) -> None:
-    """`redis_url` (the session's standalone server) is Celery's broker."""
+    """`broker_url` (a standalone server) is Celery's broker."""
     assert sim.kubeconfig_dir is not None
     victim: list[RedisServer] = []
 
@@ -56,5 +56,5 @@ def test_a_primary_killed_under_load(
         return victim[0] not in primaries and len(primaries) == 3 and cluster.state_ok()
 
     primary_killed_under_load(
-        sim.kubeconfig_dir, tmp_path, cluster.url, redis_url, kill=kill, promoted=promoted
+        sim.kubeconfig_dir, tmp_path, cluster.url, broker_url, kill=kill, promoted=promoted
     )

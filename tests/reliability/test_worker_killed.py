@@ -18,6 +18,7 @@ from common.index import keys, syncstatus
 from common.settings import Settings
 from fleetscope.supervisor import Supervisor
 from kubesim.server import KubeSim
+from tests import topology
 from tests.reliability.conftest import rows_of
 from tests.reliability.stack import stack_env, start_worker, wait_for
 
@@ -25,7 +26,12 @@ VICTIM = "cluster-000"
 
 
 def test_sigkill_mid_sync_loses_nothing(
-    sim: KubeSim, collector: Collector, settings: Settings, r: redis.Redis, tmp_path: Path
+    sim: KubeSim,
+    collector: Collector,
+    settings: Settings,
+    r: redis.Redis,
+    broker_url: str,
+    tmp_path: Path,
 ) -> None:
     assert all(o.ok for o in collect_once(collector))
     old = rows_of(r, VICTIM)
@@ -34,14 +40,20 @@ def test_sigkill_mid_sync_loses_nothing(
     sim.set_fault(VICTIM, latency_s=0.1)  # ~40 slow requests: seconds of sync to kill into
     sim.clear_request_log()
 
-    env = stack_env(settings.redis_url, Path(settings.clusters_dir), tmp_path, lock_ttl_s=2)
+    env = stack_env(
+        settings.redis_url,
+        Path(settings.clusters_dir),
+        tmp_path,
+        lock_ttl_s=2,
+        broker_url=broker_url,
+    )
     celery = create_celery(Settings.from_env({k: v for k, v in env.items() if "FLEET" in k}))
     sup = Supervisor(tmp_path, env)
     seen: list[frozenset[str]] = []
     stop = threading.Event()
 
     def watch_snapshots() -> None:
-        reader = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        reader = topology.client(settings.redis_url, decode_responses=True)
         while not stop.is_set():
             seen.append(frozenset(reader.zrange(keys.rows(VICTIM), 0, -1)))
         reader.close()

@@ -99,6 +99,7 @@ def test_heartbeats_are_fenced_per_cluster_in_one_round_trip(rb: redis.Redis) ->
     assert c[b"last_success"] == b"100.0" and b"rbac_synced_at" not in c
 
 
+@pytest.mark.standalone_only
 def test_renewals_do_not_abort_a_write_but_a_new_holder_does(rb: redis.Redis) -> None:
     """Writers WATCH the lease's owner key, which renewals leave alone: a renewal landing
     between a writer's reads and its EXEC no longer aborts the write; a lease taken over by
