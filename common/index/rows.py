@@ -17,6 +17,8 @@ The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX 
 the list order and one command returns a whole page with its data. NUL sorts before every other
 byte, so `a` < `a-b` holds for the prefixes too. Text fields never contain NUL (stripped), and
 a message repeating the revision stores a one-byte placeholder for it (saves ~50 bytes a row).
+The built-in apiVersions, the common reasons and the common messages are stored as `~` + a hex
+code (`API_VERSION_CODES`, `REASON_CODES`, `MESSAGE_CODES`).
 """
 
 from __future__ import annotations
@@ -105,6 +107,109 @@ API_VERSION_CODES = {
 saved). Append only: a stored code must keep its meaning. Any other apiVersion is stored as is
 (none starts with `~`)."""
 API_VERSION_OF = {v: k for k, v in API_VERSION_CODES.items()}
+REASON_CODES = {
+    r: f"~{i:x}"
+    for i, r in enumerate(
+        (
+            # Flux (fluxcd/pkg apis/meta and the controllers' own)
+            "ReconciliationSucceeded",
+            "ReconciliationFailed",
+            "Succeeded",
+            "Failed",
+            "Progressing",
+            "ProgressingWithRetry",
+            "Suspended",
+            "DependencyNotReady",
+            "ArtifactFailed",
+            "BuildFailed",
+            "HealthCheckFailed",
+            "ArtifactInStorage",
+            "NewArtifact",
+            "GitOperationFailed",
+            "StorageOperationFailed",
+            "URLInvalid",
+            "AuthenticationFailed",
+            "SourceManagerFailed",
+            "OCIPullFailed",
+            "ChartPullSucceeded",
+            "ChartPullError",
+            "ChartPackageSucceeded",
+            "ChartPackageError",
+            "InstallSucceeded",
+            "InstallFailed",
+            "UpgradeSucceeded",
+            "UpgradeFailed",
+            "TestSucceeded",
+            "TestFailed",
+            "RollbackSucceeded",
+            "UninstallSucceeded",
+            "ArtifactOutdated",
+            "InvalidPolicy",
+            "ValidationFailed",
+            "PruneFailed",
+            # fleetscope's own (common.kinds.status)
+            "LatestGenerationNotObserved",
+            "Terminating",
+            "Stalled",
+            # Gateway API
+            "Accepted",
+            "Programmed",
+            "Pending",
+            "Invalid",
+            "NoResources",
+            "AddressNotAssigned",
+            "InvalidParameters",
+            "UnsupportedAddress",
+            "ResolvedRefs",
+            "InvalidCertificateRef",
+            "InvalidRouteKinds",
+            "RefNotPermitted",
+            "ProtocolConflict",
+            "HostnameConflict",
+            "NotAllowedByListeners",
+            "NoMatchingListenerHostname",
+            "NoMatchingParent",
+            "UnsupportedValue",
+            "InvalidKind",
+            "BackendNotFound",
+            "UnsupportedProtocol",
+            # Kuadrant
+            "Enforced",
+            "Overridden",
+            "TargetNotFound",
+            "Conflicted",
+            "MissingDependency",
+            "Unknown",
+        )
+    )
+}
+"""Common condition reasons are stored as a short code (`~` + hex index, ~14 bytes a row saved
+at fleet L), as are the common messages below once the revision in them is replaced by its mark.
+Append only: a stored code must keep its meaning. Any other value is stored as is, with one more
+`~` in front when it starts with `~` (so a stored value starting with `~` is always a code or
+escaped)."""
+REASON_OF = {v: k for k, v in REASON_CODES.items()}
+MESSAGE_CODES = {
+    m: f"~{i:x}"
+    for i, m in enumerate(
+        (
+            f"Applied revision: {REV_MARK}",  # kustomize-controller
+            f"stored artifact for revision '{REV_MARK}'",  # source-controller (Git, Bucket)
+            f"stored artifact: revision '{REV_MARK}'",  # source-controller (Helm)
+            f"stored artifact for digest '{REV_MARK}'",  # source-controller (OCI)
+            "Reconciliation in progress",
+            "reconciliation in progress",
+            "Fulfilling prerequisites",
+            "Resource accepted",
+            "Handled by Istio controller",
+            "AuthPolicy has been successfully enforced",  # Kuadrant
+            "RateLimitPolicy has been successfully enforced",
+            "DNSPolicy has been successfully enforced",
+            "TLSPolicy has been successfully enforced",
+        )
+    )
+}
+MESSAGE_OF = {v: k for k, v in MESSAGE_CODES.items()}
 SUSPENDED_CODES = frozenset(c for c in CODE_STATUS if c.isupper() or c == LEGACY_SUSPENDED)
 UI_URL_ANNOTATION = "fleetscope.io/ui-url"
 _esc = json.encoder.encode_basestring_ascii  # in C; quotes and escapes as json.dumps does
@@ -220,8 +325,8 @@ def encode(row: Row, edges: str = "", blocked: str = "") -> str:
             row["kind"],
             row["name"],
             status_code(row["status"], row["suspended"]),
-            _clean(row["reason"]),
-            message,
+            _code(_clean(row["reason"]), REASON_CODES),
+            _code(message, MESSAGE_CODES),
             _epoch(row["lastTransitionTime"]),
             rev,
             API_VERSION_CODES.get(row["apiVersion"], row["apiVersion"]),
@@ -279,8 +384,8 @@ def decode(cluster: str, member: str | bytes) -> Row:
         name=name,
         status=CODE_STATUS[code],
         suspended=code in SUSPENDED_CODES,
-        reason=reason,
-        message=message.replace(REV_MARK, rev) if REV_MARK in message else message,
+        reason=(REASON_OF.get(reason) or reason[1:]) if reason[:1] == "~" else reason,
+        message=_message(message, rev),
         warnings=int(warn or 0),
         lastTransitionTime=_iso(ltt),
         revision=rev,
@@ -295,8 +400,8 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     """`decode` of each (cluster, member) of a page, inlined: it runs for every row served, and
     the per-call overhead was a third of its cost."""
     out: list[Row] = []
-    append, codes, mark, iso, susp = out.append, CODE_STATUS, REV_MARK, _iso, SUSPENDED_CODES
-    api_versions = API_VERSION_OF
+    append, codes, iso, susp = out.append, CODE_STATUS, _iso, SUSPENDED_CODES
+    api_versions, reasons, message = API_VERSION_OF, REASON_OF, _message
     for cluster, member in rows:
         ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, blocked = (
             _fields(member.decode())
@@ -309,8 +414,8 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             "name": name,
             "status": codes[code],
             "suspended": code in susp,
-            "reason": reason,
-            "message": msg.replace(mark, rev) if mark in msg else msg,
+            "reason": (reasons.get(reason) or reason[1:]) if reason[:1] == "~" else reason,
+            "message": message(msg, rev),
             "warnings": int(warn or 0),
             "lastTransitionTime": iso(ltt),
             "revision": rev,
@@ -329,8 +434,9 @@ def row_json(cluster: str, member: bytes) -> str:
         member.decode()
     )
     e = _esc
-    if REV_MARK in msg:
-        msg = msg.replace(REV_MARK, rev)
+    msg = _message(msg, rev)
+    if reason[:1] == "~":
+        reason = REASON_OF.get(reason) or reason[1:]
     at = _iso(ltt)
     suspended = "true" if code in SUSPENDED_CODES else "false"
     return (
@@ -419,6 +525,21 @@ def suspended_of(member: str | bytes) -> bool:
     if isinstance(member, bytes):
         member = member.decode()
     return member.split(SEP, 4)[3] in SUSPENDED_CODES
+
+
+def _code(value: str, codes: dict[str, str]) -> str:
+    """`value` as stored: its code, or itself (escaped with one more `~` if it starts with one)."""
+    code = codes.get(value)
+    if code is not None:
+        return code
+    return "~" + value if value[:1] == "~" else value
+
+
+def _message(stored: str, rev: str) -> str:
+    """The message of a stored member: its code or escape undone, the revision put back."""
+    if stored[:1] == "~":
+        stored = MESSAGE_OF.get(stored) or stored[1:]
+    return stored.replace(REV_MARK, rev) if REV_MARK in stored else stored
 
 
 def _clean(text: str) -> str:
