@@ -384,7 +384,7 @@ def decode(cluster: str, member: str | bytes) -> Row:
         name=name,
         status=CODE_STATUS[code],
         suspended=code in SUSPENDED_CODES,
-        reason=(REASON_OF.get(reason) or reason[1:]) if reason[:1] == "~" else reason,
+        reason=_reason(reason),
         message=_message(message, rev),
         warnings=int(warn or 0),
         lastTransitionTime=_iso(ltt),
@@ -401,7 +401,7 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     the per-call overhead was a third of its cost."""
     out: list[Row] = []
     append, codes, iso, susp = out.append, CODE_STATUS, _iso, SUSPENDED_CODES
-    api_versions, reasons, message = API_VERSION_OF, REASON_OF, _message
+    api_versions, reason_of, message = API_VERSION_OF, _reason, _message
     for cluster, member in rows:
         ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, blocked = (
             _fields(member.decode())
@@ -414,7 +414,7 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             "name": name,
             "status": codes[code],
             "suspended": code in susp,
-            "reason": (reasons.get(reason) or reason[1:]) if reason[:1] == "~" else reason,
+            "reason": reason_of(reason),
             "message": message(msg, rev),
             "warnings": int(warn or 0),
             "lastTransitionTime": iso(ltt),
@@ -434,9 +434,7 @@ def row_json(cluster: str, member: bytes) -> str:
         member.decode()
     )
     e = _esc
-    msg = _message(msg, rev)
-    if reason[:1] == "~":
-        reason = REASON_OF.get(reason) or reason[1:]
+    msg, reason = _message(msg, rev), _reason(reason)
     at = _iso(ltt)
     suspended = "true" if code in SUSPENDED_CODES else "false"
     return (
@@ -533,6 +531,11 @@ def _code(value: str, codes: dict[str, str]) -> str:
     if code is not None:
         return code
     return "~" + value if value[:1] == "~" else value
+
+
+def _reason(stored: str) -> str:
+    """The reason of a stored member: its code or escape undone."""
+    return (REASON_OF.get(stored) or stored[1:]) if stored[:1] == "~" else stored
 
 
 def _message(stored: str, rev: str) -> str:
