@@ -60,11 +60,7 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
         cluster.flush()
         yield cluster.url
         return
-    server: RedisServer = request.getfixturevalue("redis_server")
-    client = redis.Redis.from_url(server.url)
-    client.flushall()
-    client.close()
-    yield server.url
+    yield _flushed_server(request)
 
 
 @pytest.fixture
@@ -73,6 +69,11 @@ def broker_url(redis_url: str, request: pytest.FixtureRequest) -> str:
     own (flushed) server for a Redis Cluster index, which Celery cannot use."""
     if redis_urls.check(redis_url) != "cluster":
         return redis_url
+    return _flushed_server(request)
+
+
+def _flushed_server(request: pytest.FixtureRequest) -> str:
+    """The URL of the session's private redis-server, emptied."""
     server: RedisServer = request.getfixturevalue("redis_server")
     client = redis.Redis.from_url(server.url)
     client.flushall()
