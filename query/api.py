@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from common.index.reader import PageRequest
+from common.index.reader import Filters, PageRequest
 from query import body, listing, params
 from query.listing import list_page
 from query.state import caller, state
@@ -22,9 +22,23 @@ def list_objects() -> Response:
     filters = params.filters(request.args, st.registry)
     limit = params.limit(request.args)
     token = request.args.get("continue", "")
+    sort = params.sort(request.args)
+    if sort:
+        return _time_page(filters, limit, token, sort)
     cursor = st.signer.decode(token, filters) if token else None
     page, scope = list_page(st, user, PageRequest(filters, limit, cursor))
     after = st.signer.encode(page.cursor, filters) if page.cursor else None
+    rest = {"continue": after, "freshness": scope.freshness(st.settings)}
+    return body.page_response(page.members, rest, scope.visible)
+
+
+def _time_page(filters: Filters, limit: int, token: str, sort: str) -> Response:
+    """A page in lastTransitionTime order (common.index.reader_time)."""
+    st, user = state(), caller()
+    cursor = st.signer.decode_time(token, filters, sort) if token else None
+    descending = sort.startswith("-")
+    page, scope = listing.time_page(st, user, filters, limit, descending, cursor)
+    after = st.signer.encode_time(page.cursor, filters, sort) if page.cursor else None
     rest = {"continue": after, "freshness": scope.freshness(st.settings)}
     return body.page_response(page.members, rest, scope.visible)
 

@@ -5,6 +5,7 @@ version moved the page is read again under freshly checked grants. Views stay th
 from __future__ import annotations
 
 from common.index.reader import Facets, Filters, Page, PageRequest
+from common.index.reader_time import TimeCursor, TimePage
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
 from query import metrics
@@ -21,6 +22,28 @@ def list_page(st: QueryState, user: UserInfo, request: PageRequest) -> tuple[Pag
         metrics.ROWS_SCANNED.inc(page.scanned)  # read, then thrown away: still a cost
         scope = st.scope(user)
         page = st.reader.page(scoped_access(scope, request.filters), request)
+    metrics.ROWS_SCANNED.inc(page.scanned)
+    return page, scope
+
+
+def time_page(
+    st: QueryState,
+    user: UserInfo,
+    filters: Filters,
+    limit: int,
+    descending: bool,
+    cursor: TimeCursor | None,
+) -> tuple[TimePage, Scope]:
+    """One page in lastTransitionTime order, under the same optimistic-then-confirmed grants."""
+    scope = st.scope(user, optimistic=True)
+    read = st.time_reader.page
+    page = read(
+        scoped_access(scope, filters), filters, limit, descending, cursor, not scope.checked
+    )
+    if page.version is not None and page.version != scope.version:
+        metrics.ROWS_SCANNED.inc(page.scanned)
+        scope = st.scope(user)
+        page = read(scoped_access(scope, filters), filters, limit, descending, cursor)
     metrics.ROWS_SCANNED.inc(page.scanned)
     return page, scope
 

@@ -21,6 +21,7 @@ from query.params import (
     MAX_LIMIT,
     MAX_VALUE_LEN,
     NAME_SUBSTRING,
+    SORTS,
 )
 
 S = dict[str, Any]
@@ -278,6 +279,15 @@ not followed. An object the caller may not list is a 404, as an unknown one is. 
 object's here, and list rows) carry `blockedBy`, the nearest failing or missing object upstream,
 when there is one and the caller may list it."""
 
+_SORT = _param(
+    "sort",
+    "`-lastTransitionTime`: newest transition first; `lastTransitionTime`: oldest first (rows "
+    "without one sort as the oldest); omitted: by cluster, namespace, kind, name. Pages are "
+    "keyset-paginated like the default order: a walk shows each row at most once, and every row "
+    "whose transition did not move during the walk exactly once",
+    {"type": "string", "enum": list(SORTS)},
+)
+
 TAGS = [{"name": "Relations", "description": " ".join(_RELATIONS.split())}]
 """Topics the docs explain once, in their own section (OpenAPI tags with a description)."""
 
@@ -314,8 +324,9 @@ def document(registry: KindRegistry) -> S:
         "tags": TAGS,
         "paths": {
             "/api/v1/objects": _get(
-                "Visible objects, filtered, in (cluster, namespace, kind, name) order, one page",
-                _filters(registry) + page,
+                "Visible objects, filtered, in (cluster, namespace, kind, name) order or by "
+                "lastTransitionTime (`sort`), one page",
+                [*_filters(registry), _SORT, *page],
                 "ObjectList",
                 "a page of rows",
                 *common_codes,

@@ -25,7 +25,19 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NAME_SUBSTRING = re.compile(r"^[a-z0-9.-]{1,253}$")
 
-LIST_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "limit", "continue")
+LIST_PARAMS = (
+    "cluster",
+    "namespace",
+    "kind",
+    "status",
+    "suspended",
+    "name",
+    "limit",
+    "continue",
+    "sort",
+)
+SORTS = ("lastTransitionTime", "-lastTransitionTime")
+"""`sort` values: by the Ready condition's lastTransitionTime, oldest or (`-`) newest first."""
 FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name")
 RELATIONS_PARAMS = ("depth",)
 DEFAULT_DEPTH, MAX_DEPTH = 1, 5
@@ -145,6 +157,20 @@ def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
         name=name,
         suspended=suspended(args),
     )
+
+
+def sort(args: MultiDict[str, str]) -> str:
+    """The `sort` parameter: "" (by cluster, namespace, kind, name) or one of `SORTS`."""
+    raw = args.getlist("sort")
+    if not raw or raw == [""]:
+        return ""
+    if len(raw) > 1 or raw[0] not in SORTS:
+        raise InvalidInput(
+            "sort",
+            f"one of {', '.join(SORTS)} (once); omit it for the default order "
+            "(cluster, namespace, kind, name)",
+        )
+    return raw[0]
 
 
 def limit(args: MultiDict[str, str]) -> int:

@@ -13,6 +13,7 @@ from flask import current_app, request
 
 from common import redis_client
 from common.index.reader import Reader
+from common.index.reader_time import TimeReader
 from common.kinds.registry import KindRegistry, load_registry
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import AccessResolver
@@ -29,6 +30,7 @@ class QueryState:
     registry: KindRegistry
     r: redis.Redis
     reader: Reader
+    time_reader: TimeReader
     resolver: AccessResolver
     fleet: FleetView
     authenticate: Authenticator
@@ -45,6 +47,7 @@ class QueryState:
             registry=registry,
             r=r,
             reader=Reader(r, registry.keys()),
+            time_reader=TimeReader(r),
             resolver=AccessResolver(r, registry),
             fleet=FleetView(r),
             authenticate=make_authenticator(settings),

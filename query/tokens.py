@@ -1,4 +1,5 @@
-"""Continue tokens: opaque, HMAC-signed (cluster, last sort key, filters hash) positions.
+"""Continue tokens: opaque, HMAC-signed (cluster, last sort key, filters hash) positions; a
+time-ordered walk's (`sort`) also hold the last row's time, the walk's start and the order.
 
 The key is `FLEETSCOPE_CONTINUE_TOKEN_KEY`, or a random key stored once in Redis (SET NX) so
 every worker and replica signs alike. Redis is ephemeral: each process re-asserts the key it
@@ -18,6 +19,7 @@ import json
 import secrets
 import threading
 import time
+from typing import Any
 
 import redis
 
@@ -25,6 +27,7 @@ from common import redis_client
 from common.errors import InvalidInput
 from common.index import keys
 from common.index.reader import Cursor, Filters
+from common.index.reader_time import TimeCursor
 
 VERSION = 1
 MAX_TOKEN_LEN = 2048
@@ -123,12 +126,38 @@ class TokenSigner:
         payload = json.dumps(body, separators=(",", ":")).encode()
         return f"{_b64(payload)}.{self._mac(payload)}"
 
+    def encode_time(self, cursor: TimeCursor, filters: Filters, sort: str) -> str:
+        body = {
+            "v": VERSION,
+            "c": cursor.cluster,
+            "k": _b64(cursor.entry),
+            "t": cursor.at,
+            "s": cursor.start,
+            "o": sort,
+            "f": filters_hash(filters),
+        }
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        return f"{_b64(payload)}.{self._mac(payload)}"
+
+    def decode_time(self, token: str, filters: Filters, sort: str) -> TimeCursor:
+        body = self._body(token, filters, sort)
+        try:
+            return TimeCursor(
+                int(body["t"]), str(body["c"]), _unb64(str(body["k"])), int(body["s"])
+            )
+        except (ValueError, KeyError, TypeError):
+            raise _bad() from None
+
     def decode(self, token: str, filters: Filters) -> Cursor:
-        bad = InvalidInput(
-            "continue",
-            "not a continue token of this service; pass the `continue` value of the "
-            "previous page unchanged, with the same filters",
-        )
+        body = self._body(token, filters, "")
+        try:
+            return Cursor(str(body["c"]), _unb64(str(body["k"])))
+        except (ValueError, KeyError, TypeError):
+            raise _bad() from None
+
+    def _body(self, token: str, filters: Filters, sort: str) -> dict[str, Any]:
+        """A token's verified body, made for these filters and this order."""
+        bad = _bad()
         if len(token) > MAX_TOKEN_LEN or token.count(".") != 1:
             raise bad
         body_b64, mac = token.split(".")
@@ -140,16 +169,23 @@ class TokenSigner:
             raise bad
         try:
             body = json.loads(payload)
-            cursor = Cursor(str(body["c"]), _unb64(str(body["k"])))
             made_for = str(body["f"])
         except (ValueError, KeyError, TypeError):
             raise bad from None
-        if body.get("v") != VERSION:
+        if not isinstance(body, dict) or body.get("v") != VERSION:
             raise bad
-        if made_for != filters_hash(filters):
+        if made_for != filters_hash(filters) or body.get("o", "") != sort:
             raise InvalidInput(
                 "continue",
-                "this token was made for other filters; repeat the query with the "
-                "filters of the first page, or drop `continue` to start over",
+                "this token was made for other filters or another sort; repeat the query "
+                "with the filters and sort of the first page, or drop `continue` to start over",
             )
-        return cursor
+        return body
+
+
+def _bad() -> InvalidInput:
+    return InvalidInput(
+        "continue",
+        "not a continue token of this service; pass the `continue` value of the "
+        "previous page unchanged, with the same filters",
+    )

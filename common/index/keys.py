@@ -13,6 +13,8 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:nsc:<0..63>   | hash | -    | collector, watcher         | query (facets, plans)    |
 | fs:{c:<cluster>}:dep:<0..63>   | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:dep:long      | hash | -    | collector, watcher         | query (relations), writer|
+| fs:{c:<cluster>}:tt            | zset | -    | collector, watcher         | query (time order)       |
+| fs:{c:<cluster>}:tt:<window>   | zset | -    | collector, watcher         | query (time order)       |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -35,7 +37,8 @@ which also says which of the 64 hashes holds a namespace).
 `dep:<b>` fields are the nodes (rows, existing or not) that some row's edges name, values
 those rows, both in common.index.graph's compact form; one logical hash spread over 64
 (common.index.buckets), values over 64 bytes in `dep:long`. `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
-by the next full sync. `rbac`
+by the next full sync. `tt` and `tt:<window>` are the time index (common.index.timeline: the
+windows in use, and each window's entries scored by transition time). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """
@@ -155,6 +158,17 @@ def dependents_unbucketed(cluster: str) -> str:
     return f"{_tag(cluster)}:dependents"
 
 
+def timeline(cluster: str) -> str:
+    """The time index's directory: the windows holding entries (common.index.timeline)."""
+    return f"{_tag(cluster)}:tt"
+
+
+def timeline_window(cluster: str, suffix: str) -> str:
+    """One window of the time index (its suffix: the window number, or `-<hex>` for rows
+    without a transition time)."""
+    return f"{_tag(cluster)}:tt:{suffix}"
+
+
 def generation(cluster: str) -> str:
     return f"{_tag(cluster)}:gen"
 
@@ -195,9 +209,10 @@ def handover(cluster: str) -> str:
 
 
 def cluster_keys(cluster: str) -> list[str]:
-    """Every key holding data of one cluster (deleted when the cluster leaves the registry)."""
+    """Every key holding data of one cluster (deleted when the cluster leaves the registry),
+    but the time index's windows (named in its directory, `timeline`)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
-    fixed += [generation(cluster), sync(cluster)]
+    fixed += [generation(cluster), sync(cluster), timeline(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]
     deps = [dependents(cluster, b) for b in range(DEPENDENTS_BUCKETS)]

@@ -10,6 +10,7 @@ undoing it; readers see the state before a write or after it, never a mix.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 import redis
 
 from common.errors import LockBusy, RedisUnavailable
-from common.index import graph, keys, name_index, nscounts, rows, syncstatus
+from common.index import graph, keys, name_index, nscounts, rows, syncstatus, timeline
 from common.index.buckets import Groups
 from common.lease import Fence
 from common.redis_client import text
@@ -118,6 +119,7 @@ def _write(
             reads.get(keys.generation(cluster))
         reads.hgetall(keys.counts(cluster))
         reads.hget(keys.sync(cluster), nscounts.READY)
+        reads.hget(keys.sync(cluster), timeline.READY)
         names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
         ns_groups: Groups = []
         if names is None:
@@ -125,6 +127,7 @@ def _write(
             graph.DEPENDENTS.queue_hgetall(reads, cluster)
             reads.exists(keys.dependents_unbucketed(cluster))
             nscounts.queue_read_all(reads, cluster)
+            reads.zrange(keys.timeline(cluster), 0, -1)
         else:
             if len(names) > 1:
                 reads.hmget(keys.names(cluster), names)
@@ -140,6 +143,8 @@ def _write(
             return Written(superseded=True)
         old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
         ns_ready = replies.pop(0) is not None
+        tt_ready = replies.pop(0) is not None
+        tt_windows: set[str] = set()
         stored_deps: dict[str, str] = {}
         stored_ns: dict[str, str] = {}
         unbucketed = False
@@ -150,6 +155,7 @@ def _write(
             unbucketed = bool(replies.pop(0))
             stored_ns = nscounts.collect_all(replies[: nscounts.BUCKETS])
             del replies[: nscounts.BUCKETS]
+            tt_windows = {text(w) for w in replies.pop(0)}
         else:
             stored_names = {}
             if len(names) > 1:
@@ -183,8 +189,22 @@ def _write(
         derived = (counts_set, counts_gone, names_set, names_gone, deps_set, deps_gone)
         if delta.snapshot is not None and not ns_ready:
             totals[nscounts.READY] = nscounts.READY_VALUE  # complete from now on
-        if delta.removed or delta.added or any(derived) or ns_set or ns_gone or unbucketed:
+        # The time index: built whole by the first full sync (or the first rows), then moved
+        # with the rows; a full sync drops the windows no row is in any more.
+        tt_build = not tt_ready and (delta.snapshot is not None or not old_counts)
+        tt_stale: set[str] = set()
+        if delta.snapshot is not None:
+            tt_stale = tt_windows - timeline.windows_of(delta.snapshot)
+        if tt_build:
+            totals[timeline.READY] = timeline.READY_VALUE
+        changed = delta.removed or delta.added or any(derived) or ns_set or ns_gone
+        if changed or unbucketed or tt_build or tt_stale:
             _write_members(tx, cluster, delta.removed, delta.added)
+            tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
+            timeline.queue_write(tx, cluster, delta.removed, tt_added, int(time.time() * 1000))
+            if tt_stale:
+                tx.zrem(keys.timeline(cluster), *tt_stale)
+                tx.delete(*(keys.timeline_window(cluster, w) for w in tt_stale))
             _write_hash(tx, keys.counts(cluster), counts_set, counts_gone)
             _write_hash(tx, keys.names(cluster), names_set, names_gone)
             graph.DEPENDENTS.queue_write(tx, cluster, deps_set, deps_gone)

@@ -8,6 +8,9 @@ import { externalUrl } from "./links.js";
 const DIMENSIONS = { status: "f-status", suspended: "f-suspended", kind: "f-kind", cluster: "f-cluster" };
 const FILTERS = ["cluster", "namespace", "kind", "status", "suspended", "name"];
 const SUSPENSION = { true: "suspended", false: "not suspended" };
+const SORTS = ["-lastTransitionTime", "lastTransitionTime"]; // newest first, oldest first
+// The header cycles: the default order, newest first, oldest first, back to the default.
+const NEXT_SORT = { "": SORTS[0], [SORTS[0]]: SORTS[1], [SORTS[1]]: "" };
 const MAX_PREV = 100; // pages remembered for "Previous" (history state); beyond, "First"
 
 const NO_COUNTS = { total: null, status: {}, suspended: {}, kind: {}, cluster: {} };
@@ -24,6 +27,7 @@ function readState() {
   const state = { name: (q.get("name") || "").trim(), cont: q.get("continue") || "" };
   for (const f of ["cluster", "namespace", "kind", "status"]) state[f] = split(q.getAll(f));
   state.suspended = ["true", "false"].includes(q.get("suspended")) ? [q.get("suspended")] : [];
+  state.sort = SORTS.includes(q.get("sort")) ? q.get("sort") : "";
   const limit = Number.parseInt(q.get("limit") || "", 10);
   state.limit = limit >= 1 && limit <= config.maxLimit ? limit : config.defaultLimit;
   return state;
@@ -42,6 +46,7 @@ function filterParams(state, without) {
 
 function pageUrl(state, cont) {
   const p = filterParams(state);
+  if (state.sort) p.set("sort", state.sort);
   if (state.limit !== config.defaultLimit) p.set("limit", String(state.limit));
   if (cont) p.set("continue", cont);
   return p.toString() ? `/?${p}` : "/";
@@ -78,6 +83,7 @@ async function load() {
   showError("error", "");
   document.getElementById("rows").setAttribute("aria-busy", "true");
   const params = filterParams(state);
+  if (state.sort) params.set("sort", state.sort);
   params.set("limit", String(state.limit));
   if (state.cont) params.set("continue", state.cont);
   try {
@@ -109,6 +115,7 @@ function errorText(e) {
 // -- filters ------------------------------------------------------------------------------
 
 function fillForm(state) {
+  renderSort(state);
   document.getElementById("f-name").value = state.name;
   document.getElementById("f-namespace").value = state.namespace.join(", ");
   const limit = document.getElementById("limit");
@@ -165,6 +172,18 @@ function applyForm(ev) {
   state.namespace = split([document.getElementById("f-namespace").value]);
   state.name = document.getElementById("f-name").value.trim().toLowerCase();
   navigate(state, "", []);
+}
+
+function renderSort(state) {
+  const th = document.getElementById("th-transition");
+  const button = document.getElementById("sort-transition");
+  th.setAttribute("aria-sort", { "": "none", [SORTS[0]]: "descending", [SORTS[1]]: "ascending" }[state.sort]);
+  button.textContent = { "": "Last transition", [SORTS[0]]: "Last transition ↓", [SORTS[1]]: "Last transition ↑" }[state.sort];
+  button.title = {
+    "": "Sort by last transition, newest first",
+    [SORTS[0]]: "Newest first; click for oldest first",
+    [SORTS[1]]: "Oldest first; click for the default order (cluster, namespace, kind, name)",
+  }[state.sort];
 }
 
 // -- rows ---------------------------------------------------------------------------------
@@ -305,6 +324,10 @@ function setUp() {
   document.getElementById("filters").addEventListener("submit", applyForm);
   document.getElementById("clear").addEventListener("click", () => {
     navigate({ ...readState(), cluster: [], namespace: [], kind: [], status: [], name: "" }, "", []);
+  });
+  document.getElementById("sort-transition").addEventListener("click", () => {
+    const state = readState();
+    navigate({ ...state, sort: NEXT_SORT[state.sort] }, "", []);
   });
   setUpPager();
   setUpDetail();

@@ -155,12 +155,17 @@ def test_filters_mean_what_the_api_filters_mean(stack: Stack, cli) -> None:
         assert got == [expected_cells(r) for r in want], args
 
 
-def test_features_this_server_lacks_are_bad_input(stack: Stack, cli) -> None:
-    sort = cli("get", "--sort-by", "lastTransitionTime", *who(stack, "admin-0"))
-    assert sort.code == 2
-    assert (
-        sort.err == "error: bad input: this server does not support sorting (no `sort` parameter)\n"
-    )
+def test_sort_by_and_features_this_server_lacks(stack: Stack, cli) -> None:
+    admin = stack.users["admin-0"]
+    for field in ("-lastTransitionTime", "lastTransitionTime"):
+        want = stack.api_rows(admin, sort=field)
+        res = cli("get", "--no-headers", f"--sort-by={field}", *who(stack, "admin-0"))
+        assert res.code == 0, res.err
+        got = [shown_cells(c) for c in parse_table(res.out, 7)]
+        assert got == [expected_cells(r) for r in want], field
+        assert want != stack.api_rows(admin), "sorted differs from the default order"
+    bad = cli("get", "--sort-by", "name", *who(stack, "admin-0"))
+    assert bad.code == 2 and "this server sorts by" in bad.err
     groups = cli("groups", *who(stack, "admin-0"))
     assert groups.code == 2 and "does not offer groups" in groups.err
     # Suspension is beside the health on this server: both filters combine.

@@ -74,8 +74,11 @@ def test_status_change_and_deletion_are_diffed(r: redis.Redis) -> None:
     assert sorted(r.zrange(keys.rows("c1"), 0, -1)) == sorted(new)
     assert r.zrange(keys.by_status("c1", "unhealthy"), 0, -1) == [new[0]]
     assert r.hget(keys.counts("c1"), keys.counts_field("Kustomization", "healthy")) == "3"
-    # ZREM rows, ZADD rows, ZADD index, HDEL the deleted namespace's counts, INCR gen
-    assert write_calls(r) == 1 + 1 + 1 + 1 + 1
+    # ZREM rows, ZADD rows, ZADD index, HDEL the deleted namespace's counts, INCR gen; in the
+    # time index (these rows have no transition time: windows by identity), ZREM from the two
+    # old rows' windows, ZADD to the new row's, ZADD the directory, and ZREM from it + DEL the
+    # window only the deleted row was in
+    assert write_calls(r) == 1 + 1 + 1 + 1 + 1 + (2 + 1 + 1 + 2)
 
 
 def test_empty_snapshot_removes_everything(r: redis.Redis) -> None:

@@ -134,6 +134,55 @@ def test_filter_page_and_bookmark(stack: Stack, page: Any, browser: Any) -> None
     other.context.close()
 
 
+def test_sort_by_last_transition_in_one_click_held_by_the_url(stack: Stack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto("/?limit=10&status=unhealthy,healthy")
+    header = page.locator("#th-transition")
+    expect(header).to_have_attribute("aria-sort", "none")
+    page.click("#sort-transition")  # one click: newest first
+    expect(page).to_have_url(re.compile(r"sort=-lastTransitionTime"))
+    expect(header).to_have_attribute("aria-sort", "descending")
+    newest = api_names(
+        stack, ADMIN, sort="-lastTransitionTime", status="unhealthy,healthy", limit=10
+    )
+    assert newest != api_names(stack, ADMIN, status="unhealthy,healthy", limit=10)
+    expect_names(page, newest)
+    times = page.locator(f"{ROWS} time").evaluate_all("ts => ts.map(t => t.dateTime)")
+    assert times == sorted(times, reverse=True) and times
+    shot(page, "sorted-newest-first")
+    page.click("#next")  # pages go on in that order
+    token = requests.get(
+        f"{stack.base}/api/v1/objects",
+        params={"sort": "-lastTransitionTime", "status": "unhealthy,healthy", "limit": 10},
+        headers=ADMIN,
+        timeout=10,
+    ).json()["continue"]
+    expect_names(
+        page,
+        api_names(
+            stack,
+            ADMIN,
+            sort="-lastTransitionTime",
+            status="unhealthy,healthy",
+            limit=10,
+            **{"continue": token},
+        ),
+    )
+    page.reload()  # the URL holds the order
+    expect(header).to_have_attribute("aria-sort", "descending")
+    page.click("#sort-transition")  # then oldest first, then back to the default order
+    expect(page).to_have_url(re.compile(r"sort=lastTransitionTime"))
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    expect_names(
+        page,
+        api_names(stack, ADMIN, sort="lastTransitionTime", status="unhealthy,healthy", limit=10),
+    )
+    page.click("#sort-transition")
+    expect(page).not_to_have_url(re.compile(r"sort="))
+    expect(header).to_have_attribute("aria-sort", "none")
+
+
 def test_detail_refusal_and_links(stack: Stack, page: Any) -> None:
     from playwright.sync_api import expect
 

@@ -1,0 +1,149 @@
+"""The time index: each cluster's rows in lastTransitionTime order, for `sort=lastTransitionTime`.
+
+A cluster's entries are spread over small sorted sets, one per 12-hour window of transition
+times (`WINDOW_MS`), so that each stays in Redis's compact listpack encoding (<= 128 entries of
+<= 64 bytes: ~36 bytes an entry, where one sorted set of every row would cost ~150), plus a
+directory of the windows in use:
+
+    fs:{c:<cluster>}:tt          zset   member: the window's suffix, score: the window number
+    fs:{c:<cluster>}:tt:<suffix> zset   member: an entry, score: its time within the window (ms)
+
+An entry is `<namespace> NUL <kind code> NUL <name> NUL <status code>`: the row's identity with
+the built-in kinds shortened (`KIND_CODES`; entries are never ordered by kind) and the one-byte
+status code, so status and suspension filters need no row. Rows without a transition time are
+in window -1 (they sort as the oldest), spread over `UNTIMED_SPLIT` sets by a hash of their
+identity, since there can be many.
+
+The score is the time of the transition, in ms, but never later than the moment the writer
+stored it: Kubernetes reports transitions to the second, and a walk oldest-first must tell a
+row that changed after the walk began (its score is then later than the walk's start: it is
+skipped, never shown twice) from one that changed in the same second before it (shown).
+
+The writer (common.index.writer) keeps the entries in the same MULTI/EXEC as the rows. Windows
+emptied by later writes stay in the directory (readers skip them) until the next full sync.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+from common.index import keys
+
+SEP = b"\x00"
+WINDOW_MS = 12 * 3600 * 1000
+UNTIMED = -1
+"""The window of rows without a lastTransitionTime."""
+UNTIMED_SPLIT = 16
+READY = "timeline"
+"""Sync status field: the cluster's time index holds every row (set by a full sync)."""
+READY_VALUE = "1"
+_LTT = 6  # the lastTransitionTime field of a member (common.index.rows.FIELDS)
+
+KIND_CODES = {
+    k: f"~{i:x}"
+    for i, k in enumerate(
+        (
+            "Kustomization",
+            "HelmRelease",
+            "GitRepository",
+            "HelmRepository",
+            "OCIRepository",
+            "Bucket",
+            "HelmChart",
+            "ImageRepository",
+            "ImagePolicy",
+            "ImageUpdateAutomation",
+            "Alert",
+            "Provider",
+            "Receiver",
+            "VirtualService",
+            "DestinationRule",
+            "Gateway",
+            "ServiceEntry",
+            "Sidecar",
+            "WorkloadEntry",
+            "AuthorizationPolicy",
+            "PeerAuthentication",
+            "RequestAuthentication",
+            "Telemetry",
+            "GatewayClass",
+            "K8sGateway",
+            "HTTPRoute",
+            "GRPCRoute",
+            "TLSRoute",
+            "TCPRoute",
+            "ReferenceGrant",
+            "AuthPolicy",
+            "RateLimitPolicy",
+            "DNSPolicy",
+            "TLSPolicy",
+        )
+    )
+}
+"""Append only: a stored code keeps its meaning. Kind keys never start with `~`."""
+KIND_OF = {v.encode(): k.encode() for k, v in KIND_CODES.items()}
+
+
+def placement(member: str, now_ms: int) -> tuple[str, int, str, int]:
+    """Where a row's entry goes: (window suffix, window number, entry, score in the window)."""
+    ns, kind, name, code, _reason, _msg, ltt, _ = member.split("\x00", 7)
+    entry = f"{ns}\x00{KIND_CODES.get(kind, kind)}\x00{name}\x00{code}"
+    if not ltt:
+        suffix = f"-{zlib.crc32(entry.encode()) % UNTIMED_SPLIT:x}"
+        return suffix, UNTIMED, entry, 0
+    at_ms = int(ltt) * 1000
+    window = at_ms // WINDOW_MS
+    score = max(min(at_ms + 999, now_ms) - window * WINDOW_MS, 0)
+    return str(window), window, entry, score
+
+
+def where(member: str) -> tuple[str, str]:
+    """(window suffix, entry) of a stored row: what removing its entry needs (no clock)."""
+    suffix, _window, entry, _score = placement(member, 0)
+    return suffix, entry
+
+
+def queue_write(
+    tx: Any, cluster: str, removed: Iterable[str], added: Iterable[str], now_ms: int
+) -> None:
+    """Remove the entries of `removed` and add those of `added` (in a MULTI)."""
+    gone: dict[str, list[str]] = {}
+    for m in removed:
+        suffix, entry = where(m)
+        gone.setdefault(suffix, []).append(entry)
+    new: dict[str, dict[str, int]] = {}
+    windows: dict[str, int] = {}
+    for m in added:
+        suffix, window, entry, score = placement(m, now_ms)
+        new.setdefault(suffix, {})[entry] = score
+        windows[suffix] = window
+    for suffix, entries in gone.items():
+        tx.zrem(keys.timeline_window(cluster, suffix), *entries)
+    for suffix, scored in new.items():
+        tx.zadd(keys.timeline_window(cluster, suffix), scored)
+    if windows:
+        tx.zadd(keys.timeline(cluster), windows)
+
+
+def windows_of(members: Iterable[str]) -> set[str]:
+    """The window suffixes that hold the entries of `members`."""
+    return {where(m)[0] for m in members}
+
+
+def parse(entry: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """(namespace, kind key, name, status code) of a stored entry."""
+    ns, kind, name, code = entry.split(SEP, 3)
+    return ns, KIND_OF.get(kind, kind), name, code
+
+
+def identity(entry: bytes) -> bytes:
+    """The row identity (`rows.sort_key`) of an entry, as stored members start with it."""
+    ns, kind, name, _code = parse(entry)
+    return b"%s\x00%s\x00%s\x00" % (ns, kind, name)
+
+
+def position(window: int, score: int) -> int:
+    """An entry's time as one number (ms since the epoch; untimed rows below every other)."""
+    return -1 if window == UNTIMED else window * WINDOW_MS + int(score)
