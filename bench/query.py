@@ -50,6 +50,7 @@ ADMIN = ("admin-0", ("fleet-admins",))
 TEAM = ("dev-team-00", ("team-00",))
 SOLO = ("solo", ())
 FACETS = "/api/v1/facets"
+NEWEST = "sort=-lastTransitionTime"
 NAME_SUBSTRING = "vm"  # WorkloadEntry `vm`: in ~1% of namespaces, ~0.3% of rows
 
 
@@ -99,6 +100,17 @@ def profiles(deep_token: str, related: str = "") -> list[Profile]:
         Profile("team member + status=unhealthy", *TEAM, "limit=50&status=unhealthy"),
         Profile("team member + kind=HelmRelease", *TEAM, "limit=50&kind=HelmRelease"),
         Profile("single-namespace user + status=unhealthy", *SOLO, "limit=50&status=unhealthy"),
+        Profile("newest first (admin)", *ADMIN, f"limit=50&{NEWEST}"),
+        Profile(
+            "newest first, status=unhealthy (admin)", *ADMIN, f"limit=50&{NEWEST}&status=unhealthy"
+        ),
+        Profile("newest first (team member)", *TEAM, f"limit=50&{NEWEST}"),
+        Profile(
+            "newest first, team member + status=unhealthy",
+            *TEAM,
+            f"limit=50&{NEWEST}&status=unhealthy",
+        ),
+        Profile("oldest first (single-namespace user)", *SOLO, "limit=50&sort=lastTransitionTime"),
         Profile("facets (cluster admin)", *ADMIN, "", path=FACETS),
         Profile("facets (team member)", *TEAM, "", path=FACETS),
         Profile("facets (single-namespace user)", *SOLO, "", path=FACETS),

@@ -13,7 +13,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:nsc:<0..63>   | hash | -    | collector, watcher         | query (facets, plans)    |
 | fs:{c:<cluster>}:dep:<0..63>   | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:dep:long      | hash | -    | collector, watcher         | query (relations), writer|
-| fs:{c:<cluster>}:tt            | zset | -    | collector, watcher         | query (time order)       |
+| fs:{c:<cluster>}:tt            | hash | -    | collector, watcher         | query (time order)       |
 | fs:{c:<cluster>}:tt:<window>   | zset | -    | collector, watcher         | query (time order)       |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
@@ -38,7 +38,7 @@ which also says which of the 64 hashes holds a namespace).
 those rows, both in common.index.graph's compact form; one logical hash spread over 64
 (common.index.buckets), values over 64 bytes in `dep:long`. `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
 by the next full sync. `tt` and `tt:<window>` are the time index (common.index.timeline: the
-windows in use, and each window's entries scored by transition time). `rbac`
+windows in use with their versions, and each window's entries scored by transition time). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """

@@ -117,6 +117,6 @@ def delete_cluster(r: redis.Redis, cluster: str) -> int:
     owner keys; the watch lease is its holder's to release)."""
     locks = [keys.lock(cluster, work) for work in keys.LOCK_WORK]
     owners = [keys.owner(k) for k in locks]
-    windows: Any = r.zrange(keys.timeline(cluster), 0, -1)
+    windows: Any = r.hkeys(keys.timeline(cluster))
     tt = [keys.timeline_window(cluster, text(w)) for w in windows]
     return int(r.delete(*keys.cluster_keys(cluster), *locks, *owners, *tt))

@@ -5,8 +5,11 @@ times (`WINDOW_MS`), so that each stays in Redis's compact listpack encoding (<=
 <= 64 bytes: ~36 bytes an entry, where one sorted set of every row would cost ~150), plus a
 directory of the windows in use:
 
-    fs:{c:<cluster>}:tt          zset   member: the window's suffix, score: the window number
+    fs:{c:<cluster>}:tt          hash   field: a window's suffix, value: its version
     fs:{c:<cluster>}:tt:<suffix> zset   member: an entry, score: its time within the window (ms)
+
+Every write that touches a window bumps its version, so a reader that remembers windows reads
+again only those that changed (a transition moves a row to the newest window: two windows).
 
 An entry is `<namespace> NUL <kind code> NUL <name> NUL <status code>`: the row's identity with
 the built-in kinds shortened (`KIND_CODES`; entries are never ordered by kind) and the one-byte
@@ -84,6 +87,7 @@ KIND_CODES = {
 }
 """Append only: a stored code keeps its meaning. Kind keys never start with `~`."""
 KIND_OF = {v.encode(): k.encode() for k, v in KIND_CODES.items()}
+KIND_CODES_B = {k.encode(): v.encode() for k, v in KIND_CODES.items()}
 
 
 def placement(member: str, now_ms: int) -> tuple[str, int, str, int]:
@@ -114,17 +118,15 @@ def queue_write(
         suffix, entry = where(m)
         gone.setdefault(suffix, []).append(entry)
     new: dict[str, dict[str, int]] = {}
-    windows: dict[str, int] = {}
     for m in added:
-        suffix, window, entry, score = placement(m, now_ms)
+        suffix, _window, entry, score = placement(m, now_ms)
         new.setdefault(suffix, {})[entry] = score
-        windows[suffix] = window
     for suffix, entries in gone.items():
         tx.zrem(keys.timeline_window(cluster, suffix), *entries)
     for suffix, scored in new.items():
         tx.zadd(keys.timeline_window(cluster, suffix), scored)
-    if windows:
-        tx.zadd(keys.timeline(cluster), windows)
+    for suffix in sorted({*gone, *new}):
+        tx.hincrby(keys.timeline(cluster), suffix, 1)
 
 
 def windows_of(members: Iterable[str]) -> set[str]:
@@ -132,10 +134,28 @@ def windows_of(members: Iterable[str]) -> set[str]:
     return {where(m)[0] for m in members}
 
 
+def suffix_of(at: int, entry: bytes) -> str:
+    """The window suffix of an entry placed at `at` (common.index.reader_time's positions)."""
+    if at == -1:
+        return f"-{zlib.crc32(entry) % UNTIMED_SPLIT:x}"
+    return str(at // WINDOW_MS)
+
+
+def window_number(suffix: str) -> int:
+    """The window a suffix names (`UNTIMED` for the untimed ones)."""
+    return UNTIMED if suffix[:1] == "-" else int(suffix)
+
+
 def parse(entry: bytes) -> tuple[bytes, bytes, bytes, bytes]:
     """(namespace, kind key, name, status code) of a stored entry."""
     ns, kind, name, code = entry.split(SEP, 3)
     return ns, KIND_OF.get(kind, kind), name, code
+
+
+def entry_of(member: bytes) -> bytes:
+    """The time-index entry of a stored member (bytes in, bytes out)."""
+    ns, kind, name, code, _ = member.split(SEP, 4)
+    return b"%s\x00%s\x00%s\x00%s" % (ns, KIND_CODES_B.get(kind, kind), name, code)
 
 
 def identity(entry: bytes) -> bytes:

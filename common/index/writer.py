@@ -127,7 +127,7 @@ def _write(
             graph.DEPENDENTS.queue_hgetall(reads, cluster)
             reads.exists(keys.dependents_unbucketed(cluster))
             nscounts.queue_read_all(reads, cluster)
-            reads.zrange(keys.timeline(cluster), 0, -1)
+            reads.hkeys(keys.timeline(cluster))
         else:
             if len(names) > 1:
                 reads.hmget(keys.names(cluster), names)
@@ -203,7 +203,7 @@ def _write(
             tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
             timeline.queue_write(tx, cluster, delta.removed, tt_added, int(time.time() * 1000))
             if tt_stale:
-                tx.zrem(keys.timeline(cluster), *tt_stale)
+                tx.hdel(keys.timeline(cluster), *tt_stale)
                 tx.delete(*(keys.timeline_window(cluster, w) for w in tt_stale))
             _write_hash(tx, keys.counts(cluster), counts_set, counts_gone)
             _write_hash(tx, keys.names(cluster), names_set, names_gone)

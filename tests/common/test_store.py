@@ -37,7 +37,9 @@ def snapshot(n: int, unhealthy: int = 0) -> list[str]:
 def write_calls(r: redis.Redis) -> int:
     stats = topology.commandstats(r)
     return sum(
-        n for k, n in stats.items() if k in ("zadd", "zrem", "hdel", "incr", "incrby", "del")
+        n
+        for k, n in stats.items()
+        if k in ("zadd", "zrem", "hdel", "incr", "incrby", "hincrby", "del")
     )
 
 
@@ -76,9 +78,9 @@ def test_status_change_and_deletion_are_diffed(r: redis.Redis) -> None:
     assert r.hget(keys.counts("c1"), keys.counts_field("Kustomization", "healthy")) == "3"
     # ZREM rows, ZADD rows, ZADD index, HDEL the deleted namespace's counts, INCR gen; in the
     # time index (these rows have no transition time: windows by identity), ZREM from the two
-    # old rows' windows, ZADD to the new row's, ZADD the directory, and ZREM from it + DEL the
-    # window only the deleted row was in
-    assert write_calls(r) == 1 + 1 + 1 + 1 + 1 + (2 + 1 + 1 + 2)
+    # old rows' windows, ZADD to the new row's, HINCRBY the three windows' versions, and HDEL
+    # + DEL the window only the deleted row was in
+    assert write_calls(r) == 1 + 1 + 1 + 1 + 1 + (2 + 1 + 3 + 2)
 
 
 def test_empty_snapshot_removes_everything(r: redis.Redis) -> None:

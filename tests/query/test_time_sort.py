@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from collector import cli as collector_cli
 from common.index import keys, timeline
+from common.redis_client import text
 from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
 from kubesim.users import fleet_users
+from tests import topology
 from tests.query.conftest import make_app
 
 FLEET = generate_fleet(clusters=3, namespaces=8, seed=11, teams=3)
@@ -170,19 +171,19 @@ def test_walks_under_transitions_show_unchanged_rows_once_and_none_twice(
 def test_index_follows_rows_and_leaves_with_the_cluster(
     sim: KubeSim, settings: Settings, client: Any, redis_url: str
 ) -> None:
-    r = redis.Redis.from_url(redis_url)
+    r = topology.client(redis_url)
     cluster = FLEET.cluster_names[0]
     entries = set()
-    for w in r.zrange(keys.timeline(cluster), 0, -1):
-        entries |= set(r.zrange(keys.timeline_window(cluster, w.decode()), 0, -1))
-    stored = {timeline.where(m.decode())[1].encode() for m in r.zrange(keys.rows(cluster), 0, -1)}
+    for w in r.hkeys(keys.timeline(cluster)):
+        entries |= set(r.zrange(keys.timeline_window(cluster, text(w)), 0, -1))
+    stored = {timeline.where(text(m))[1].encode() for m in r.zrange(keys.rows(cluster), 0, -1)}
     assert entries == stored and stored
     kind, ns, name = flux_objects(sim, cluster)[0]
     sim.delete(cluster, kind, ns, name)
     collect(settings, cluster)
     entries = set()
-    for w in r.zrange(keys.timeline(cluster), 0, -1):
-        entries |= set(r.zrange(keys.timeline_window(cluster, w.decode()), 0, -1))
+    for w in r.hkeys(keys.timeline(cluster)):
+        entries |= set(r.zrange(keys.timeline_window(cluster, text(w)), 0, -1))
     assert len(entries) == len(stored) - 1
     assert not any(
         e.split(b"\x00")[2] == name.encode() and e.startswith(ns.encode()) for e in entries - stored
