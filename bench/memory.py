@@ -5,7 +5,8 @@
 Loads each fleet into a fresh private redis-server (bench.fleetload: the collector's store
 code) and reports `used_memory` above the empty server per row, with where it goes: MEMORY
 USAGE of one cluster's keys by type, the average encoded member length. Target: <= 400 B/row
-(with edges, `dependents` and the per-namespace counts; 350 before relations were stored).
+(with edges, `dependents`, the per-namespace counts and the time index; 350 before relations
+were stored).
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ def breakdown(r: redis.Redis, cluster: str) -> dict[str, int]:
     out["nscounts"] = sum(
         int(r.memory_usage(keys.nscounts(cluster, b), samples=0) or 0)
         for b in range(keys.NSCOUNTS_BUCKETS)
+    )
+    windows = r.hkeys(keys.timeline(cluster))
+    out["time_index"] = int(r.memory_usage(keys.timeline(cluster), samples=0) or 0) + sum(
+        int(r.memory_usage(keys.timeline_window(cluster, w.decode()), samples=0) or 0)
+        for w in windows
     )
     out["status_indexes"] = sum(
         int(r.memory_usage(keys.by_status(cluster, s), samples=0) or 0)
@@ -95,6 +101,7 @@ def main() -> None:
                 p["names"],
                 p["dependents"],
                 p.get("nscounts", 0),
+                p.get("time_index", 0),
                 p["counts"] + p["sync"],
                 p["rbac"],
                 "yes" if m["bytes_per_row"] <= TARGET_BYTES else "NO",
@@ -114,6 +121,7 @@ def main() -> None:
             "name idx B/row",
             "dependents B/row",
             "per-ns counts B/row",
+            "time index B/row",
             "counts+sync B/row",
             "grants B/row",
             f"<= {TARGET_BYTES}",
