@@ -33,7 +33,7 @@ import bisect
 import dataclasses
 import heapq
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +88,8 @@ class _Desc:
         return other.k < self.k
 
 
+_Fetched = dict[tuple[str, str], tuple[Any, list[tuple[int, bytes]]]]
+"""Windows read by one page: (cluster, suffix) -> (version, entries)."""
 Item = tuple[Any, ...]
 """A visible entry of a segment: (time, entry) from a window, (time, entry, member) from a
 status index; segments are in ascending order."""
@@ -109,6 +111,8 @@ class _Stream:
     idx: int = 0
     end: int = 0
     step: int = 1
+    ready: list[Item] | None = None
+    """A status stream's one segment, as computed for this page."""
 
     @property
     def head(self) -> Item:
@@ -211,11 +215,14 @@ class TimeReader:
                 vis = self._visibility(access[c], filters)
                 streams.append(_Stream(c, by_gen[c], groups, vis, d.versions))
         key = self._key(filters, codes)
+        # Windows this page read, kept here too: other threads may empty the shared caches
+        # (`entries_max`) while this page is being merged.
+        fetched: _Fetched = {}
         pending = streams
         while pending:  # every stream's first visible entry (or none left), before merging
-            short = [s for s in pending if self._advance(s, bounds, key) is None]
+            short = [s for s in pending if self._advance(s, bounds, key, fetched) is None]
             if short:
-                self._read_windows(short, out)
+                self._read_windows(short, out, fetched)
             pending = short
         heap: list[Any] = [
             _key(s, i, descending) for i, s in enumerate(streams) if not s.exhausted()
@@ -229,8 +236,8 @@ class TimeReader:
             s = streams[i]
             picked.append((s.cluster, s.head))
             s.idx += s.step
-            while (more := self._advance(s, bounds, key)) is None:
-                self._read_windows([s], out)
+            while (more := self._advance(s, bounds, key, fetched)) is None:
+                self._read_windows([s], out, fetched)
             if more:
                 heapq.heappush(heap, _key(s, i, descending))
         page = picked[:limit]
@@ -241,14 +248,16 @@ class TimeReader:
 
     # -- segments ------------------------------------------------------------------------------
 
-    def _advance(self, s: _Stream, bounds: _Bounds, key: tuple[Filters, bytes]) -> bool | None:
+    def _advance(
+        self, s: _Stream, bounds: _Bounds, key: tuple[Filters, bytes], fetched: _Fetched
+    ) -> bool | None:
         """Whether `s` has a head (moving on to its next segment when the current one is
         done); None: its next segment's windows must be read from Redis first."""
         while s.exhausted():
             if s.next_group >= len(s.groups):
                 return False
             group = s.groups[s.next_group]
-            seq = self._segment(s, group, key)
+            seq = self._segment(s, group, key, fetched)
             if seq is None:
                 return None
             s.next_group += 1
@@ -261,10 +270,12 @@ class TimeReader:
         return True
 
     def _segment(
-        self, s: _Stream, group: tuple[str, ...], key: tuple[Filters, bytes]
+        self, s: _Stream, group: tuple[str, ...], key: tuple[Filters, bytes], fetched: _Fetched
     ) -> list[Item] | None:
         """The visible entries of one window group (remembered per caller's visibility and
-        filters while the cluster's generation holds); None when a window must be read."""
+        filters while the window versions hold); None when a window must be read."""
+        if s.ready is not None:
+            return s.ready
         skey = (s.cluster, group, id(s.visible), id(key))
         versions = tuple(s.versions[suffix] for suffix in group)
         hit = self._segments.get(skey)
@@ -272,7 +283,7 @@ class TimeReader:
             return hit[2]
         raw: list[tuple[int, bytes]] = []
         for suffix in group:
-            window = self._windows.get((s.cluster, suffix))
+            window = fetched.get((s.cluster, suffix)) or self._windows.get((s.cluster, suffix))
             if window is None or window[0] != s.versions[suffix]:
                 return None
             raw.extend(window[1])
@@ -288,14 +299,14 @@ class TimeReader:
         self._segments[skey] = value
         self._held += size - (len(old[2]) if old is not None else 0)
 
-    def _read_windows(self, streams: Sequence[_Stream], out: TimePage) -> None:
+    def _read_windows(self, streams: Sequence[_Stream], out: TimePage, fetched: _Fetched) -> None:
         """Read the windows of the next `MORE_GROUPS` segments of each of `streams` that are
         not remembered at their cluster's generation, in one round trip."""
         missing: dict[tuple[str, str], Any] = {}
         for s in streams:
             for group in s.groups[s.next_group : s.next_group + MORE_GROUPS]:
                 for suffix in group:
-                    hit = self._windows.get((s.cluster, suffix))
+                    hit = fetched.get((s.cluster, suffix)) or self._windows.get((s.cluster, suffix))
                     if hit is None or hit[0] != s.versions[suffix]:
                         missing[(s.cluster, suffix)] = s.versions[suffix]
         if not missing:
@@ -312,7 +323,7 @@ class TimeReader:
             out.scanned += len(entries)
             old = self._windows.get((c, suffix))
             self._held += len(entries) - (len(old[1]) if old is not None else 0)
-            self._windows[(c, suffix)] = (version, entries)
+            self._windows[(c, suffix)] = fetched[(c, suffix)] = (version, entries)
 
     def _status_segments(
         self,
@@ -333,18 +344,25 @@ class TimeReader:
             hit = self._segments.get(skey)
             if hit is None or hit[0] != (s.gen,) or hit[1] is not s.visible:
                 todo.append(s)
+            else:
+                s.ready = hit[2]
         if not todo:
             return
+        # Local views of what is read or remembered: other threads may empty the caches.
+        indexes: dict[tuple[str, str], list[bytes]] = {}
         # A caller with a few namespaces there reads their ranges of each index; others read
         # the whole index (remembered per generation, shared by every caller).
         reads: list[tuple[_Stream, str, bytes | None]] = []
         for s in todo:
             spaces = _namespaces(s.visible, filters)
             for src in sources:
+                whole = self._indexes.get((s.cluster, src))
                 if spaces is not None:
                     reads += [(s, src, ns) for ns in spaces]
-                elif self._indexes.get((s.cluster, src), (None,))[0] != s.gen:
+                elif whole is None or whole[0] != s.gen:
                     reads.append((s, src, None))
+                else:
+                    indexes[(s.cluster, src)] = whole[1]
         ranged: dict[str, list[bytes]] = {}
         if reads:
             commands: list[tuple[Any, ...]] = []
@@ -364,20 +382,25 @@ class TimeReader:
                 old = self._indexes.get((s.cluster, src))
                 self._held += len(members) - (len(old[1]) if old is not None else 0)
                 self._indexes[(s.cluster, src)] = (s.gen, members)
+                indexes[(s.cluster, src)] = members
         # A member's score is fixed while the member is stored (a changed row is a new member):
         # remembered per (cluster, member), only new members' scores are read.
-        scores = self._scores
+        shared = self._scores
+        scores: dict[tuple[str, bytes], int] = {}
         placed: list[tuple[_Stream, list[bytes]]] = []
         unknown: list[tuple[str, bytes, str, str]] = []
         for s in todo:
             if _namespaces(s.visible, filters) is not None:
                 members = ranged.get(s.cluster, [])
             else:
-                members = [m for src in sources for m in self._indexes[(s.cluster, src)][1]]
+                members = [m for src in sources for m in indexes[(s.cluster, src)]]
             kept = _visible_members(members, s.visible, filters, codes)
             placed.append((s, kept))
             for m in kept:
-                if (s.cluster, m) not in scores:
+                at = shared.get((s.cluster, m))
+                if at is not None:
+                    scores[(s.cluster, m)] = at
+                else:
                     suffix, entry = timeline.where(m.decode())
                     unknown.append((s.cluster, m, suffix, entry))
         if unknown:
@@ -389,7 +412,8 @@ class TimeReader:
             for (c, m, suffix, _entry), score in zip(unknown, got, strict=True):
                 if score is not None:  # else written since the index was read: next time
                     window = timeline.window_number(suffix)
-                    scores[(c, m)] = timeline.position(window, int(float(score)))
+                    at = timeline.position(window, int(float(score)))
+                    scores[(c, m)] = shared[(c, m)] = at
             self._held += len(unknown)
         for s, kept in placed:
             seq: list[Item] = []
@@ -398,6 +422,7 @@ class TimeReader:
                 if at is not None:
                     seq.append((at, timeline.entry_of(m), m))
             seq.sort()
+            s.ready = seq
             self._remember(
                 (s.cluster, ("",), id(s.visible), id(key)), ((s.gen,), s.visible, seq), len(seq)
             )
@@ -537,46 +562,36 @@ def _visible(
     raw: list[tuple[int, bytes]], vis: Visibility, filters: Filters, codes: bytes
 ) -> Iterator[Item]:
     """The entries of `raw` the caller may list that match the filters."""
-    code_set = frozenset(codes[i : i + 1] for i in range(len(codes)))
-    namespaces = frozenset(ns.encode() for ns in filters.namespaces)
-    name = filters.name.encode()
-    kinds, of_ns, cw = vis.kinds, vis.namespaces.get, vis.cluster_wide
-    for item in raw:
-        ns, kind, nm, code = timeline.parse(item[1])
-        if code_set and code not in code_set:
-            continue
-        if namespaces and ns not in namespaces:
-            continue
-        if name and name not in nm:
-            continue
-        if kinds is not None and kind not in kinds:
-            continue
-        if kind in of_ns(ns, cw):
-            yield item
+    test = _matcher(vis, filters, codes)
+    return (item for item in raw if test(*timeline.parse(item[1])))
 
 
 def _visible_members(
     members: list[bytes], vis: Visibility, filters: Filters, codes: bytes
 ) -> list[bytes]:
     """The stored members the caller may list that match the filters."""
+    test = _matcher(vis, filters, codes)
+    return [m for m in members if test(*m.split(b"\x00", 4)[:4])]
+
+
+def _matcher(vis: Visibility, filters: Filters, codes: bytes) -> Callable[..., bool]:
+    """A test of (namespace, kind key, name, status code): may the caller list it, and does it
+    match the filters."""
     code_set = frozenset(codes[i : i + 1] for i in range(len(codes)))
     namespaces = frozenset(ns.encode() for ns in filters.namespaces)
     name = filters.name.encode()
     kinds, of_ns, cw = vis.kinds, vis.namespaces.get, vis.cluster_wide
-    out = []
-    for m in members:
-        ns, kind, nm, code, _ = m.split(b"\x00", 4)
-        if code_set and code not in code_set:
-            continue
-        if namespaces and ns not in namespaces:
-            continue
-        if name and name not in nm:
-            continue
-        if kinds is not None and kind not in kinds:
-            continue
-        if kind in of_ns(ns, cw):
-            out.append(m)
-    return out
+
+    def test(ns: bytes, kind: bytes, nm: bytes, code: bytes) -> bool:
+        return (
+            (not code_set or code in code_set)
+            and (not namespaces or ns in namespaces)
+            and (not name or name in nm)
+            and (kinds is None or kind in kinds)
+            and kind in of_ns(ns, cw)
+        )
+
+    return test
 
 
 def _broad(access: AccessLike, filters: Filters) -> bool:

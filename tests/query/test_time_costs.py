@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
+from common import redis_client
 from common.index import keys, reader_time, rows, store, timeline
 from common.index.reader import Filters
 from common.index.reader_time import TimeCursor, TimeReader
@@ -194,3 +196,34 @@ def test_status_plans_agree_with_the_order(
                 break
             cursor = page.cursor
         assert got == want and want
+
+
+def test_pages_survive_the_caches_emptied_between_round_trips(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread's page empties the shared caches when they outgrow `entries_max`, at any
+    moment: here before every round trip. Each page must still answer exactly."""
+    unhealthy = Filters(statuses=("unhealthy",))
+    mixed = {c: (ADMIN if i % 2 else TEAM)[c] for i, c in enumerate(CLUSTERS)}  # both plans
+    cases = [  # the mixed one first, while no directory is remembered
+        (mixed, unhealthy, False),
+        (ADMIN, Filters(), False),
+        (TEAM, unhealthy, True),
+        (ADMIN, unhealthy, True),
+    ]
+    want = [TimeReader(fleet).page(a, f, 30, d).members for a, f, d in cases]
+    assert {c for c, _ in want[0]} & set(CLUSTERS[::2]), "the status plan has rows here"
+    shared = TimeReader(fleet)
+    real = redis_client.pipelined
+
+    def emptying(r: Any, commands: Any) -> Any:
+        for cache in (shared._windows, shared._segments, shared._indexes, shared._scores):
+            cache.clear()
+        shared._members.clear()
+        return real(r, commands)
+
+    monkeypatch.setattr(reader_time.redis_client, "pipelined", emptying)
+    for _ in range(2):  # cold, then with the page memo dropped
+        shared._pages.clear()
+        got = [shared.page(a, f, 30, d).members for a, f, d in cases]
+        assert got == want
