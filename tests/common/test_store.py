@@ -131,8 +131,10 @@ def test_delete_cluster_removes_all_its_keys(r: redis.Redis) -> None:
     store.replace_rows(r, "c2", snapshot(2))
     r.set(keys.lock("c1"), "t")
     r.hset(keys.rbac("c1"), "g:x", "{}")
+    windows = [keys.timeline_window("c1", w) for w in r.hkeys(keys.timeline("c1"))]
+    assert windows and r.exists(*windows) == len(windows)  # the time index's, named nowhere else
     store.delete_cluster(r, "c1")
-    assert r.exists(*keys.cluster_keys("c1"), keys.lock("c1")) == 0
+    assert r.exists(*keys.cluster_keys("c1"), keys.lock("c1"), *windows) == 0
     assert r.zcard(keys.rows("c2")) == 2
 
 
