@@ -38,7 +38,7 @@ from bench.fleetload import load_fleet
 from bench.ref_app import KEY as REF_KEY
 from bench.services import gunicorn
 from common import redis_client
-from common.index import keys
+from common.index import keys, rows, store_events
 from common.redis_client import text
 from common.redis_server import start_redis_server
 
@@ -315,17 +315,20 @@ def served(redis_url: str) -> Iterator[tuple[redis.Redis, str, str]]:
 
 def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
     """Every profile, each interleaved with one-GET reference runs (`measure_profile`)."""
-    with served(redis_url) as (r, base, ref), churning(redis_url, args.churn):
+    churn = churning(redis_url, args.churn, args.churn_rows)
+    with served(redis_url) as (r, base, ref), churn:
         token = deep_token(base)
         return run_profiles(r, base, ref, profiles(token, related_object(base)), args)
 
 
 @contextmanager
-def churning(redis_url: str, per_s: float) -> Iterator[None]:
+def churning(redis_url: str, per_s: float, rows_too: bool = False) -> Iterator[None]:
     """`per_s` > 0: a thread raises a random cluster's generation that many times a second
     (what every write does, and what every remembered page, count table and facets answer is
     checked against), so cached answers are read again as often as a fleet writing at that
-    rate would make them; the writes' own Redis work is not simulated."""
+    rate would make them; the writes' own Redis work is not simulated. `rows_too`: each time,
+    a random row of that cluster transitions instead (its health flips, its lastTransitionTime
+    becomes now), written by the watcher's writer with everything derived from it."""
     if per_s <= 0:
         yield
         return
@@ -336,7 +339,11 @@ def churning(redis_url: str, per_s: float) -> Iterator[None]:
     def churn() -> None:
         rnd = random.Random(1)
         while not stop.wait(1.0 / per_s):
-            r.incr(keys.generation(rnd.choice(clusters)))
+            cluster = rnd.choice(clusters)
+            if rows_too:
+                transition(r, cluster)
+            else:
+                r.incr(keys.generation(cluster))
 
     t = threading.Thread(target=churn, daemon=True)
     t.start()
@@ -345,6 +352,19 @@ def churning(redis_url: str, per_s: float) -> Iterator[None]:
     finally:
         stop.set()
         t.join()
+
+
+def transition(r: Any, cluster: str) -> None:
+    """A random row of `cluster` turns unhealthy (or healthy again) now."""
+    got = r.zrandmember(keys.rows(cluster))
+    if not got:
+        return
+    member = text(got)
+    row = rows.decode(cluster, member)
+    row["status"] = "healthy" if row["status"] == "unhealthy" else "unhealthy"
+    row["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    new = rows.encode(row, rows.edges_of(member))
+    store_events.apply_changes(r, cluster, [store_events.Change.of(new)])
 
 
 def verdict(res: dict[str, Any]) -> str:
@@ -386,6 +406,11 @@ def main() -> None:
         type=float,
         default=0.0,
         help="writes per second across the fleet during the run (generations raised at random)",
+    )
+    ap.add_argument(
+        "--churn-rows",
+        action="store_true",
+        help="with --churn: each write is a real row transition through the writer",
     )
     args = ap.parse_args()
     server = None if args.redis_url else start_redis_server()
