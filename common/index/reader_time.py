@@ -88,6 +88,8 @@ class _Desc:
         return other.k < self.k
 
 
+_Segments = dict[tuple[str, ...], tuple[Any, Any, list[Any]]]
+"""Window group -> (its versions, the visibility, its visible entries)."""
 _Fetched = dict[tuple[str, str], tuple[Any, list[tuple[int, bytes]]]]
 """Windows read by one page: (cluster, suffix) -> (version, entries)."""
 Item = tuple[Any, ...]
@@ -113,6 +115,8 @@ class _Stream:
     step: int = 1
     ready: list[Item] | None = None
     """A status stream's one segment, as computed for this page."""
+    segs: _Segments | None = None
+    """Its remembered segments (held here: other threads may drop the shared map)."""
 
     @property
     def head(self) -> Item:
@@ -133,7 +137,8 @@ class TimeReader:
         self._members: dict[tuple[str, bytes], tuple[Any, bytes]] = {}
         self._keys: dict[tuple[Filters, bytes], tuple[Filters, bytes]] = {}
         self._windows: dict[tuple[str, str], tuple[Any, list[tuple[int, bytes]]]] = {}
-        self._segments: dict[tuple[Any, ...], tuple[Any, Visibility, list[Item]]] = {}
+        self._segments: dict[tuple[str, int, int], _Segments] = {}
+        """Per (cluster, visibility id, filters key id): each window group's visible entries."""
         self._indexes: dict[tuple[str, str], tuple[Any, list[bytes]]] = {}
         self._held = 0
         self._visible: dict[tuple[int, Filters], tuple[AccessLike, Visibility]] = {}
@@ -261,6 +266,8 @@ class TimeReader:
             if seq is None:
                 return None
             s.next_group += 1
+            if not seq:  # most windows, for a caller who sees a few namespaces
+                continue
             seq, lo, hi = bounds.span(s.cluster, seq)
             s.seq = seq
             if bounds.descending:
@@ -276,9 +283,15 @@ class TimeReader:
         filters while the window versions hold); None when a window must be read."""
         if s.ready is not None:
             return s.ready
-        skey = (s.cluster, group, id(s.visible), id(key))
-        versions = tuple(s.versions[suffix] for suffix in group)
-        hit = self._segments.get(skey)
+        segs = s.segs
+        if segs is None:
+            segs = s.segs = self._segments.setdefault((s.cluster, id(s.visible), id(key)), {})
+        versions = (
+            (s.versions[group[0]],)
+            if len(group) == 1
+            else tuple(s.versions[suffix] for suffix in group)
+        )
+        hit = segs.get(group)
         if hit is not None and hit[0] == versions and hit[1] is s.visible:
             return hit[2]
         raw: list[tuple[int, bytes]] = []
@@ -291,13 +304,13 @@ class TimeReader:
             raw.sort()
         filters, codes = key
         seq: list[Item] = list(_visible(raw, s.visible, filters, codes))
-        self._remember(skey, (versions, s.visible, seq), len(seq))
+        self._remember(segs, group, (versions, s.visible, seq))
         return seq
 
-    def _remember(self, skey: tuple[Any, ...], value: Any, size: int) -> None:
-        old = self._segments.get(skey)
-        self._segments[skey] = value
-        self._held += size - (len(old[2]) if old is not None else 0)
+    def _remember(self, segs: _Segments, group: tuple[str, ...], value: Any) -> None:
+        old = segs.get(group)
+        segs[group] = value
+        self._held += len(value[2]) - (len(old[2]) if old is not None else 0)
 
     def _read_windows(self, streams: Sequence[_Stream], out: TimePage, fetched: _Fetched) -> None:
         """Read the windows of the next `MORE_GROUPS` segments of each of `streams` that are
@@ -340,8 +353,8 @@ class TimeReader:
         key = self._key(filters, codes)
         todo = []
         for s in streams:
-            skey = (s.cluster, ("",), id(s.visible), id(key))
-            hit = self._segments.get(skey)
+            s.segs = self._segments.setdefault((s.cluster, id(s.visible), id(key)), {})
+            hit = s.segs.get(("",))
             if hit is None or hit[0] != (s.gen,) or hit[1] is not s.visible:
                 todo.append(s)
             else:
@@ -423,9 +436,8 @@ class TimeReader:
                     seq.append((at, timeline.entry_of(m), m))
             seq.sort()
             s.ready = seq
-            self._remember(
-                (s.cluster, ("",), id(s.visible), id(key)), ((s.gen,), s.visible, seq), len(seq)
-            )
+            assert s.segs is not None
+            self._remember(s.segs, ("",), ((s.gen,), s.visible, seq))
 
     # -- reads ---------------------------------------------------------------------------------
 
