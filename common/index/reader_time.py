@@ -69,7 +69,7 @@ class TimePage:
     members: list[tuple[str, bytes]]
     cursor: TimeCursor | None
     scanned: int = 0
-    """Time-index entries tested for this page."""
+    """Window entries and status-index members read from Redis for this page."""
     round_trips: int = 0
     version: keys.GrantsVersion | None = None
     window_reads: int = 0
@@ -127,7 +127,8 @@ class _Stream:
 
 
 class TimeReader:
-    """Time-ordered pages (one per process; thread-safe enough: its caches are replaced whole)."""
+    """Time-ordered pages (one per process; thread-safe: a page keeps what it reads for itself,
+    the shared caches are only a head start)."""
 
     def __init__(self, r: redis.Redis, entries_max: int = ENTRIES_MAX) -> None:
         self.r = r

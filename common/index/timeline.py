@@ -41,9 +41,9 @@ UNTIMED = -1
 """The window of rows without a lastTransitionTime."""
 UNTIMED_SPLIT = 64
 READY = "timeline"
-"""Sync status field: the cluster's time index holds every row (set by a full sync)."""
+"""Sync status field: the cluster's time index holds every row (set by the first full sync, or
+the first write to a cluster without rows)."""
 READY_VALUE = "1"
-_LTT = 6  # the lastTransitionTime field of a member (common.index.rows.FIELDS)
 
 KIND_CODES = {
     k: f"~{i:x}"
@@ -96,8 +96,7 @@ def placement(member: str, now_ms: int) -> tuple[str, int, str, int]:
     ns, kind, name, code, _reason, _msg, ltt, _ = member.split("\x00", 7)
     entry = f"{ns}\x00{KIND_CODES.get(kind, kind)}\x00{name}\x00{code}"
     if not ltt:
-        suffix = f"-{zlib.crc32(entry.encode()) % UNTIMED_SPLIT:x}"
-        return suffix, UNTIMED, entry, 0
+        return suffix_of(UNTIMED, entry.encode()), UNTIMED, entry, 0
     at_ms = int(ltt) * 1000
     window = at_ms // WINDOW_MS
     score = max(min(at_ms + 999, now_ms) - window * WINDOW_MS, 0)
@@ -137,7 +136,7 @@ def windows_of(members: Iterable[str]) -> set[str]:
 
 def suffix_of(at: int, entry: bytes) -> str:
     """The window suffix of an entry placed at `at` (common.index.reader_time's positions)."""
-    if at == -1:
+    if at == UNTIMED:  # spread by a hash of the entry
         return f"-{zlib.crc32(entry) % UNTIMED_SPLIT:x}"
     return str(at // WINDOW_MS)
 
