@@ -118,8 +118,7 @@ def _write(
         if since_generation is not None:
             reads.get(keys.generation(cluster))
         reads.hgetall(keys.counts(cluster))
-        reads.hget(keys.sync(cluster), nscounts.READY)
-        reads.hget(keys.sync(cluster), timeline.READY)
+        reads.hmget(keys.sync(cluster), [nscounts.READY, timeline.READY])
         names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
         ns_groups: Groups = []
         if names is None:
@@ -142,8 +141,7 @@ def _write(
             tx.execute()
             return Written(superseded=True)
         old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
-        ns_ready = replies.pop(0) is not None
-        tt_ready = replies.pop(0) is not None
+        ns_ready, tt_ready = (flag is not None for flag in replies.pop(0))
         tt_windows: set[str] = set()
         stored_deps: dict[str, str] = {}
         stored_ns: dict[str, str] = {}

@@ -126,5 +126,6 @@ def test_a_status_change_reads_its_namespace_in_the_first_round_trip(r: redis.Re
         r, C, [store_events.Change.of(member("a", "Kustomization", "x", "progressing"))]
     )
     calls = topology.commandstats(r)
-    assert calls["hmget"] == 2  # the name index and the namespace's counts, read together
+    # the sync status' readiness flags, the name index and the namespace's counts, read together
+    assert calls["hmget"] == 3
     assert stored(r) == {"a": {("Kustomization", "p"): 1}}
