@@ -168,7 +168,12 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
         "Kuadrant": "AuthPolicy,RateLimitPolicy,DNSPolicy,TLSPolicy",
     }
     for family, kinds in families.items():
-        failing = _get(f"{base}/api/v1/objects?status=unhealthy&kind={kinds}&limit=50", headers)
+        url = f"{base}/api/v1/objects?status=unhealthy&kind={kinds}&limit=50"
+        # Polled: once in CI (at the dependency floors, a loaded machine) the first answer after
+        # `ready` held none; the cause is not found yet (noted on issue #18).
+        deadline = time.monotonic() + 60
+        while not (failing := _get(url, headers))["items"] and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling a condition, not fixing a race
         assert failing["items"], f"no unhealthy {family} row in the demo"
         assert all(r["message"] and r["reason"] for r in failing["items"]), family
     istio = _get(f"{base}/api/v1/objects?status=unhealthy&kind=VirtualService&limit=50", headers)
