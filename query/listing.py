@@ -5,6 +5,7 @@ version moved the page is read again under freshly checked grants. Views stay th
 from __future__ import annotations
 
 from common.index.reader import Facets, Filters, Page, PageRequest
+from common.index.reader_groups import Group, GroupCursor, GroupPage
 from common.index.reader_time import TimeCursor, TimePage
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
@@ -46,6 +47,39 @@ def time_page(
         page = read(scoped_access(scope, filters), filters, limit, descending, cursor)
     metrics.ROWS_SCANNED.inc(page.scanned)
     return page, scope
+
+
+def group_page(
+    st: QueryState,
+    user: UserInfo,
+    filters: Filters,
+    by: str,
+    limit: int,
+    cursor: GroupCursor | None,
+) -> tuple[GroupPage, Scope]:
+    """One page of groups across clusters, under the same optimistic-then-confirmed grants."""
+    scope = st.scope(user, optimistic=True)
+    read = st.group_reader.page
+    page = read(scoped_access(scope, filters), filters, by, limit, cursor, not scope.checked)
+    if page.version is not None and page.version != scope.version:
+        metrics.ROWS_SCANNED.inc(page.scanned)
+        scope = st.scope(user)
+        page = read(scoped_access(scope, filters), filters, by, limit, cursor)
+    metrics.ROWS_SCANNED.inc(page.scanned)
+    return page, scope
+
+
+def group(
+    st: QueryState, user: UserInfo, filters: Filters, key: bytes, by: str
+) -> tuple[Group, list[tuple[str, bytes]], Scope]:
+    """One group with all its clusters (and an object group's rows), as `user` may list them."""
+    scope = st.scope(user, optimistic=True)
+    read = st.group_reader.group
+    got, found, version = read(scoped_access(scope, filters), filters, key, by, not scope.checked)
+    if version is not None and version != scope.version:
+        scope = st.scope(user)
+        got, found, _ = read(scoped_access(scope, filters), filters, key, by)
+    return got, found, scope
 
 
 def facets(st: QueryState, user: UserInfo, filters: Filters) -> tuple[Facets, Scope]:

@@ -38,6 +38,22 @@ LIST_PARAMS = (
 )
 SORTS = ("lastTransitionTime", "-lastTransitionTime")
 """`sort` values: by the Ready condition's lastTransitionTime, oldest or (`-`) newest first."""
+GROUP_PARAMS = (
+    "cluster",
+    "namespace",
+    "kind",
+    "status",
+    "suspended",
+    "name",
+    "by",
+    "clusterLimit",
+    "limit",
+    "continue",
+)
+GROUP_DETAIL_PARAMS = ("cluster", "kind", "status", "suspended", "limit", "continue")
+BY = ("object", "namespace")
+"""`by` values of `/api/v1/groups`: one group per object (namespace, kind, name) or namespace."""
+DEFAULT_CLUSTER_LIMIT = 10
 FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name")
 RELATIONS_PARAMS = ("depth",)
 DEFAULT_DEPTH, MAX_DEPTH = 1, 5
@@ -107,6 +123,11 @@ def object_path(
     namespace as stored ("" for `_`) and the kind. An unknown kind is a 404, as an unknown
     object would be."""
     keys.check_cluster_name(cluster)
+    return object_key(namespace, kind, name, registry)
+
+
+def object_key(namespace: str, kind: str, name: str, registry: KindRegistry) -> tuple[str, Kind]:
+    """`object_path` without the cluster: an object's identity across clusters."""
     namespace = check_namespace(namespace)
     check_object_name(name)
     k = registry.get(kind)
@@ -180,4 +201,26 @@ def limit(args: MultiDict[str, str]) -> int:
     # isascii: "²".isdigit() holds, and int("²") raises (a 500 for bad input).
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidInput("limit", f"an integer from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    return int(raw)
+
+
+def by(args: MultiDict[str, str]) -> str:
+    """The `by` parameter of `/api/v1/groups`: `object` (the default) or `namespace`."""
+    raw = args.getlist("by")
+    if not raw or raw == [""]:
+        return "object"
+    if len(raw) > 1 or raw[0] not in BY:
+        raise InvalidInput("by", f"one of {', '.join(BY)} (once); the default is object")
+    return raw[0]
+
+
+def cluster_limit(args: MultiDict[str, str]) -> int:
+    """`clusterLimit`: how many of a group's clusters a group list shows."""
+    raw = args.get("clusterLimit")
+    if raw is None or raw == "":
+        return DEFAULT_CLUSTER_LIMIT
+    if not (raw.isascii() and raw.isdigit()) or not 0 <= int(raw) <= MAX_LIMIT:
+        raise InvalidInput(
+            "clusterLimit", f"an integer from 0 to {MAX_LIMIT} (default {DEFAULT_CLUSTER_LIMIT})"
+        )
     return int(raw)

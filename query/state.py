@@ -13,6 +13,7 @@ from flask import current_app, request
 
 from common import redis_client
 from common.index.reader import Reader
+from common.index.reader_groups import GroupReader
 from common.index.reader_time import TimeReader
 from common.kinds.registry import KindRegistry, load_registry
 from common.rbac.authorizer import UserInfo
@@ -31,6 +32,7 @@ class QueryState:
     r: redis.Redis
     reader: Reader
     time_reader: TimeReader
+    group_reader: GroupReader
     resolver: AccessResolver
     fleet: FleetView
     authenticate: Authenticator
@@ -42,11 +44,13 @@ class QueryState:
     def build(cls, settings: Settings) -> QueryState:
         registry = load_registry(settings.kinds_file)
         r = redis_client.connect(settings.redis_url, redis_client.QUERY_TIMEOUT_S)
+        reader = Reader(r, registry.keys())
         return cls(
             settings=settings,
             registry=registry,
             r=r,
-            reader=Reader(r, registry.keys()),
+            reader=reader,
+            group_reader=GroupReader(reader),
             time_reader=TimeReader(r),
             resolver=AccessResolver(r, registry),
             fleet=FleetView(r),

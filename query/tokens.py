@@ -27,6 +27,7 @@ from common import redis_client
 from common.errors import InvalidInput
 from common.index import keys
 from common.index.reader import Cursor, Filters
+from common.index.reader_groups import GroupCursor
 from common.index.reader_time import TimeCursor
 
 VERSION = 1
@@ -148,6 +149,40 @@ class TokenSigner:
         except (ValueError, KeyError, TypeError):
             raise _bad() from None
 
+    def encode_group(self, cursor: GroupCursor, filters: Filters, by: str) -> str:
+        """A group walk's position (`/api/v1/groups`): the last group's unhealthy count and
+        key, and when the walk began; made for one `by`."""
+        body = {
+            "v": VERSION,
+            "u": cursor.unhealthy,
+            "k": _b64(cursor.key),
+            "s": cursor.start,
+            "o": f"groups:{by}",
+            "f": filters_hash(filters),
+        }
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        return f"{_b64(payload)}.{self._mac(payload)}"
+
+    def decode_group(self, token: str, filters: Filters, by: str) -> GroupCursor:
+        body = self._body(token, filters, f"groups:{by}")
+        try:
+            return GroupCursor(int(body["u"]), _unb64(str(body["k"])), int(body["s"]))
+        except (ValueError, KeyError, TypeError):
+            raise _bad() from None
+
+    def encode_position(self, rank: int, cluster: str, filters: Filters, what: str) -> str:
+        """A position in a group's cluster list (worst status first: its rank, then cluster)."""
+        body = {"v": VERSION, "t": rank, "c": cluster, "o": what, "f": filters_hash(filters)}
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        return f"{_b64(payload)}.{self._mac(payload)}"
+
+    def decode_position(self, token: str, filters: Filters, what: str) -> tuple[int, str]:
+        body = self._body(token, filters, what)
+        try:
+            return int(body["t"]), str(body["c"])
+        except (ValueError, KeyError, TypeError):
+            raise _bad() from None
+
     def decode(self, token: str, filters: Filters) -> Cursor:
         body = self._body(token, filters, "")
         try:
@@ -177,8 +212,9 @@ class TokenSigner:
         if made_for != filters_hash(filters) or body.get("o", "") != sort:
             raise InvalidInput(
                 "continue",
-                "this token was made for other filters or another sort; repeat the query "
-                "with the filters and sort of the first page, or drop `continue` to start over",
+                "this token was made for other filters or another sort (or grouping); repeat "
+                "the query with the parameters of the first page, or drop `continue` to start "
+                "over",
             )
         return body
 

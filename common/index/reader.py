@@ -25,7 +25,7 @@ from common.index.rows import Row, decode_page
 from common.kinds.status import STATUSES
 from common.redis_client import text
 
-__all__ = ["AccessLike", "Cursor", "Facets", "Filters", "Page", "Reader"]
+__all__ = ["AccessLike", "Chunk", "Cursor", "Facets", "Filters", "Page", "Reader", "Stream"]
 
 
 _Call = tuple[str, str | tuple[str, ...], list[bytes]]  # script, key(s), ARGV
@@ -113,6 +113,20 @@ class _Walk:
     """Set when `ranges` were pruned to the namespaces the count tables say hold matches (as of
     this generation): the scan reads the generation after it, and a moved one means read again
     with every range."""
+
+
+Stream = _Walk
+"""One cluster's rows read a chunk at a time (`Reader.stream`, `Reader.more`)."""
+
+
+@dataclass
+class Chunk:
+    """What `Reader.more` read of one stream: members in order, whether the stream ended, and
+    how many members Redis examined."""
+
+    members: list[bytes]
+    done: bool
+    scanned: int
 
 
 @dataclass(frozen=True)
@@ -353,6 +367,17 @@ class Reader:
         size = self._source_size(w.cluster, filters)
         if size < len(w.ranges) * self.range_cost:
             w.visible = self._visibility(access, filters, self._sources(w.cluster, filters)[1])
+
+    def visibility(self, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
+        """The member test of `access` under `filters` keeping status `codes` (b"": any),
+        remembered as plans are."""
+        return self._visibility(access, filters, codes)
+
+    def codes(self, asked: Sequence[tuple[str, Sequence[bytes]]]) -> list[list[bytes]]:
+        """Per (cluster, identities), the status code of each identity's row there (b"": the
+        cluster has none), in one pipelined round trip (reader_lua.CODES)."""
+        calls: list[_Call] = [("CODES", keys.rows(c), list(ids)) for c, ids in asked]
+        return self._run(calls) if calls else []
 
     def _visibility(self, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
         """`Visibility.of`, remembered per (access object, filters) as plans are."""
@@ -708,6 +733,48 @@ class Reader:
         if len(replies) > 1:
             members.sort(key=rows.identity_bytes)
         return members, bound, scanned
+
+    # -- streams (common.index.reader_groups) ---------------------------------------------------
+
+    def stream(
+        self, cluster: str, access: AccessLike, filters: Filters, after_key: bytes = b""
+    ) -> Stream | None:
+        """One cluster's visible rows under `filters`, in identity order after `after_key` (an
+        identity; b"": from the start), read a chunk at a time by `more`; None: nothing there."""
+        cursor = Cursor(cluster, after_key) if after_key else None
+        return self._walk(cluster, access, filters, cursor, choose=True)
+
+    def more(self, streams: Sequence[Stream], filters: Filters, want: int) -> list[Chunk]:
+        """The next rows of each stream, all in one pipelined round trip: the visible members
+        read (`want` or more when there are), in order, and whether the stream has ended. A
+        stream that stopped early (its scan budget) returns fewer, maybe none: ask again."""
+        calls: list[_Call] = []
+        spans: list[tuple[int, bytes | None]] = []
+        live = [w for w in streams if w.ranges]
+        for w in live:
+            more_calls, span = self._page_calls([w], filters, want)
+            calls += more_calls
+            spans += span
+        replies = self._run(calls) if calls else []
+        for (script, _key, args), k in zip(calls, range(len(replies)), strict=True):
+            if script == "ZRANGE":
+                replies[k] = self._walked(replies[k], int(args[1]))
+            elif script == "RANGE":
+                replies[k] = self._walked(replies[k], int(args[2]))
+        got: dict[int, Chunk] = {}
+        pos = 0
+        for w, (nkeys, window_end) in zip(live, spans, strict=True):
+            if w.visible is not None and not w.visible.everything:
+                for k in range(pos, pos + nkeys):
+                    replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
+            members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
+            pos += nkeys
+            if bound is not None:
+                w.start, w.ranges = bound, clip_all(w.ranges, bound)
+            else:
+                w.ranges = []
+            got[id(w)] = Chunk(members, not w.ranges, scanned)
+        return [got.get(id(w), Chunk([], True, 0)) for w in streams]
 
     # -- facets --------------------------------------------------------------------------------
 

@@ -270,3 +270,19 @@ end
 """
     + COUNT
 )
+
+CODES = r"""
+-- KEYS[1]: a cluster's rows; ARGV: identities (namespace NUL kind NUL name NUL). For each, the
+-- status code of the row with that identity, or "" when the cluster has none
+-- (common.index.reader_groups: which clusters hold a group's object, and its status there).
+local out = {}
+for i, id in ipairs(ARGV) do
+  local m = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. id, '(' .. id .. '\255', 'LIMIT', 0, 1)
+  if m[1] then
+    out[i] = string.sub(m[1], #id + 1, #id + 1)
+  else
+    out[i] = ""
+  end
+end
+return out
+"""

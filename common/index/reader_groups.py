@@ -1,0 +1,733 @@
+"""Groups across clusters (`GET /api/v1/groups`): one entry per object (namespace, kind, name)
+or per namespace, over the rows the caller may list that pass the list filters, with how many of
+the caller's clusters report each status; ordered by how many clusters report it unhealthy (most
+first), then by key (namespace, kind, name; or namespace); keyset-paginated.
+
+A page is built in two parts, as the order has them:
+
+- the groups with unhealthy clusters come from the clusters' `st:unhealthy` indexes (small: ~1%
+  of the rows), read once per cluster generation and shared by every caller, tested against each
+  caller's access and filters here, and counted per group;
+- the rest, in key order, is a merge of the clusters' visible rows in identity order
+  (common.index.reader's streams: each cluster reads a chunk of about a page, all clusters in one
+  round trip) skipping the groups of the first part; for namespace groups, a merge of the
+  clusters' namespaces (the caller's own, or every namespace of the per-namespace counts).
+
+Each group of a page then gets its clusters in one round trip: the status code of its object on
+every cluster (a small script per cluster, common.index.reader_lua.CODES), or its namespace's
+counts by kind and status (common.index.nscounts). Counts are over the caller's visible clusters
+and, on each, over the kinds the caller may list there: a team member sees counts over their
+own clusters and namespaces only.
+
+Exactly once: the continue token carries when the walk began. A group whose unhealthy count
+changes moves in the order; on every page after the first, groups holding a row that
+transitioned after the walk began (the time index, common.index.timeline, places it there) are
+skipped, so a group is never shown twice on one walk, and groups that did not change keep their
+position and are shown once. A transition that reaches fleetscope after the walk began but
+happened (by the leaf's clock) before it is not seen as a change: such a group can be shown
+twice (a watcher's lag is well under a second; a cluster recovering from an outage can lag more).
+
+A page is remembered with the generations of the caller's clusters: while none of them was
+written, the same request is answered after one round trip (`MGET` of the generations).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import itertools
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from common import redis_client
+from common.errors import InvalidInput
+from common.index import keys, nscounts, rows, tally, timeline
+from common.index.reader import Reader, Stream
+from common.index.reader_plan import AccessLike, Filters
+from common.kinds.status import STATUSES
+
+__all__ = ["BY", "Group", "GroupCursor", "GroupPage", "GroupReader", "Member"]
+
+BY = ("object", "namespace")
+RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
+"""A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
+PAGES_MAX = 1024  # remembered pages per process
+INDEXES_MAX = 4096  # remembered (cluster, generation) unhealthy indexes and namespace lists
+DRAIN_MAX = 100_000
+"""Rows a namespace grouping with a name filter may gather (it counts every matching row)."""
+
+
+@dataclass(frozen=True)
+class GroupCursor:
+    """The last group a page returned: its unhealthy cluster count and key, and when the walk
+    began (ms)."""
+
+    unhealthy: int
+    key: bytes
+    start: int
+
+
+@dataclass
+class Member:
+    """One cluster of a group: its status there (a namespace's worst), whether suspended (any
+    of its rows), and for namespace groups its rows by status."""
+
+    cluster: str
+    status: str
+    suspended: bool
+    objects: int = 1
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Group:
+    key: bytes
+    namespace: str
+    kind: str | None
+    name: str | None
+    clusters: list[Member]
+    """Every cluster where the group appears, worst status first, then by name (`RANK`)."""
+    order: int = 0
+    """The unhealthy count the group was placed by (what the cursor holds)."""
+
+    def statuses(self) -> dict[str, int]:
+        """Clusters with at least one row of each status."""
+        out = dict.fromkeys(STATUSES, 0)
+        for m in self.clusters:
+            if m.statuses:
+                for s, n in m.statuses.items():
+                    out[s] += 1 if n else 0
+            else:
+                out[m.status] += 1
+        return out
+
+    def suspended(self) -> int:
+        return sum(1 for m in self.clusters if m.suspended)
+
+
+@dataclass
+class GroupPage:
+    groups: list[Group]
+    cursor: GroupCursor | None
+    scanned: int = 0
+    """Members Redis examined (streams) and unhealthy-index members read, for this page."""
+    round_trips: int = 0
+    version: keys.GrantsVersion | None = None
+
+
+def _key_of(identity: bytes, by: str) -> bytes:
+    """A group's key: the identity (`ns NUL kind NUL name NUL`) or `ns NUL`."""
+    return identity if by == "object" else identity[: identity.index(b"\x00") + 1]
+
+
+def _order(p: tuple[int, bytes]) -> tuple[int, bytes]:
+    """The groups' order: most unhealthy clusters first, then by key."""
+    return -p[0], p[1]
+
+
+def _statuses_allowed(filters: Filters) -> frozenset[str]:
+    return frozenset(filters.statuses) & frozenset(STATUSES) or frozenset(STATUSES)
+
+
+def _code_ok(code: str, filters: Filters) -> bool:
+    status, suspended = tally.code_status(code)
+    if status not in _statuses_allowed(filters):
+        return False
+    return filters.suspended is None or suspended is filters.suspended
+
+
+def _visible_kinds(access: AccessLike, ns: str) -> frozenset[str]:
+    return access.cluster_wide | access.namespaces.get(ns, frozenset())
+
+
+def _may_list(access: AccessLike, ns: str, kind: str) -> bool:
+    return kind in access.cluster_wide or kind in access.namespaces.get(ns, ())
+
+
+class GroupReader:
+    """Group pages (one per process; thread-safe: shared maps are only replaced or cleared, and a
+    page keeps what it read for itself)."""
+
+    def __init__(self, reader: Reader, pages_max: int = PAGES_MAX) -> None:
+        self.reader = reader
+        self.r: redis.Redis = reader.r
+        self.pages_max = pages_max
+        self._pages: dict[Any, tuple[Any, list[Any], GroupPage]] = {}
+        self._unhealthy: dict[str, tuple[Any, list[bytes]]] = {}
+        self._namespaces: dict[str, tuple[Any, list[str]]] = {}
+        self._keys: dict[Any, tuple[AccessLike, Any, tuple[bytes, ...]]] = {}
+        """(cluster, access, filters, by) -> the cluster's unhealthy group keys, by generation."""
+        self._orders: dict[Any, tuple[Any, list[Any], Any]] = {}
+        """(access, filters, by) -> the unhealthy part's order, by the clusters' generations."""
+        self._lock = threading.Lock()
+        self.index_reads = 0
+        """Unhealthy indexes and namespace lists read from Redis (not remembered): for tests."""
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    def page(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        by: str,
+        limit: int,
+        cursor: GroupCursor | None = None,
+        confirm_version: bool = False,
+    ) -> GroupPage:
+        """Up to `limit` groups after `cursor`; `confirm_version` as Reader.page has it."""
+        if by not in BY:
+            raise ValueError(f"by is one of {BY}")
+        wanted = set(filters.clusters)
+        clusters = [c for c in sorted(access) if not wanted or c in wanted]
+        out = GroupPage([], None)
+        gens, out.version = tally.generations(self.r, clusters, confirm_version)
+        out.round_trips = 1 if clusters or confirm_version else 0
+        if not clusters:
+            return out
+        memo = (id(access), filters, by, cursor, limit)
+        hit = self._pages.get(memo)
+        if hit is not None and hit[0] is access and hit[1] == gens:
+            return dataclasses.replace(hit[2], version=out.version, round_trips=1, scanned=0)
+        start = cursor.start if cursor is not None else int(time.time() * 1000)
+        self._page(
+            access,
+            clusters,
+            dict(zip(clusters, gens, strict=True)),
+            filters,
+            by,
+            limit,
+            cursor,
+            start,
+            out,
+        )
+        if len(self._pages) >= self.pages_max:
+            self._pages.clear()
+        self._pages[memo] = (access, list(gens), out)
+        return out
+
+    def _page(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: list[str],
+        gens: Mapping[str, Any],
+        filters: Filters,
+        by: str,
+        limit: int,
+        cursor: GroupCursor | None,
+        start: int,
+        out: GroupPage,
+    ) -> None:
+        need = limit + 1
+        changed = self._changed(access, clusters, start, by, out) if cursor is not None else set()
+        drained: dict[bytes, Group] = {}
+        if by == "namespace" and filters.name:
+            ordered = self._drained_order(access, clusters, filters, drained, out)
+            unhealthy = {k: n for n, k in ordered if n}
+        else:
+            memo = (id(access), filters, by)
+            hit = self._orders.get(memo)
+            gen_list = [gens[c] for c in clusters]
+            if hit is not None and hit[0] is access and hit[1] == gen_list:
+                unhealthy, ordered = hit[2]
+            else:
+                unhealthy = self._unhealthy_counts(access, clusters, gens, filters, by, out)
+                ordered = sorted(((n, k) for k, n in unhealthy.items()), key=_order)
+                if len(self._orders) >= self.pages_max:
+                    self._orders.clear()
+                self._orders[memo] = (access, gen_list, (unhealthy, ordered))
+        pos = (-cursor.unhealthy, cursor.key) if cursor is not None else None
+        picked: list[tuple[int, bytes]] = []
+        for n, k in ordered:
+            if n == 0 and not (by == "namespace" and filters.name):
+                break
+            if (pos is None or (-n, k) > pos) and k not in changed:
+                picked.append((n, k))
+                if len(picked) >= need:
+                    break
+        rest = _statuses_allowed(filters) - {"unhealthy"}
+        if len(picked) < need and rest and not (by == "namespace" and filters.name):
+            after_key = cursor.key if cursor is not None and cursor.unhealthy == 0 else b""
+            skip = changed | set(unhealthy)
+            if by == "object":
+                more = self._merge_objects(
+                    access, clusters, filters, after_key, skip, need - len(picked), out
+                )
+                picked += [(0, k) for k in more]
+            else:
+                picked += self._merge_namespaces(
+                    access, clusters, gens, filters, after_key, skip, need - len(picked), out
+                )
+        page = picked[:limit]
+        if by == "object":
+            out.groups = self._object_groups(access, clusters, filters, page, out)
+        elif filters.name:
+            out.groups = [drained[k] for _n, k in page]
+        else:
+            out.groups = self._namespace_groups(access, clusters, filters, page, out)
+        if len(picked) > limit:
+            n, k = page[-1]
+            out.cursor = GroupCursor(n, k, start)
+
+    # -- the unhealthy part --------------------------------------------------------------------
+
+    def _unhealthy_counts(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: list[str],
+        gens: Mapping[str, Any],
+        filters: Filters,
+        by: str,
+        out: GroupPage,
+    ) -> dict[bytes, int]:
+        """Per group with unhealthy rows the caller may list (under the filters): on how many
+        of the caller's clusters. Each cluster's groups are remembered per (generation, access,
+        filters), so a write costs the next page that cluster's index, nothing else."""
+        if "unhealthy" not in _statuses_allowed(filters):
+            return {}
+        todo = []
+        parts: list[Sequence[bytes]] = []
+        for c in clusters:
+            hit = self._keys.get((c, id(access[c]), filters, by))
+            if hit is not None and hit[0] is access[c] and hit[1] == gens[c]:
+                parts.append(hit[2])
+            else:
+                todo.append(c)
+        if todo:
+            indexes = self._indexes(todo, gens, out)
+            codes = rows.codes_for(("unhealthy",), filters.suspended).encode()
+            with self._lock:
+                if len(self._keys) >= INDEXES_MAX * 4:
+                    self._keys.clear()
+            for c in todo:
+                vis = self.reader.visibility(access[c], filters, codes)
+                found = self._cluster_keys(vis.keep(indexes[c]), filters, by)
+                self._keys[(c, id(access[c]), filters, by)] = (access[c], gens[c], found)
+                parts.append(found)
+        return dict(Counter(itertools.chain.from_iterable(parts)))
+
+    @staticmethod
+    def _cluster_keys(members: list[bytes], filters: Filters, by: str) -> tuple[bytes, ...]:
+        """The distinct group keys of one cluster's visible unhealthy members."""
+        name = filters.name.encode()
+        namespaces = {ns.encode() for ns in filters.namespaces}
+        found: dict[bytes, None] = {}
+        for m in members:
+            ident = rows.identity_bytes(m)
+            if namespaces or name:
+                ns, _kind, obj, _ = ident.split(b"\x00", 3)
+                if (namespaces and ns not in namespaces) or (name and name not in obj):
+                    continue
+            found[_key_of(ident, by)] = None
+        return tuple(found)
+
+    def _indexes(
+        self, clusters: Sequence[str], gens: Mapping[str, Any], out: GroupPage
+    ) -> dict[str, list[bytes]]:
+        """Each cluster's unhealthy index, remembered per generation (read in one round trip
+        for those whose generation moved)."""
+        got: dict[str, list[bytes]] = {}
+        todo = []
+        for c in clusters:
+            hit = self._unhealthy.get(c)
+            if hit is not None and hit[0] == gens[c]:
+                got[c] = hit[1]
+            else:
+                todo.append(c)
+        if todo:
+            replies = redis_client.pipelined(
+                self.r, [("ZRANGE", keys.by_status(c, "unhealthy"), 0, -1) for c in todo]
+            )
+            out.round_trips += 1
+            with self._lock:
+                if len(self._unhealthy) >= INDEXES_MAX:
+                    self._unhealthy.clear()
+                for c, members in zip(todo, replies, strict=True):
+                    got[c] = list(members)
+                    self._unhealthy[c] = (gens[c], got[c])
+                    out.scanned += len(got[c])
+            self.index_reads += len(todo)
+        return got
+
+    # -- what changed since the walk began -----------------------------------------------------
+
+    def _changed(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        start: int,
+        by: str,
+        out: GroupPage,
+    ) -> set[bytes]:
+        """The groups with a visible row placed at or after `start` in the time index: those
+        that transitioned since the walk began (and rows of clocks ahead: placed later)."""
+        now = int(time.time() * 1000)
+        first, last = start // timeline.WINDOW_MS, now // timeline.WINDOW_MS + 1
+        commands, spans = [], []
+        for c in clusters:
+            for w in range(first, last + 1):
+                low = max(start - w * timeline.WINDOW_MS, 0)
+                commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, str(w)), low, "+inf"))
+                spans.append(c)
+        replies = redis_client.pipelined(self.r, commands)
+        out.round_trips += 1
+        changed: set[bytes] = set()
+        for c, entries in zip(spans, replies, strict=True):
+            a = access[c]
+            for e in entries:
+                ns, kind, name, _code = timeline.parse(e)
+                if _may_list(a, ns.decode(), kind.decode()):
+                    changed.add(_key_of(b"%s\x00%s\x00%s\x00" % (ns, kind, name), by))
+        return changed
+
+    # -- the rest, in key order ----------------------------------------------------------------
+
+    def _merge_objects(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        filters: Filters,
+        after_key: bytes,
+        skip: set[bytes],
+        want: int,
+        out: GroupPage,
+    ) -> list[bytes]:
+        """The next `want` identities after `after_key` held by any of the clusters (visible,
+        passing the filters), but those in `skip`: a merge of the clusters' streams."""
+        streams: list[Stream] = []
+        for c in clusters:
+            s = self.reader.stream(c, access[c], filters, after_key)
+            if s is not None:
+                streams.append(s)
+        bufs: list[deque[bytes]] = [deque() for _ in streams]
+        done = [False] * len(streams)
+        got: list[bytes] = []
+        chunk = max(want, 16)
+        while len(got) < want:
+            empty = [i for i, b in enumerate(bufs) if not b and not done[i]]
+            if empty:
+                chunks = self.reader.more([streams[i] for i in empty], filters, chunk)
+                out.round_trips += 1
+                for i, ch in zip(empty, chunks, strict=True):
+                    bufs[i].extend(rows.identity_bytes(m) for m in ch.members)
+                    done[i] = ch.done
+                    out.scanned += ch.scanned
+                continue
+            heads = [b[0] for b in bufs if b]
+            if not heads:
+                break
+            k = min(heads)
+            for b in bufs:
+                if b and b[0] == k:
+                    b.popleft()
+            if k not in skip:
+                got.append(k)
+        return got
+
+    def _merge_namespaces(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        gens: Mapping[str, Any],
+        filters: Filters,
+        after_key: bytes,
+        skip: set[bytes],
+        want: int,
+        out: GroupPage,
+    ) -> list[tuple[int, bytes]]:
+        """The next `want` namespaces after `after_key` with rows passing the filters on any of
+        the clusters, but those in `skip`: candidates from the clusters' namespace lists (the
+        caller's namespaces, or all the cluster has when the caller has cluster-wide kinds),
+        confirmed by their counts."""
+        lists = self._namespace_lists(access, clusters, gens, filters, out)
+        after = after_key[:-1].decode() if after_key else None
+        merged = heapq.merge(
+            *(ns[bisect.bisect_right(ns, after) if after is not None else 0 :] for ns in lists)
+        )
+        got: list[tuple[int, bytes]] = []
+        last = None
+        batch: list[str] = []
+        for ns in merged:
+            if ns == last:
+                continue
+            last = ns
+            if ns.encode() + b"\x00" in skip:
+                continue
+            batch.append(ns)
+            if len(batch) >= max(2 * (want - len(got)), 16):
+                got += self._confirmed(access, clusters, filters, batch, out)
+                batch = []
+                if len(got) >= want:
+                    return got[:want]
+        if batch:
+            got += self._confirmed(access, clusters, filters, batch, out)
+        return got[:want]
+
+    def _confirmed(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        filters: Filters,
+        batch: list[str],
+        out: GroupPage,
+    ) -> list[tuple[int, bytes]]:
+        members = self._namespace_members(access, clusters, filters, batch, out)
+        return [(0, ns.encode() + b"\x00") for ns in batch if members.get(ns)]
+
+    def _namespace_lists(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        gens: Mapping[str, Any],
+        filters: Filters,
+        out: GroupPage,
+    ) -> list[list[str]]:
+        """Per cluster, the namespaces the caller may see rows in, sorted (narrowed to the
+        namespace filter)."""
+        wide = [c for c in clusters if access[c].cluster_wide and not filters.namespaces]
+        todo = [c for c in wide if (self._namespaces.get(c) or (None,))[0] != gens[c]]
+        if todo:
+            p = self.r.pipeline(transaction=False)
+            for c in todo:
+                for b in range(nscounts.BUCKETS):
+                    p.hkeys(keys.nscounts(c, b))
+            replies = p.execute()
+            out.round_trips += 1
+            with self._lock:
+                if len(self._namespaces) >= INDEXES_MAX:
+                    self._namespaces.clear()
+                for i, c in enumerate(todo):
+                    names = replies[i * nscounts.BUCKETS : (i + 1) * nscounts.BUCKETS]
+                    self._namespaces[c] = (
+                        gens[c],
+                        sorted({redis_client.text(n) for ns in names for n in ns}),
+                    )
+            self.index_reads += len(todo)
+        lists = []
+        for c in clusters:
+            if c in wide:
+                lists.append((self._namespaces.get(c) or (None, []))[1])
+            elif filters.namespaces:
+                a = access[c]
+                lists.append(
+                    sorted(ns for ns in filters.namespaces if a.cluster_wide or ns in a.namespaces)
+                )
+            else:
+                lists.append(sorted(access[c].namespaces))
+        return lists
+
+    # -- a page's groups with their clusters ---------------------------------------------------
+
+    def _object_groups(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        filters: Filters,
+        page: list[tuple[int, bytes]],
+        out: GroupPage,
+    ) -> list[Group]:
+        """The page's object groups, with the status of each on every cluster that holds it
+        (one script call per cluster, all in one round trip)."""
+        if not page:
+            return []
+        parts: list[tuple[bytes, str, str]] = []
+        for _n, k in page:
+            ns, kind, _ = k.decode().split("\x00", 2)
+            parts.append((k, ns, kind))
+        allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
+        asked: list[tuple[str, list[bytes]]] = []
+        for c in clusters:
+            a = access[c]
+            ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
+            if ids:
+                asked.append((c, ids))
+        codes = self.reader.codes([(c, ids) for c, ids in asked])
+        out.round_trips += 1
+        found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
+        for (c, ids), got in zip(asked, codes, strict=True):
+            for k, code in zip(ids, got, strict=True):
+                code_s = redis_client.text(code)
+                if code_s in allowed:
+                    status, susp = tally.code_status(code_s)
+                    found[k].append(Member(c, status, susp))
+        groups = []
+        for n, k in page:
+            ns, kind, name, _ = k.decode().split("\x00", 3)
+            members = sorted(found[k], key=lambda m: (RANK[m.status], m.cluster))
+            groups.append(Group(k, ns, kind, name, members, n))
+        return groups
+
+    def _namespace_groups(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        filters: Filters,
+        page: list[tuple[int, bytes]],
+        out: GroupPage,
+    ) -> list[Group]:
+        names = [k[:-1].decode() for _n, k in page]
+        members = self._namespace_members(access, clusters, filters, names, out)
+        return [
+            Group(k, ns, None, None, members.get(ns, []), n)
+            for (n, k), ns in zip(page, names, strict=True)
+        ]
+
+    def _namespace_members(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        filters: Filters,
+        names: list[str],
+        out: GroupPage,
+    ) -> dict[str, list[Member]]:
+        """Per namespace, the clusters where the caller may list rows there that pass the
+        filters, from the per-namespace counts (one round trip)."""
+        if not names:
+            return {}
+        p = self.r.pipeline(transaction=False)
+        spans = []
+        for c in clusters:
+            a = access[c]
+            mine = [ns for ns in names if _visible_kinds(a, ns)]
+            if mine:
+                spans.append((c, nscounts.queue_read(p, c, mine)))
+        replies = p.execute()
+        out.round_trips += 1
+        kinds = frozenset(filters.kinds)
+        got: dict[str, list[Member]] = {}
+        pos = 0
+        for c, groups in spans:
+            per_ns = nscounts.collect(groups, replies[pos : pos + len(groups)])
+            pos += len(groups)
+            a = access[c]
+            for ns, value in per_ns.items():
+                visible = _visible_kinds(a, ns)
+                by_status: dict[str, int] = {}
+                suspended = False
+                for (kind, code), n in nscounts.decode(value).items():
+                    if kind not in visible or (kinds and kind not in kinds):
+                        continue
+                    if not _code_ok(code, filters):
+                        continue
+                    status, susp = tally.code_status(code)
+                    by_status[status] = by_status.get(status, 0) + n
+                    suspended = suspended or susp
+                if by_status:
+                    worst = min(by_status, key=RANK.__getitem__)
+                    total = sum(by_status.values())
+                    got.setdefault(ns, []).append(Member(c, worst, suspended, total, by_status))
+        for ms in got.values():
+            ms.sort(key=lambda m: (RANK[m.status], m.cluster))
+        return got
+
+    # -- namespaces of name-filtered rows ------------------------------------------------------
+
+    def _drained_order(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        filters: Filters,
+        groups: dict[bytes, Group],
+        out: GroupPage,
+    ) -> list[tuple[int, bytes]]:
+        """Namespace groups of a name filter, from every matching row (few: a name filter uses
+        the name index), in the groups' order; the groups go into `groups`."""
+        streams = [
+            s for c in clusters if (s := self.reader.stream(c, access[c], filters)) is not None
+        ]
+        per: dict[str, dict[str, Member]] = {}
+        total = 0
+        while streams:
+            chunks = self.reader.more(streams, filters, 256)
+            out.round_trips += 1
+            left = []
+            for s, ch in zip(streams, chunks, strict=True):
+                out.scanned += ch.scanned
+                total += len(ch.members)
+                for m in ch.members:
+                    ns, _kind, _name, code, _ = m.split(b"\x00", 4)
+                    status, susp = tally.code_status(code.decode())
+                    mem = per.setdefault(ns.decode(), {}).get(s.cluster)
+                    if mem is None:
+                        mem = per[ns.decode()][s.cluster] = Member(s.cluster, status, susp, 0)
+                    mem.objects += 1
+                    mem.statuses[status] = mem.statuses.get(status, 0) + 1
+                    mem.suspended = mem.suspended or susp
+                    if RANK[status] < RANK[mem.status]:
+                        mem.status = status
+                if not ch.done:
+                    left.append(s)
+            streams = left
+            if total > DRAIN_MAX:
+                raise InvalidInput(
+                    "name",
+                    f"matches more than {DRAIN_MAX} objects: too many to group by namespace; "
+                    "use a longer substring, or by=object",
+                )
+        order = []
+        for space, ms in per.items():
+            members = sorted(ms.values(), key=lambda m: (RANK[m.status], m.cluster))
+            k = space.encode() + b"\x00"
+            g = Group(k, space, None, None, members)
+            g.order = sum(1 for m in members if m.statuses.get("unhealthy"))
+            groups[k] = g
+            order.append((g.order, k))
+        order.sort(key=_order)
+        return order
+
+    # -- one group -----------------------------------------------------------------------------
+
+    def group(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        key: bytes,
+        by: str,
+        confirm_version: bool = False,
+    ) -> tuple[Group, list[tuple[str, bytes]], keys.GrantsVersion | None]:
+        """One group with every cluster where the caller may list it, and for an object group
+        its rows (cluster, member), worst status first, then by cluster."""
+        wanted = set(filters.clusters)
+        clusters = [c for c in sorted(access) if not wanted or c in wanted]
+        commands: list[Any] = [("GET", keys.VERSION)] if confirm_version else []
+        probe = GroupPage([], None)
+        if by == "namespace":
+            version = keys.GrantsVersion(self.r.get(keys.VERSION)) if confirm_version else None
+            ns = key[:-1].decode()
+            members = self._namespace_members(access, clusters, filters, [ns], probe)
+            return Group(key, ns, None, None, members.get(ns, [])), [], version
+        ns_b, kind_b, _ = key.split(b"\x00", 2)
+        ns, kind = ns_b.decode(), kind_b.decode()
+        asked = [c for c in clusters if kind in _visible_kinds(access[c], ns)]
+        commands += [
+            ("ZRANGEBYLEX", keys.rows(c), b"[" + key, b"(" + key + b"\xff", "LIMIT", 0, 1)
+            for c in asked
+        ]
+        replies = redis_client.pipelined(self.r, commands)
+        version = keys.GrantsVersion(replies.pop(0)) if confirm_version else None
+        found: list[tuple[Member, tuple[str, bytes]]] = []
+        for c, got in zip(asked, replies, strict=True):
+            if not got:
+                continue
+            code = got[0][len(key) : len(key) + 1].decode()
+            if not _code_ok(code, filters):
+                continue
+            status, susp = tally.code_status(code)
+            found.append((Member(c, status, susp), (c, got[0])))
+        found.sort(key=lambda p: (RANK[p[0].status], p[0].cluster))
+        name = key.split(b"\x00", 3)[2].decode()
+        g = Group(key, ns, kind, name, [m for m, _ in found])
+        return g, [row for _, row in found], version
+
+
+def group_key(namespace: str, kind: str | None = None, name: str | None = None) -> bytes:
+    """The key of an object group (all three given) or of a namespace group."""
+    if kind is None or name is None:
+        return namespace.encode() + b"\x00"
+    return rows.sort_key(namespace, kind, name).encode()

@@ -1,0 +1,120 @@
+"""The group routes: `GET /api/v1/groups` (the same object, or namespace, across the caller's
+clusters, most unhealthy first) and one group with all its clusters,
+`GET /api/v1/groups/{namespace}/{kind}/{name}` and `GET /api/v1/groups/{namespace}`.
+
+Views are thin: validate parameters, resolve the caller's scope, ask common.index.reader_groups,
+shape JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, request
+
+from common.errors import NotFound
+from common.index.reader_groups import RANK, Group, Member, group_key
+from common.index.reader_plan import Filters
+from query import body, listing, params
+from query.state import caller, state
+
+bp = Blueprint("groups", __name__, url_prefix="/api/v1")
+
+
+@bp.get("/groups")
+def list_groups() -> dict[str, Any]:
+    st, user = state(), caller()
+    params.check_known(request.args, params.GROUP_PARAMS)
+    filters = params.filters(request.args, st.registry)
+    by = params.by(request.args)
+    limit = params.limit(request.args)
+    shown = params.cluster_limit(request.args)
+    token = request.args.get("continue", "")
+    cursor = st.signer.decode_group(token, filters, by) if token else None
+    page, scope = listing.group_page(st, user, filters, by, limit, cursor)
+    after = st.signer.encode_group(page.cursor, filters, by) if page.cursor else None
+    return {
+        "items": [group_json(g, shown) for g in page.groups],
+        "continue": after,
+        "freshness": scope.freshness(st.settings),
+    }
+
+
+@bp.get("/groups/<namespace>/<kind>/<name>")
+def object_group(namespace: str, kind: str, name: str) -> Response:
+    st, user = state(), caller()
+    params.check_known(request.args, [p for p in params.GROUP_DETAIL_PARAMS if p != "kind"])
+    ns, k = params.object_key(namespace, kind, name, st.registry)
+    filters = params.filters(request.args, st.registry)
+    key = group_key(ns, k.key, name)
+    got, found, scope = listing.group(st, user, filters, key, "object")
+    if not got.clusters:
+        raise NotFound(
+            f"no cluster you may list holds {k.key} {namespace}/{name} (under the filters)"
+        )
+    members, after = _paged(got, filters, f"group:{key.decode()}")
+    rows = [row for row in found if row[0] in {m.cluster for m in members}]
+    rest = {**_counts(got), "continue": after, "freshness": scope.freshness(st.settings)}
+    return body.page_response(rows, rest, scope.visible)
+
+
+@bp.get("/groups/<namespace>")
+def namespace_group(namespace: str) -> dict[str, Any]:
+    st, user = state(), caller()
+    params.check_known(request.args, params.GROUP_DETAIL_PARAMS)
+    ns = params.check_namespace(namespace)
+    filters = params.filters(request.args, st.registry)
+    got, _rows, scope = listing.group(st, user, filters, group_key(ns), "namespace")
+    if not got.clusters:
+        raise NotFound(
+            f"no cluster you may list holds objects in namespace {namespace} (under the filters)"
+        )
+    members, after = _paged(got, filters, f"group:{ns}")
+    return {
+        **_counts(got),
+        "items": [member_json(m) for m in members],
+        "continue": after,
+        "freshness": scope.freshness(st.settings),
+    }
+
+
+def _paged(got: Group, filters: Filters, what: str) -> tuple[list[Member], str | None]:
+    """A page of the group's clusters (worst status first, then by name) after `continue`."""
+    st = state()
+    limit = params.limit(request.args)
+    token = request.args.get("continue", "")
+    members = got.clusters
+    if token:
+        pos = st.signer.decode_position(token, filters, what)
+        members = [m for m in members if (RANK[m.status], m.cluster) > pos]
+    if len(members) <= limit:
+        return members, None
+    last = members[limit - 1]
+    return members[:limit], st.signer.encode_position(
+        RANK[last.status], last.cluster, filters, what
+    )
+
+
+def _counts(g: Group) -> dict[str, Any]:
+    out: dict[str, Any] = {"namespace": g.namespace}
+    if g.kind is not None:
+        out["kind"], out["name"] = g.kind, g.name
+    out["total"] = len(g.clusters)
+    out["statuses"] = g.statuses()
+    out["suspended"] = g.suspended()
+    if g.kind is None:
+        out["objects"] = sum(m.objects for m in g.clusters)
+    return out
+
+
+def member_json(m: Member) -> dict[str, Any]:
+    out: dict[str, Any] = {"cluster": m.cluster, "status": m.status, "suspended": m.suspended}
+    if m.statuses:
+        out["objects"] = m.objects
+        out["statuses"] = dict(sorted(m.statuses.items(), key=lambda p: RANK[p[0]]))
+    return out
+
+
+def group_json(g: Group, shown: int) -> dict[str, Any]:
+    """A group of a list: its counts and its first `shown` clusters (worst first)."""
+    return {**_counts(g), "clusters": [member_json(m) for m in g.clusters[:shown]]}
