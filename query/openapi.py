@@ -13,6 +13,8 @@ from common.kinds.registry import KindRegistry
 from common.kinds.relations import RELATIONS
 from common.kinds.status import STATUSES
 from query.params import (
+    BY,
+    DEFAULT_CLUSTER_LIMIT,
     DEFAULT_DEPTH,
     DEFAULT_LIMIT,
     DNS_LABEL,
@@ -199,6 +201,62 @@ SCHEMAS: S = {
             },
         }
     ),
+    "GroupCluster": _obj(
+        {
+            "cluster": _STR,
+            "status": _STATUS,
+            "suspended": _BOOL,
+            "objects": _INT,
+            "statuses": {"type": "object", "additionalProperties": _INT},
+        },
+        ["cluster", "status", "suspended"],
+    ),
+    # `kind`, `name`: object groups; `objects`: namespace groups.
+    "Group": _obj(
+        {
+            "namespace": _STR,
+            "kind": _STR,
+            "name": _STR,
+            "total": _INT,
+            "statuses": _obj({s: _INT for s in STATUSES}),
+            "suspended": _INT,
+            "objects": _INT,
+            "clusters": {"type": "array", "items": _ref("GroupCluster")},
+        },
+        ["namespace", "total", "statuses", "suspended", "clusters"],
+    ),
+    "GroupList": _obj(
+        {
+            "items": {"type": "array", "items": _ref("Group")},
+            "continue": _NSTR,
+            "freshness": _ref("Freshness"),
+        }
+    ),
+    "ObjectGroup": _obj(
+        {
+            "namespace": _STR,
+            "kind": _STR,
+            "name": _STR,
+            "total": _INT,
+            "statuses": _obj({s: _INT for s in STATUSES}),
+            "suspended": _INT,
+            "items": {"type": "array", "items": _ref("Row")},
+            "continue": _NSTR,
+            "freshness": _ref("Freshness"),
+        }
+    ),
+    "NamespaceGroup": _obj(
+        {
+            "namespace": _STR,
+            "total": _INT,
+            "statuses": _obj({s: _INT for s in STATUSES}),
+            "suspended": _INT,
+            "objects": _INT,
+            "items": {"type": "array", "items": _ref("GroupCluster")},
+            "continue": _NSTR,
+            "freshness": _ref("Freshness"),
+        }
+    ),
     "Detail": _obj({"cluster": _STR, "object": {"type": "object"}}),
     "Health": _obj({"status": _STR}),
 }
@@ -230,6 +288,13 @@ def _filters(registry: KindRegistry) -> list[S]:
             {"type": "string", "pattern": NAME_SUBSTRING.pattern},
         ),
     ]
+
+
+def _group_filters(registry: KindRegistry, kind: bool) -> list[S]:
+    """The filters one group's routes take: cluster, status, suspended (and kind for a
+    namespace group)."""
+    keep = {"cluster", "status", "suspended"} | ({"kind"} if kind else set())
+    return [p for p in _filters(registry) if p["name"] in keep]
 
 
 def _responses(ok: str, desc: str, *codes: int) -> S:
@@ -288,7 +353,25 @@ _SORT = _param(
     {"type": "string", "enum": list(SORTS)},
 )
 
-TAGS = [{"name": "Relations", "description": " ".join(_RELATIONS.split())}]
+_GROUPS = """\
+`GET /api/v1/groups` answers "where else does this fail": one entry per object (`by=object`:
+namespace, kind, name) or per namespace (`by=namespace`) across the caller's clusters, over the
+rows the caller may list that pass the list filters. `total` is the number of clusters where the
+group appears, `statuses` how many of them report each status (for a namespace: hold at least one
+object with it), `suspended` how many hold a suspended one, and `clusters` the first
+`clusterLimit` of them, worst status first (unhealthy, progressing, unknown, healthy), then by
+name. Groups are ordered by `statuses.unhealthy` (most first), then by namespace, kind and name.
+A team member's counts are over their own clusters and namespaces only. Pages are
+keyset-paginated with signed tokens: a walk never shows a group twice, and every group whose
+objects did not transition during the walk exactly once (a group that changed may move, and is
+then skipped). `GET /api/v1/groups/{namespace}/{kind}/{name}` lists every cluster of an object
+group with its row there, and `GET /api/v1/groups/{namespace}` every cluster of a namespace
+group with its objects by status, both worst first and paginated."""
+
+TAGS = [
+    {"name": "Relations", "description": " ".join(_RELATIONS.split())},
+    {"name": "Groups", "description": " ".join(_GROUPS.split())},
+]
 """Topics the docs explain once, in their own section (OpenAPI tags with a description)."""
 
 
@@ -366,6 +449,58 @@ def document(registry: KindRegistry) -> S:
                 404,
                 503,
                 tag="Relations",
+            ),
+            "/api/v1/groups": _get(
+                "The same object (or namespace) across the caller's clusters, with how many "
+                "report each status, most unhealthy first, one page",
+                [
+                    *_filters(registry),
+                    _param(
+                        "by",
+                        "`object` (namespace, kind, name) or `namespace`",
+                        {"type": "string", "enum": list(BY), "default": "object"},
+                    ),
+                    _param(
+                        "clusterLimit",
+                        f"clusters shown per group (worst first), 0..{MAX_LIMIT}",
+                        {
+                            "type": "integer",
+                            "minimum": 0,
+                            "maximum": MAX_LIMIT,
+                            "default": DEFAULT_CLUSTER_LIMIT,
+                        },
+                    ),
+                    _param("limit", f"groups per page, 1..{MAX_LIMIT}", limit),
+                    page[1],
+                ],
+                "GroupList",
+                "a page of groups",
+                *common_codes,
+                tag="Groups",
+            ),
+            "/api/v1/groups/{namespace}/{kind}/{name}": _get(
+                "One object group: every cluster where the caller may list it, with its row, "
+                "worst status first",
+                [*path_params[1:], *_group_filters(registry, kind=False), *page],
+                "ObjectGroup",
+                "the group's counts and a page of its rows",
+                400,
+                401,
+                404,
+                503,
+                tag="Groups",
+            ),
+            "/api/v1/groups/{namespace}": _get(
+                "One namespace group: every cluster where the caller may list objects in it, "
+                "with their counts by status, worst first",
+                [path_params[1], *_group_filters(registry, kind=True), *page],
+                "NamespaceGroup",
+                "the group's counts and a page of its clusters",
+                400,
+                401,
+                404,
+                503,
+                tag="Groups",
             ),
             "/api/v1/facets": _get(
                 "Counts of visible objects by cluster, kind, status and suspension under the filters",

@@ -1,5 +1,6 @@
 // The object list: filters and position live in the URL (bookmarkable); one page of rows from
-// /api/v1/objects at a time, counts from /api/v1/facets, the live object in a dialog.
+// /api/v1/objects at a time (or, grouped across clusters, of groups from /api/v1/groups),
+// counts from /api/v1/facets, the live object in a dialog.
 
 import { api, config, el, setUpIdentity, showBanner, showError, timeElement } from "./api.js";
 import { describe, openDetail, refElement, setUpDetail } from "./detail.js";
@@ -11,6 +12,8 @@ const SUSPENSION = { true: "suspended", false: "not suspended" };
 const SORTS = ["-lastTransitionTime", "lastTransitionTime"]; // newest first, oldest first
 // The header cycles: the default order, newest first, oldest first, back to the default.
 const NEXT_SORT = { "": SORTS[0], [SORTS[0]]: SORTS[1], [SORTS[1]]: "" };
+const GROUPINGS = ["object", "namespace"]; // `group=` in the URL: /api/v1/groups?by=
+const RANKED = ["unhealthy", "progressing", "unknown", "healthy"]; // worst first, as groups list
 const MAX_PREV = 100; // pages remembered for "Previous" (history state); beyond, "First"
 
 const NO_COUNTS = { total: null, status: {}, suspended: {}, kind: {}, cluster: {} };
@@ -28,6 +31,7 @@ function readState() {
   for (const f of ["cluster", "namespace", "kind", "status"]) state[f] = split(q.getAll(f));
   state.suspended = ["true", "false"].includes(q.get("suspended")) ? [q.get("suspended")] : [];
   state.sort = SORTS.includes(q.get("sort")) ? q.get("sort") : "";
+  state.group = GROUPINGS.includes(q.get("group")) ? q.get("group") : "";
   const limit = Number.parseInt(q.get("limit") || "", 10);
   state.limit = limit >= 1 && limit <= config.maxLimit ? limit : config.defaultLimit;
   return state;
@@ -46,7 +50,8 @@ function filterParams(state, without) {
 
 function pageUrl(state, cont) {
   const p = filterParams(state);
-  if (state.sort) p.set("sort", state.sort);
+  if (state.group) p.set("group", state.group);
+  else if (state.sort) p.set("sort", state.sort);
   if (state.limit !== config.defaultLimit) p.set("limit", String(state.limit));
   if (cont) p.set("continue", cont);
   return p.toString() ? `/?${p}` : "/";
@@ -83,21 +88,25 @@ async function load() {
   showError("error", "");
   document.getElementById("rows").setAttribute("aria-busy", "true");
   const params = filterParams(state);
-  if (state.sort) params.set("sort", state.sort);
+  if (state.group) params.set("by", state.group);
+  else if (state.sort) params.set("sort", state.sort);
   params.set("limit", String(state.limit));
   if (state.cont) params.set("continue", state.cont);
   try {
     // Counts are a convenience: without them the page still lists its rows.
     const counting = facets(state).catch(() => NO_COUNTS);
-    const [page, counts] = await Promise.all([api("/objects", params), counting]);
+    const listing = api(state.group ? "/groups" : "/objects", params);
+    const [page, counts] = await Promise.all([listing, counting]);
     if (mine !== sequence) return;
     showBanner(page.freshness);
     renderChoices(state, counts);
-    renderRows(page.items, state);
+    if (state.group) renderGroups(page.items, state);
+    else renderRows(page.items, state);
     renderPager(state, page, counts.total);
   } catch (e) {
     if (mine !== sequence) return;
-    renderRows([], state);
+    if (state.group) renderGroups([], state);
+    else renderRows([], state);
     renderPager(state, { items: [], continue: null }, null);
     showError("error", errorText(e));
   } finally {
@@ -116,6 +125,10 @@ function errorText(e) {
 
 function fillForm(state) {
   renderSort(state);
+  document.getElementById("group-toggle").checked = Boolean(state.group);
+  const by = document.getElementById("group-by");
+  by.hidden = !state.group;
+  by.value = state.group || "object";
   document.getElementById("f-name").value = state.name;
   document.getElementById("f-namespace").value = state.namespace.join(", ");
   const limit = document.getElementById("limit");
@@ -176,6 +189,7 @@ function applyForm(ev) {
 
 function renderSort(state) {
   const th = document.getElementById("th-transition");
+  document.getElementById("sort-transition").disabled = Boolean(state.group);
   const button = document.getElementById("sort-transition");
   th.setAttribute("aria-sort", { "": "none", [SORTS[0]]: "descending", [SORTS[1]]: "ascending" }[state.sort]);
   button.textContent = { "": "Last transition", [SORTS[0]]: "Last transition ↓", [SORTS[1]]: "Last transition ↑" }[state.sort];
@@ -194,6 +208,8 @@ function shortRevision(rev) {
 }
 
 function renderRows(items, state) {
+  document.querySelector(".table-wrap").hidden = false;
+  document.getElementById("groups").hidden = true;
   const body = document.querySelector("#rows tbody");
   body.replaceChildren(...items.map(rowElement));
   const empty = document.getElementById("empty");
@@ -277,6 +293,100 @@ function linkElement(row) {
   return a;
 }
 
+// -- groups across clusters ---------------------------------------------------------------
+
+function renderGroups(items, state) {
+  document.querySelector(".table-wrap").hidden = true;
+  const list = document.getElementById("groups");
+  list.hidden = false;
+  list.replaceChildren(...items.map(groupElement));
+  const empty = document.getElementById("empty");
+  empty.hidden = items.length > 0;
+  const filtered = FILTERS.some((f) => (Array.isArray(state[f]) ? state[f].length : state[f]));
+  empty.textContent = filtered
+    ? "No object you can see matches these filters."
+    : "No objects to show: none collected yet, or none you may list.";
+}
+
+// "podinfo HelmRelease in apps: unhealthy in 20 of 200 clusters", expanding to the clusters.
+function groupElement(g) {
+  const li = document.createElement("li");
+  const details = document.createElement("details");
+  const summary = document.createElement("summary");
+  const where = g.namespace ? `in ${g.namespace}` : "(cluster-scoped)";
+  const what = g.kind ? `${g.name} ${g.kind} ${where}` : `namespace ${g.namespace || "(cluster-scoped objects)"}`;
+  summary.append(el("strong", what, "group-name"), ": ", statusLine(g));
+  details.append(summary, clusterList(g.clusters, g));
+  if (g.total > g.clusters.length) {
+    const more = el("button", `Show all ${g.total.toLocaleString()} clusters`, "linkish more");
+    more.type = "button";
+    more.addEventListener("click", () => showAll(g, details, more));
+    details.append(more);
+  }
+  li.append(details);
+  return li;
+}
+
+function statusLine(g) {
+  const line = el("span", null, "group-statuses");
+  const present = RANKED.filter((s) => g.statuses[s]);
+  const shown = present.some((s) => s !== "healthy") ? present.filter((s) => s !== "healthy") : present;
+  shown.forEach((s, i) => {
+    if (i) line.append(", ");
+    line.append(el("span", s, `badge badge-${s}`), ` in ${g.statuses[s].toLocaleString()}`);
+  });
+  line.append(` of ${g.total.toLocaleString()} cluster${g.total === 1 ? "" : "s"}`);
+  if (g.suspended) line.append(" · ", el("span", `suspended in ${g.suspended}`, "badge badge-suspended"));
+  return line;
+}
+
+function clusterList(members, g) {
+  const list = el("ul", null, "group-clusters");
+  for (const m of members) {
+    const item = el("li");
+    item.append(el("span", m.status, `badge badge-${m.status}`), " ");
+    if (g.kind) {
+      const ref = { cluster: m.cluster, namespace: g.namespace, kind: g.kind, name: g.name };
+      item.append(refElement(ref, m.cluster, `${g.name} on ${m.cluster}: show its detail`));
+    } else {
+      item.append(m.cluster);
+      if (m.objects) item.append(" ", el("span", `(${m.objects} objects)`, "muted"));
+    }
+    if (m.suspended) item.append(" ", el("span", "suspended", "badge badge-suspended"));
+    list.append(item);
+  }
+  return list;
+}
+
+// Every cluster of a group, from its own route, page by page.
+async function showAll(g, details, button) {
+  const state = readState();
+  const path = g.kind
+    ? `/groups/${g.namespace || "_"}/${encodeURIComponent(g.kind)}/${encodeURIComponent(g.name)}`
+    : `/groups/${g.namespace || "_"}`;
+  const members = [];
+  button.disabled = true;
+  try {
+    let cont = "";
+    do {
+      const p = filterParams(state);
+      p.delete("namespace");
+      p.delete("name");
+      if (g.kind) p.delete("kind");
+      p.set("limit", String(config.maxLimit));
+      if (cont) p.set("continue", cont);
+      const page = await api(path, p);
+      members.push(...page.items);
+      cont = page.continue;
+    } while (cont);
+    details.querySelector(".group-clusters").replaceWith(clusterList(members, g));
+    button.remove();
+  } catch (e) {
+    button.disabled = false;
+    showError("error", e.message);
+  }
+}
+
 // -- paging -------------------------------------------------------------------------------
 
 function prevStack() {
@@ -294,7 +404,7 @@ function renderPager(state, page, total) {
   let info = number ? `Page ${number}` : "A later page";
   if (number && page.items.length) {
     const start = (number - 1) * state.limit + 1;
-    info += ` · rows ${start.toLocaleString()}–${(start + page.items.length - 1).toLocaleString()}`;
+    info += ` · ${state.group ? "groups" : "rows"} ${start.toLocaleString()}–${(start + page.items.length - 1).toLocaleString()}`;
   }
   document.getElementById("page-info").textContent = info;
   document.getElementById("summary").textContent =
@@ -328,6 +438,13 @@ function setUp() {
   document.getElementById("sort-transition").addEventListener("click", () => {
     const state = readState();
     navigate({ ...state, sort: NEXT_SORT[state.sort] }, "", []);
+  });
+  document.getElementById("group-toggle").addEventListener("change", (ev) => {
+    const by = document.getElementById("group-by").value || "object";
+    navigate({ ...readState(), group: ev.currentTarget.checked ? by : "" }, "", []);
+  });
+  document.getElementById("group-by").addEventListener("change", (ev) => {
+    navigate({ ...readState(), group: ev.currentTarget.value }, "", []);
   });
   setUpPager();
   setUpDetail();

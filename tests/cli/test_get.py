@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import requests
 import yaml
 
 from tests.cli.conftest import REPO, Stack
@@ -155,7 +156,7 @@ def test_filters_mean_what_the_api_filters_mean(stack: Stack, cli) -> None:
         assert got == [expected_cells(r) for r in want], args
 
 
-def test_sort_by_and_features_this_server_lacks(stack: Stack, cli) -> None:
+def test_sort_by_groups_and_what_the_server_refuses(stack: Stack, cli) -> None:
     admin = stack.users["admin-0"]
     for field in ("-lastTransitionTime", "lastTransitionTime"):
         want = stack.api_rows(admin, sort=field)
@@ -166,8 +167,22 @@ def test_sort_by_and_features_this_server_lacks(stack: Stack, cli) -> None:
         assert want != stack.api_rows(admin), "sorted differs from the default order"
     bad = cli("get", "--sort-by", "name", *who(stack, "admin-0"))
     assert bad.code == 2 and "this server sorts by" in bad.err
-    groups = cli("groups", *who(stack, "admin-0"))
-    assert groups.code == 2 and "does not offer groups" in groups.err
+    # Groups: the table holds the API's groups in its order (most unhealthy first).
+    resp = requests.get(
+        stack.base + "/api/v1/groups",
+        params={"limit": "500", "status": "unhealthy,healthy"},
+        headers=admin.headers(),
+        timeout=10,
+    )
+    resp.raise_for_status()
+    want_groups = resp.json()["items"]
+    groups = cli("groups", "--no-headers", "--status", "unhealthy,healthy", *who(stack, "admin-0"))
+    assert groups.code == 0, groups.err
+    got_groups = [line.split() for line in groups.out.splitlines()]
+    assert [g[:4] for g in got_groups] == [
+        [g["namespace"] or "<none>", g["kind"], g["name"], str(g["total"])] for g in want_groups
+    ]
+    assert want_groups and want_groups[0]["statuses"]["unhealthy"] > 0
     # Suspension is beside the health on this server: both filters combine.
     health = stack.api_rows(stack.users["admin-0"], suspended="true")[0]["status"]
     both = cli("get", "--suspended", "--status", health, "--no-headers", *who(stack, "admin-0"))

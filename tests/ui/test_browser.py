@@ -183,6 +183,52 @@ def test_sort_by_last_transition_in_one_click_held_by_the_url(stack: Stack, page
     expect(header).to_have_attribute("aria-sort", "none")
 
 
+def api_groups(stack: Stack, headers: dict[str, str], **params: Any) -> list[dict[str, Any]]:
+    resp = requests.get(f"{stack.base}/api/v1/groups", params=params, headers=headers, timeout=10)
+    resp.raise_for_status()
+    items: list[dict[str, Any]] = resp.json()["items"]
+    return items
+
+
+def test_group_across_clusters_toggle_expands_to_the_clusters(stack: Stack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto("/?limit=10")
+    page.wait_for_selector("#rows:not([aria-busy])")
+    page.check("#group-toggle")
+    expect(page).to_have_url(re.compile(r"group=object"))
+    want = api_groups(stack, ADMIN, limit=10)
+    assert want and want[0]["statuses"]["unhealthy"] > 0
+    items = page.locator("#groups > li")
+    expect(items).to_have_count(len(want))
+    expect(page.locator(".table-wrap")).to_be_hidden()
+    first = want[0]
+    where = f"in {first['namespace']}" if first["namespace"] else "(cluster-scoped)"
+    head = items.first.locator("summary")
+    expect(head).to_contain_text(f"{first['name']} {first['kind']} {where}")
+    expect(head).to_contain_text(
+        f"unhealthy in {first['statuses']['unhealthy']} of {first['total']} cluster"
+    )
+    head.click()  # expands to its clusters, worst first
+    shown = items.first.locator(".group-clusters li").evaluate_all(
+        "ls => ls.map(l => l.textContent)"
+    )
+    assert [t.split()[1] for t in shown] == [m["cluster"] for m in first["clusters"]]
+    shot(page, "grouped-by-object")
+    page.select_option("#group-by", "namespace")  # by namespace, held by the URL
+    expect(page).to_have_url(re.compile(r"group=namespace"))
+    by_ns = api_groups(stack, ADMIN, limit=10, by="namespace")
+    expect(items).to_have_count(len(by_ns))
+    expect(items.first.locator("summary")).to_contain_text(
+        f"namespace {by_ns[0]['namespace'] or '(cluster-scoped objects)'}"
+    )
+    page.reload()
+    expect(page.locator("#group-toggle")).to_be_checked()
+    page.uncheck("#group-toggle")  # back to the rows
+    expect(page).not_to_have_url(re.compile(r"group="))
+    expect(page.locator(".table-wrap")).to_be_visible()
+
+
 def test_detail_refusal_and_links(stack: Stack, page: Any) -> None:
     from playwright.sync_api import expect
 
