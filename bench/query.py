@@ -50,6 +50,7 @@ ADMIN = ("admin-0", ("fleet-admins",))
 TEAM = ("dev-team-00", ("team-00",))
 SOLO = ("solo", ())
 FACETS = "/api/v1/facets"
+GROUPS = "/api/v1/groups"
 NEWEST = "sort=-lastTransitionTime"
 NAME_SUBSTRING = "vm"  # WorkloadEntry `vm`: in ~1% of namespaces, ~0.3% of rows
 
@@ -77,10 +78,25 @@ class Profile:
         return h
 
 
-def profiles(deep_token: str, related: str = "") -> list[Profile]:
+def profiles(deep_token: str, related: str = "", groups_token: str = "") -> list[Profile]:
     """The list profiles, then (with `related`, an object's path) its relations at depth 1
-    and 3."""
+    and 3; with `groups_token`, the group walk's third page too."""
     deep = "limit=50&continue=" + urllib.parse.quote(deep_token)
+    grouped = [
+        Profile("groups by object (admin)", *ADMIN, "limit=50", path=GROUPS),
+        Profile(
+            "groups by object, status=unhealthy (admin)",
+            *ADMIN,
+            "limit=50&status=unhealthy",
+            path=GROUPS,
+        ),
+        Profile("groups by object (team member)", *TEAM, "limit=50", path=GROUPS),
+        Profile("groups by namespace (admin)", *ADMIN, "limit=50&by=namespace", path=GROUPS),
+        Profile("groups by namespace (team member)", *TEAM, "limit=50&by=namespace", path=GROUPS),
+    ]
+    if groups_token:
+        third = "limit=50&continue=" + urllib.parse.quote(groups_token)
+        grouped.append(Profile("groups by object, third page (admin)", *ADMIN, third, path=GROUPS))
     relations = [
         Profile(f"relations depth={d} (admin)", *ADMIN, f"depth={d}", P99_MS, related)
         for d in (1, 3)
@@ -111,6 +127,7 @@ def profiles(deep_token: str, related: str = "") -> list[Profile]:
             f"limit=50&{NEWEST}&status=unhealthy",
         ),
         Profile("oldest first (single-namespace user)", *SOLO, "limit=50&sort=lastTransitionTime"),
+        *grouped,
         Profile("facets (cluster admin)", *ADMIN, "", path=FACETS),
         Profile("facets (team member)", *TEAM, "", path=FACETS),
         Profile("facets (single-namespace user)", *SOLO, "", path=FACETS),
@@ -157,6 +174,17 @@ def deep_token(base: str, rows_in: int = 10_000) -> str:
             params["continue"] = token
         body = requests.get(f"{base}/api/v1/objects", params=params, headers=headers).json()
         seen += len(body["items"])
+        token = body["continue"]
+    return str(token)
+
+
+def groups_token(base: str, pages: int = 2) -> str:
+    """The continue token `pages` pages of 50 into the admin's groups."""
+    headers = Profile("", *ADMIN, "").headers()
+    token = ""
+    for _ in range(pages):
+        params = {"limit": "50", **({"continue": token} if token else {})}
+        body = requests.get(f"{base}{GROUPS}", params=params, headers=headers).json()
         token = body["continue"]
     return str(token)
 
@@ -318,7 +346,8 @@ def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
     churn = churning(redis_url, args.churn, args.churn_rows)
     with served(redis_url) as (r, base, ref), churn:
         token = deep_token(base)
-        return run_profiles(r, base, ref, profiles(token, related_object(base)), args)
+        walked = profiles(token, related_object(base), groups_token(base))
+        return run_profiles(r, base, ref, walked, args)
 
 
 @contextmanager

@@ -7,6 +7,7 @@ scope are never named; fleet-wide totals are fine to show.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -22,7 +23,10 @@ from common.settings import Settings
 from query import metrics
 
 
+@functools.lru_cache(maxsize=16384)
 def iso(epoch: float | None) -> str | None:
+    """An epoch as RFC 3339 (UTC, seconds); remembered: a degraded fleet's freshness block
+    formats the same few hundred sync times on every list request."""
     if epoch is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
