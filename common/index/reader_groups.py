@@ -366,14 +366,20 @@ class GroupReader:
         out: GroupPage,
     ) -> set[bytes]:
         """The groups with a visible row placed at or after `start` in the time index: those
-        that transitioned since the walk began (and rows of clocks ahead: placed later)."""
+        that transitioned since the walk began (and rows of clocks ahead: placed later), and
+        those with a row without a transition time whose status changed since (the untimed
+        sets' scores are when their entries were written)."""
         now = int(time.time() * 1000)
         first, last = start // timeline.WINDOW_MS, now // timeline.WINDOW_MS + 1
+        untimed = timeline.untimed_suffixes()  # scored by when their entries were written
         commands, spans = [], []
         for c in clusters:
             for w in range(first, last + 1):
                 low = max(start - w * timeline.WINDOW_MS, 0)
                 commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, str(w)), low, "+inf"))
+                spans.append(c)
+            for suffix in untimed:
+                commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, suffix), start, "+inf"))
                 spans.append(c)
         replies = redis_client.pipelined(self.r, commands)
         out.round_trips += 1

@@ -18,8 +18,10 @@ in window -1 (they sort as the oldest), spread over `UNTIMED_SPLIT` sets by a ha
 entry, since there can be many (a third of a fleet-L cluster's rows: Istio kinds without
 status conditions; 64 sets keep up to ~8,000 of them per cluster in listpacks).
 
-The score is the time of the transition, in ms, but never later than the moment the writer
-stored it: Kubernetes reports transitions to the second, and a walk oldest-first must tell a
+An untimed entry's score is when it was written (when its status last changed: a rewrite that
+keeps the entry keeps it); time order ignores it, group walks (common.index.reader_groups) read
+it to tell the rows that changed during a walk. A timed entry's score is the time of the
+transition, in ms, but never later than the moment the writer stored it: Kubernetes reports transitions to the second, and a walk oldest-first must tell a
 row that changed after the walk began (its score is then later than the walk's start: it is
 skipped, never shown twice) from one that changed in the same second before it (shown).
 
@@ -95,8 +97,8 @@ def placement(member: str, now_ms: int) -> tuple[str, int, str, int]:
     """Where a row's entry goes: (window suffix, window number, entry, score in the window)."""
     ns, kind, name, code, _reason, _msg, ltt, _ = member.split("\x00", 7)
     entry = f"{ns}\x00{KIND_CODES.get(kind, kind)}\x00{name}\x00{code}"
-    if not ltt:
-        return suffix_of(UNTIMED, entry.encode()), UNTIMED, entry, 0
+    if not ltt:  # the score is when it was written: time order ignores it (`position`)
+        return suffix_of(UNTIMED, entry.encode()), UNTIMED, entry, now_ms
     at_ms = int(ltt) * 1000
     window = at_ms // WINDOW_MS
     score = max(min(at_ms + 999, now_ms) - window * WINDOW_MS, 0)
@@ -110,9 +112,16 @@ def where(member: str) -> tuple[str, str]:
 
 
 def queue_write(
-    tx: Any, cluster: str, removed: Iterable[str], added: Iterable[str], now_ms: int
+    tx: Any,
+    cluster: str,
+    removed: Iterable[str],
+    added: Iterable[str],
+    now_ms: int,
+    building: bool = False,
 ) -> None:
-    """Remove the entries of `removed` and add those of `added` (in a MULTI)."""
+    """Remove the entries of `removed` and add those of `added` (in a MULTI). An untimed
+    entry both removed and added (its row rewritten, its status unchanged) is left as it is,
+    with its score: when its status last changed; unless `building` the index from scratch."""
     gone: dict[str, list[str]] = {}
     for m in removed:
         suffix, entry = where(m)
@@ -121,6 +130,15 @@ def queue_write(
     for m in added:
         suffix, _window, entry, score = placement(m, now_ms)
         new.setdefault(suffix, {})[entry] = score
+    if not building:
+        for suffix, scored in new.items():
+            if suffix in gone and window_number(suffix) == UNTIMED:
+                kept = scored.keys() & set(gone[suffix])
+                gone[suffix] = [e for e in gone[suffix] if e not in kept]
+                for e in kept:
+                    del scored[e]
+        gone = {w: es for w, es in gone.items() if es}
+        new = {w: es for w, es in new.items() if es}
     for suffix, entries in gone.items():
         tx.zrem(keys.timeline_window(cluster, suffix), *entries)
     for suffix, scored in new.items():
@@ -139,6 +157,11 @@ def suffix_of(at: int, entry: bytes) -> str:
     if at == UNTIMED:  # spread by a hash of the entry
         return f"-{zlib.crc32(entry) % UNTIMED_SPLIT:x}"
     return str(at // WINDOW_MS)
+
+
+def untimed_suffixes() -> list[str]:
+    """The suffixes of every untimed set."""
+    return [f"-{i:x}" for i in range(UNTIMED_SPLIT)]
 
 
 def window_number(suffix: str) -> int:

@@ -199,7 +199,8 @@ def _write(
         if changed or unbucketed or tt_build or tt_stale:
             _write_members(tx, cluster, delta.removed, delta.added)
             tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
-            timeline.queue_write(tx, cluster, delta.removed, tt_added, int(time.time() * 1000))
+            now_ms = int(time.time() * 1000)
+            timeline.queue_write(tx, cluster, delta.removed, tt_added, now_ms, tt_build)
             if tt_stale:
                 tx.hdel(keys.timeline(cluster), *tt_stale)
                 tx.delete(*(keys.timeline_window(cluster, w) for w in tt_stale))
