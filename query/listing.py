@@ -4,6 +4,10 @@ version moved the page is read again under freshly checked grants. Views stay th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from common.index import keys
 from common.index.reader import Facets, Filters, Page, PageRequest
 from common.index.reader_groups import Group, GroupCursor, GroupPage
 from common.index.reader_time import TimeCursor, TimePage
@@ -36,17 +40,14 @@ def time_page(
     cursor: TimeCursor | None,
 ) -> tuple[TimePage, Scope]:
     """One page in lastTransitionTime order, under the same optimistic-then-confirmed grants."""
-    scope = st.scope(user, optimistic=True)
-    read = st.time_reader.page
-    page = read(
-        scoped_access(scope, filters), filters, limit, descending, cursor, not scope.checked
+    return _confirmed(
+        st,
+        user,
+        filters,
+        lambda access, confirm: st.time_reader.page(
+            access, filters, limit, descending, cursor, confirm
+        ),
     )
-    if page.version is not None and page.version != scope.version:
-        metrics.ROWS_SCANNED.inc(page.scanned)
-        scope = st.scope(user)
-        page = read(scoped_access(scope, filters), filters, limit, descending, cursor)
-    metrics.ROWS_SCANNED.inc(page.scanned)
-    return page, scope
 
 
 def group_page(
@@ -58,13 +59,36 @@ def group_page(
     cursor: GroupCursor | None,
 ) -> tuple[GroupPage, Scope]:
     """One page of groups across clusters, under the same optimistic-then-confirmed grants."""
+    return _confirmed(
+        st,
+        user,
+        filters,
+        lambda access, confirm: st.group_reader.page(access, filters, by, limit, cursor, confirm),
+    )
+
+
+class _Counted(Protocol):
+    version: keys.GrantsVersion | None
+    scanned: int
+
+
+_P = TypeVar("_P", bound=_Counted)
+
+
+def _confirmed(
+    st: QueryState,
+    user: UserInfo,
+    filters: Filters,
+    read: Callable[[dict[str, Access], bool], _P],
+) -> tuple[_P, Scope]:
+    """`read(access, confirm_version)` under cached grants, confirmed by the grants version it
+    read with its data; read again under freshly checked grants when that version moved."""
     scope = st.scope(user, optimistic=True)
-    read = st.group_reader.page
-    page = read(scoped_access(scope, filters), filters, by, limit, cursor, not scope.checked)
+    page = read(scoped_access(scope, filters), not scope.checked)
     if page.version is not None and page.version != scope.version:
-        metrics.ROWS_SCANNED.inc(page.scanned)
+        metrics.ROWS_SCANNED.inc(page.scanned)  # read, then thrown away: still a cost
         scope = st.scope(user)
-        page = read(scoped_access(scope, filters), filters, by, limit, cursor)
+        page = read(scoped_access(scope, filters), False)
     metrics.ROWS_SCANNED.inc(page.scanned)
     return page, scope
 

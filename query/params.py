@@ -38,18 +38,7 @@ LIST_PARAMS = (
 )
 SORTS = ("lastTransitionTime", "-lastTransitionTime")
 """`sort` values: by the Ready condition's lastTransitionTime, oldest or (`-`) newest first."""
-GROUP_PARAMS = (
-    "cluster",
-    "namespace",
-    "kind",
-    "status",
-    "suspended",
-    "name",
-    "by",
-    "clusterLimit",
-    "limit",
-    "continue",
-)
+GROUP_PARAMS = (*(p for p in LIST_PARAMS if p != "sort"), "by", "clusterLimit")
 GROUP_DETAIL_PARAMS = ("cluster", "kind", "status", "suspended", "limit", "continue")
 BY = ("object", "namespace")
 """`by` values of `/api/v1/groups`: one group per object (namespace, kind, name) or namespace."""
@@ -182,45 +171,41 @@ def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
 
 def sort(args: MultiDict[str, str]) -> str:
     """The `sort` parameter: "" (by cluster, namespace, kind, name) or one of `SORTS`."""
-    raw = args.getlist("sort")
+    return one_of(
+        args, "sort", SORTS, "omit it for the default order (cluster, namespace, kind, name)"
+    )
+
+
+def one_of(args: MultiDict[str, str], name: str, allowed: tuple[str, ...], otherwise: str) -> str:
+    """A parameter given at most once with one of `allowed`; "" when absent."""
+    raw = args.getlist(name)
     if not raw or raw == [""]:
         return ""
-    if len(raw) > 1 or raw[0] not in SORTS:
-        raise InvalidInput(
-            "sort",
-            f"one of {', '.join(SORTS)} (once); omit it for the default order "
-            "(cluster, namespace, kind, name)",
-        )
+    if len(raw) > 1 or raw[0] not in allowed:
+        raise InvalidInput(name, f"one of {', '.join(allowed)} (once); {otherwise}")
     return raw[0]
 
 
 def limit(args: MultiDict[str, str]) -> int:
-    raw = args.get("limit")
+    return bounded(args, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT)
+
+
+def bounded(args: MultiDict[str, str], name: str, low: int, high: int, default: int) -> int:
+    """An integer parameter from `low` to `high`; `default` when absent."""
+    raw = args.get(name)
     if raw is None or raw == "":
-        return DEFAULT_LIMIT
+        return default
     # isascii: "²".isdigit() holds, and int("²") raises (a 500 for bad input).
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_LIMIT:
-        raise InvalidInput("limit", f"an integer from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+        raise InvalidInput(name, f"an integer from {low} to {high} (default {default})")
     return int(raw)
 
 
 def by(args: MultiDict[str, str]) -> str:
     """The `by` parameter of `/api/v1/groups`: `object` (the default) or `namespace`."""
-    raw = args.getlist("by")
-    if not raw or raw == [""]:
-        return "object"
-    if len(raw) > 1 or raw[0] not in BY:
-        raise InvalidInput("by", f"one of {', '.join(BY)} (once); the default is object")
-    return raw[0]
+    return one_of(args, "by", BY, "the default is object") or "object"
 
 
 def cluster_limit(args: MultiDict[str, str]) -> int:
     """`clusterLimit`: how many of a group's clusters a group list shows."""
-    raw = args.get("clusterLimit")
-    if raw is None or raw == "":
-        return DEFAULT_CLUSTER_LIMIT
-    if not (raw.isascii() and raw.isdigit()) or not 0 <= int(raw) <= MAX_LIMIT:
-        raise InvalidInput(
-            "clusterLimit", f"an integer from 0 to {MAX_LIMIT} (default {DEFAULT_CLUSTER_LIMIT})"
-        )
-    return int(raw)
+    return bounded(args, "clusterLimit", 0, MAX_LIMIT, DEFAULT_CLUSTER_LIMIT)

@@ -122,6 +122,19 @@ class GroupPage:
     version: keys.GrantsVersion | None = None
 
 
+@dataclass
+class _Ask:
+    """One page's question (the caller's access, their clusters with their generations, the
+    filters, the grouping) and the page being built (what it cost so far)."""
+
+    access: Mapping[str, AccessLike]
+    clusters: list[str]
+    gens: Mapping[str, Any]
+    filters: Filters
+    by: str
+    out: GroupPage
+
+
 def _key_of(identity: bytes, by: str) -> bytes:
     """A group's key: the identity (`ns NUL kind NUL name NUL`) or `ns NUL`."""
     return identity if by == "object" else identity[: identity.index(b"\x00") + 1]
@@ -196,17 +209,8 @@ class GroupReader:
         if hit is not None and hit[0] is access and hit[1] == gens:
             return dataclasses.replace(hit[2], version=out.version, round_trips=1, scanned=0)
         start = cursor.start if cursor is not None else int(time.time() * 1000)
-        self._page(
-            access,
-            clusters,
-            dict(zip(clusters, gens, strict=True)),
-            filters,
-            by,
-            limit,
-            cursor,
-            start,
-            out,
-        )
+        ask = _Ask(access, clusters, dict(zip(clusters, gens, strict=True)), filters, by, out)
+        self._page(ask, limit, cursor, start)
         if len(self._pages) >= self.pages_max:
             self._pages.clear()
         self._pages[memo] = (access, list(gens), out)
@@ -214,21 +218,24 @@ class GroupReader:
 
     def _page(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: list[str],
-        gens: Mapping[str, Any],
-        filters: Filters,
-        by: str,
+        q: _Ask,
         limit: int,
         cursor: GroupCursor | None,
         start: int,
-        out: GroupPage,
     ) -> None:
+        access, clusters, gens, filters, by, out = (
+            q.access,
+            q.clusters,
+            q.gens,
+            q.filters,
+            q.by,
+            q.out,
+        )
         need = limit + 1
-        changed = self._changed(access, clusters, start, by, out) if cursor is not None else set()
+        changed = self._changed(q, start) if cursor is not None else set()
         drained: dict[bytes, Group] = {}
         if by == "namespace" and filters.name:
-            ordered = self._drained_order(access, clusters, filters, drained, out)
+            ordered = self._drained_order(q, drained)
             unhealthy = {k: n for n, k in ordered if n}
         else:
             memo = (id(access), filters, by)
@@ -237,7 +244,7 @@ class GroupReader:
             if hit is not None and hit[0] is access and hit[1] == gen_list:
                 unhealthy, ordered = hit[2]
             else:
-                unhealthy = self._unhealthy_counts(access, clusters, gens, filters, by, out)
+                unhealthy = self._unhealthy_counts(q)
                 ordered = sorted(((n, k) for k, n in unhealthy.items()), key=_order)
                 if len(self._orders) >= self.pages_max:
                     self._orders.clear()
@@ -256,21 +263,17 @@ class GroupReader:
             after_key = cursor.key if cursor is not None and cursor.unhealthy == 0 else b""
             skip = changed | set(unhealthy)
             if by == "object":
-                more = self._merge_objects(
-                    access, clusters, filters, after_key, skip, need - len(picked), out
-                )
+                more = self._merge_objects(q, after_key, skip, need - len(picked))
                 picked += [(0, k) for k in more]
             else:
-                picked += self._merge_namespaces(
-                    access, clusters, gens, filters, after_key, skip, need - len(picked), out
-                )
+                picked += self._merge_namespaces(q, after_key, skip, need - len(picked))
         page = picked[:limit]
         if by == "object":
-            out.groups = self._object_groups(access, clusters, filters, page, out)
+            out.groups = self._object_groups(q, page)
         elif filters.name:
             out.groups = [drained[k] for _n, k in page]
         else:
-            out.groups = self._namespace_groups(access, clusters, filters, page, out)
+            out.groups = self._namespace_groups(q, page)
         if len(picked) > limit:
             n, k = page[-1]
             out.cursor = GroupCursor(n, k, start)
@@ -279,16 +282,19 @@ class GroupReader:
 
     def _unhealthy_counts(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: list[str],
-        gens: Mapping[str, Any],
-        filters: Filters,
-        by: str,
-        out: GroupPage,
+        q: _Ask,
     ) -> dict[bytes, int]:
         """Per group with unhealthy rows the caller may list (under the filters): on how many
         of the caller's clusters. Each cluster's groups are remembered per (generation, access,
         filters), so a write costs the next page that cluster's index, nothing else."""
+        access, clusters, gens, filters, by, out = (
+            q.access,
+            q.clusters,
+            q.gens,
+            q.filters,
+            q.by,
+            q.out,
+        )
         if "unhealthy" not in _statuses_allowed(filters):
             return {}
         todo = []
@@ -359,16 +365,14 @@ class GroupReader:
 
     def _changed(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
+        q: _Ask,
         start: int,
-        by: str,
-        out: GroupPage,
     ) -> set[bytes]:
         """The groups with a visible row placed at or after `start` in the time index: those
         that transitioned since the walk began (and rows of clocks ahead: placed later), and
         those with a row without a transition time whose status changed since (the untimed
         sets' scores are when their entries were written)."""
+        access, clusters, by, out = q.access, q.clusters, q.by, q.out
         now = int(time.time() * 1000)
         first, last = start // timeline.WINDOW_MS, now // timeline.WINDOW_MS + 1
         untimed = timeline.untimed_suffixes()  # scored by when their entries were written
@@ -396,16 +400,14 @@ class GroupReader:
 
     def _merge_objects(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        filters: Filters,
+        q: _Ask,
         after_key: bytes,
         skip: set[bytes],
         want: int,
-        out: GroupPage,
     ) -> list[bytes]:
         """The next `want` identities after `after_key` held by any of the clusters (visible,
         passing the filters), but those in `skip`: a merge of the clusters' streams."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         streams: list[Stream] = []
         for c in clusters:
             s = self.reader.stream(c, access[c], filters, after_key)
@@ -438,20 +440,16 @@ class GroupReader:
 
     def _merge_namespaces(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        gens: Mapping[str, Any],
-        filters: Filters,
+        q: _Ask,
         after_key: bytes,
         skip: set[bytes],
         want: int,
-        out: GroupPage,
     ) -> list[tuple[int, bytes]]:
         """The next `want` namespaces after `after_key` with rows passing the filters on any of
         the clusters, but those in `skip`: candidates from the clusters' namespace lists (the
         caller's namespaces, or all the cluster has when the caller has cluster-wide kinds),
         confirmed by their counts."""
-        lists = self._namespace_lists(access, clusters, gens, filters, out)
+        lists = self._namespace_lists(q)
         after = after_key[:-1].decode() if after_key else None
         merged = heapq.merge(
             *(ns[bisect.bisect_right(ns, after) if after is not None else 0 :] for ns in lists)
@@ -467,35 +465,29 @@ class GroupReader:
                 continue
             batch.append(ns)
             if len(batch) >= max(2 * (want - len(got)), 16):
-                got += self._confirmed(access, clusters, filters, batch, out)
+                got += self._confirmed(q, batch)
                 batch = []
                 if len(got) >= want:
                     return got[:want]
         if batch:
-            got += self._confirmed(access, clusters, filters, batch, out)
+            got += self._confirmed(q, batch)
         return got[:want]
 
     def _confirmed(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        filters: Filters,
+        q: _Ask,
         batch: list[str],
-        out: GroupPage,
     ) -> list[tuple[int, bytes]]:
-        members = self._namespace_members(access, clusters, filters, batch, out)
+        members = self._namespace_members(q, batch)
         return [(0, ns.encode() + b"\x00") for ns in batch if members.get(ns)]
 
     def _namespace_lists(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        gens: Mapping[str, Any],
-        filters: Filters,
-        out: GroupPage,
+        q: _Ask,
     ) -> list[list[str]]:
         """Per cluster, the namespaces the caller may see rows in, sorted (narrowed to the
         namespace filter)."""
+        access, clusters, gens, filters, out = q.access, q.clusters, q.gens, q.filters, q.out
         wide = [c for c in clusters if access[c].cluster_wide and not filters.namespaces]
         todo = [c for c in wide if (self._namespaces.get(c) or (None,))[0] != gens[c]]
         if todo:
@@ -532,14 +524,12 @@ class GroupReader:
 
     def _object_groups(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        filters: Filters,
+        q: _Ask,
         page: list[tuple[int, bytes]],
-        out: GroupPage,
     ) -> list[Group]:
         """The page's object groups, with the status of each on every cluster that holds it
         (one script call per cluster, all in one round trip)."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         if not page:
             return []
         parts: list[tuple[bytes, str, str]] = []
@@ -571,14 +561,11 @@ class GroupReader:
 
     def _namespace_groups(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        filters: Filters,
+        q: _Ask,
         page: list[tuple[int, bytes]],
-        out: GroupPage,
     ) -> list[Group]:
         names = [k[:-1].decode() for _n, k in page]
-        members = self._namespace_members(access, clusters, filters, names, out)
+        members = self._namespace_members(q, names)
         return [
             Group(k, ns, None, None, members.get(ns, []), n)
             for (n, k), ns in zip(page, names, strict=True)
@@ -586,14 +573,12 @@ class GroupReader:
 
     def _namespace_members(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        filters: Filters,
+        q: _Ask,
         names: list[str],
-        out: GroupPage,
     ) -> dict[str, list[Member]]:
         """Per namespace, the clusters where the caller may list rows there that pass the
         filters, from the per-namespace counts (one round trip)."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         if not names:
             return {}
         p = self.r.pipeline(transaction=False)
@@ -636,14 +621,12 @@ class GroupReader:
 
     def _drained_order(
         self,
-        access: Mapping[str, AccessLike],
-        clusters: Sequence[str],
-        filters: Filters,
+        q: _Ask,
         groups: dict[bytes, Group],
-        out: GroupPage,
     ) -> list[tuple[int, bytes]]:
         """Namespace groups of a name filter, from every matching row (few: a name filter uses
         the name index), in the groups' order; the groups go into `groups`."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         streams = [
             s for c in clusters if (s := self.reader.stream(c, access[c], filters)) is not None
         ]
@@ -702,11 +685,11 @@ class GroupReader:
         wanted = set(filters.clusters)
         clusters = [c for c in sorted(access) if not wanted or c in wanted]
         commands: list[Any] = [("GET", keys.VERSION)] if confirm_version else []
-        probe = GroupPage([], None)
         if by == "namespace":
             version = keys.GrantsVersion(self.r.get(keys.VERSION)) if confirm_version else None
             ns = key[:-1].decode()
-            members = self._namespace_members(access, clusters, filters, [ns], probe)
+            ask = _Ask(access, clusters, {}, filters, by, GroupPage([], None))
+            members = self._namespace_members(ask, [ns])
             return Group(key, ns, None, None, members.get(ns, [])), [], version
         ns_b, kind_b, _ = key.split(b"\x00", 2)
         ns, kind = ns_b.decode(), kind_b.decode()

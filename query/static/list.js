@@ -212,8 +212,12 @@ function renderRows(items, state) {
   document.getElementById("groups").hidden = true;
   const body = document.querySelector("#rows tbody");
   body.replaceChildren(...items.map(rowElement));
+  renderEmpty(items.length, state);
+}
+
+function renderEmpty(shown, state) {
   const empty = document.getElementById("empty");
-  empty.hidden = items.length > 0;
+  empty.hidden = shown > 0;
   const filtered = FILTERS.some((f) => (Array.isArray(state[f]) ? state[f].length : state[f]));
   empty.textContent = filtered
     ? "No object you can see matches these filters."
@@ -300,12 +304,7 @@ function renderGroups(items, state) {
   const list = document.getElementById("groups");
   list.hidden = false;
   list.replaceChildren(...items.map(groupElement));
-  const empty = document.getElementById("empty");
-  empty.hidden = items.length > 0;
-  const filtered = FILTERS.some((f) => (Array.isArray(state[f]) ? state[f].length : state[f]));
-  empty.textContent = filtered
-    ? "No object you can see matches these filters."
-    : "No objects to show: none collected yet, or none you may list.";
+  renderEmpty(items.length, state);
 }
 
 // "podinfo HelmRelease in apps: unhealthy in 20 of 200 clusters", expanding to the clusters.

@@ -16,7 +16,7 @@ from common.kinds.status import STATUSES
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests.query import test_time_sort as fleet
-from tests.query.test_time_sort import FLEET, collect, flux_objects, headers, walk
+from tests.query.test_time_sort import FLEET, collect, flux_objects, headers, pages, walk
 
 # The kubesim fleet, its collector settings and the app over them: the time-sort tests' own.
 sim, settings, client = fleet.sim, fleet.settings, fleet.client
@@ -25,16 +25,7 @@ USERS = ["admin-0", "dev-team-00", "solo", "nobody"]
 
 
 def group_pages(client: Any, user: str, limit: int, **query: Any) -> Iterator[list[dict]]:
-    token = None
-    while True:
-        q = {"limit": limit, "clusterLimit": 500, **query, **({"continue": token} if token else {})}
-        resp = client.get("/api/v1/groups", query_string=q, headers=headers(user))
-        assert resp.status_code == 200, resp.get_json()
-        body = resp.get_json()
-        yield body["items"]
-        token = body["continue"]
-        if token is None:
-            return
+    return pages(client, user, limit, "/api/v1/groups", **{"clusterLimit": 500, **query})
 
 
 def group_walk(client: Any, user: str, limit: int, **query: Any) -> list[dict[str, Any]]:

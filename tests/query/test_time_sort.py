@@ -66,11 +66,14 @@ def key(row: dict[str, Any]) -> Key:
     return (row["cluster"], row["namespace"], row["kind"], row["name"])
 
 
-def pages(client: Any, user: str, limit: int, **query: str) -> Iterator[list[dict[str, Any]]]:
+def pages(
+    client: Any, user: str, limit: int, path: str = "/api/v1/objects", **query: Any
+) -> Iterator[list[dict[str, Any]]]:
+    """Every page of `path` for `user`, following `continue`."""
     token = None
     while True:
         q = {"limit": limit, **query, **({"continue": token} if token else {})}
-        resp = client.get("/api/v1/objects", query_string=q, headers=headers(user))
+        resp = client.get(path, query_string=q, headers=headers(user))
         assert resp.status_code == 200, resp.get_json()
         body = resp.get_json()
         yield body["items"]
