@@ -36,7 +36,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
-import itertools
 import threading
 import time
 from collections import Counter, deque
@@ -60,6 +59,7 @@ RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
 """A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
 PAGES_MAX = 1024  # remembered pages per process
 INDEXES_MAX = 4096  # remembered (cluster, generation) unhealthy indexes and namespace lists
+CODES_MAX = 8192  # remembered status codes per cluster (identities of pages shown)
 DRAIN_MAX = 100_000
 """Rows a namespace grouping with a name filter may gather (it counts every matching row)."""
 
@@ -135,6 +135,17 @@ class _Ask:
     out: GroupPage
 
 
+@dataclass
+class _Tally:
+    """One caller's unhealthy part: each cluster's group keys as of its generation, and how
+    many of the clusters hold each key."""
+
+    access: Mapping[str, AccessLike]
+    parts: dict[str, tuple[Any, tuple[bytes, ...]]] = field(default_factory=dict)
+    counts: Counter[bytes] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
 def _key_of(identity: bytes, by: str) -> bytes:
     """A group's key: the identity (`ns NUL kind NUL name NUL`) or `ns NUL`."""
     return identity if by == "object" else identity[: identity.index(b"\x00") + 1]
@@ -177,11 +188,20 @@ class GroupReader:
         self._namespaces: dict[str, tuple[Any, list[str]]] = {}
         self._keys: dict[Any, tuple[AccessLike, Any, tuple[bytes, ...]]] = {}
         """(cluster, access, filters, by) -> the cluster's unhealthy group keys, by generation."""
-        self._orders: dict[Any, tuple[Any, list[Any], Any]] = {}
-        """(access, filters, by) -> the unhealthy part's order, by the clusters' generations."""
+        self._tallies: dict[Any, _Tally] = {}
+        """(access, filters, by) -> the unhealthy part's counts, moved cluster by cluster."""
+        self._codes: dict[str, tuple[Any, dict[bytes, bytes]]] = {}
+        """cluster -> (generation, identity -> its status code there, b"" for none)."""
+        self._nsvalues: dict[str, tuple[Any, dict[str, str]]] = {}
+        """cluster -> (generation, namespace -> its per-namespace counts, "" for none)."""
+        self._changes: dict[tuple[str, int, str], tuple[Any, frozenset[tuple[bytes, str, str]]]]
+        self._changes = {}
+        """(cluster, walk start, by) -> (generation, the groups changed there since)."""
         self._lock = threading.Lock()
         self.index_reads = 0
         """Unhealthy indexes and namespace lists read from Redis (not remembered): for tests."""
+        self.lookups = 0
+        """Clusters asked for the status codes (or counts) of a page's groups: for tests."""
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -223,41 +243,21 @@ class GroupReader:
         cursor: GroupCursor | None,
         start: int,
     ) -> None:
-        access, clusters, gens, filters, by, out = (
-            q.access,
-            q.clusters,
-            q.gens,
-            q.filters,
-            q.by,
-            q.out,
-        )
+        filters, by, out = q.filters, q.by, q.out
         need = limit + 1
         changed = self._changed(q, start) if cursor is not None else set()
         drained: dict[bytes, Group] = {}
-        if by == "namespace" and filters.name:
-            ordered = self._drained_order(q, drained)
-            unhealthy = {k: n for n, k in ordered if n}
-        else:
-            memo = (id(access), filters, by)
-            hit = self._orders.get(memo)
-            gen_list = [gens[c] for c in clusters]
-            if hit is not None and hit[0] is access and hit[1] == gen_list:
-                unhealthy, ordered = hit[2]
-            else:
-                unhealthy = self._unhealthy_counts(q)
-                ordered = sorted(((n, k) for k, n in unhealthy.items()), key=_order)
-                if len(self._orders) >= self.pages_max:
-                    self._orders.clear()
-                self._orders[memo] = (access, gen_list, (unhealthy, ordered))
         pos = (-cursor.unhealthy, cursor.key) if cursor is not None else None
         picked: list[tuple[int, bytes]] = []
-        for n, k in ordered:
-            if n == 0 and not (by == "namespace" and filters.name):
-                break
-            if (pos is None or (-n, k) > pos) and k not in changed:
-                picked.append((n, k))
-                if len(picked) >= need:
-                    break
+        if by == "namespace" and filters.name:
+            for n, k in self._drained_order(q, drained):
+                if (pos is None or (-n, k) > pos) and k not in changed:
+                    picked.append((n, k))
+                    if len(picked) >= need:
+                        break
+            unhealthy: Mapping[bytes, int] = {}
+        else:
+            picked, unhealthy = self._unhealthy_part(q, pos, changed, need)
         rest = _statuses_allowed(filters) - {"unhealthy"}
         if len(picked) < need and rest and not (by == "namespace" and filters.name):
             after_key = cursor.key if cursor is not None and cursor.unhealthy == 0 else b""
@@ -280,33 +280,64 @@ class GroupReader:
 
     # -- the unhealthy part --------------------------------------------------------------------
 
-    def _unhealthy_counts(
+    def _unhealthy_part(
         self,
         q: _Ask,
-    ) -> dict[bytes, int]:
-        """Per group with unhealthy rows the caller may list (under the filters): on how many
-        of the caller's clusters. Each cluster's groups are remembered per (generation, access,
-        filters), so a write costs the next page that cluster's index, nothing else."""
-        access, clusters, gens, filters, by, out = (
-            q.access,
-            q.clusters,
-            q.gens,
-            q.filters,
-            q.by,
-            q.out,
-        )
-        if "unhealthy" not in _statuses_allowed(filters):
-            return {}
+        pos: tuple[int, bytes] | None,
+        changed: set[bytes],
+        need: int,
+    ) -> tuple[list[tuple[int, bytes]], Mapping[bytes, int]]:
+        """The page's groups with unhealthy clusters after `pos` (up to `need`, but those in
+        `changed`), most unhealthy first, then by key; and, when they do not fill the page, every
+        such group (the rest of the page skips them). The counts are the caller's, kept per
+        (access, filters, grouping) and moved by the clusters written since: a write costs the
+        next page that cluster's index and its keys, never a recount of the fleet."""
+        if "unhealthy" not in _statuses_allowed(q.filters):
+            return [], {}
+        memo = (id(q.access), q.filters, q.by)
+        t = self._tallies.get(memo)
+        if t is None or t.access is not q.access:
+            with self._lock:
+                if len(self._tallies) >= self.pages_max:
+                    self._tallies.clear()
+                t = self._tallies[memo] = _Tally(q.access)
+        with t.lock:  # one page at a time moves and reads a caller's counts
+            moved = [c for c in q.clusters if (t.parts.get(c) or (None,))[0] != q.gens[c]]
+            if moved:
+                fresh = self._unhealthy_keys(q, moved)
+                for c in moved:
+                    old = t.parts.get(c)
+                    if old is not None:
+                        t.counts.subtract(old[1])
+                    t.counts.update(fresh[c])
+                    t.parts[c] = (q.gens[c], fresh[c])
+                for k in [k for k, n in t.counts.items() if n <= 0]:
+                    del t.counts[k]
+            best = heapq.nsmallest(
+                need,
+                (
+                    (-n, k)
+                    for k, n in t.counts.items()
+                    if k not in changed and (pos is None or (-n, k) > pos)
+                ),
+            )
+            picked = [(-m, k) for m, k in best]
+            return picked, (dict(t.counts) if len(picked) < need else {})
+
+    def _unhealthy_keys(self, q: _Ask, clusters: list[str]) -> dict[str, tuple[bytes, ...]]:
+        """Each cluster's keys of groups with unhealthy rows the caller may list (under the
+        filters), remembered per (generation, access, filters)."""
+        access, gens, filters, by = q.access, q.gens, q.filters, q.by
+        got: dict[str, tuple[bytes, ...]] = {}
         todo = []
-        parts: list[Sequence[bytes]] = []
         for c in clusters:
             hit = self._keys.get((c, id(access[c]), filters, by))
             if hit is not None and hit[0] is access[c] and hit[1] == gens[c]:
-                parts.append(hit[2])
+                got[c] = hit[2]
             else:
                 todo.append(c)
         if todo:
-            indexes = self._indexes(todo, gens, out)
+            indexes = self._indexes(todo, gens, q.out)
             codes = rows.codes_for(("unhealthy",), filters.suspended).encode()
             with self._lock:
                 if len(self._keys) >= INDEXES_MAX * 4:
@@ -315,8 +346,8 @@ class GroupReader:
                 vis = self.reader.visibility(access[c], filters, codes)
                 found = self._cluster_keys(vis.keep(indexes[c]), filters, by)
                 self._keys[(c, id(access[c]), filters, by)] = (access[c], gens[c], found)
-                parts.append(found)
-        return dict(Counter(itertools.chain.from_iterable(parts)))
+                got[c] = found
+        return got
 
     @staticmethod
     def _cluster_keys(members: list[bytes], filters: Filters, by: str) -> tuple[bytes, ...]:
@@ -372,12 +403,22 @@ class GroupReader:
         that transitioned since the walk began (and rows of clocks ahead: placed later), and
         those with a row without a transition time whose status changed since (the untimed
         sets' scores are when their entries were written)."""
-        access, clusters, by, out = q.access, q.clusters, q.by, q.out
+        access, by = q.access, q.by
+        changed: set[bytes] = set()
+        todo = []
+        for c in q.clusters:
+            hit = self._changes.get((c, start, by))
+            if hit is not None and hit[0] == q.gens[c]:
+                changed |= {k for k, ns, kind in hit[1] if _may_list(access[c], ns, kind)}
+            else:
+                todo.append(c)
+        if not todo:
+            return changed
         now = int(time.time() * 1000)
         first, last = start // timeline.WINDOW_MS, now // timeline.WINDOW_MS + 1
         untimed = timeline.untimed_suffixes()  # scored by when their entries were written
         commands, spans = [], []
-        for c in clusters:
+        for c in todo:
             for w in range(first, last + 1):
                 low = max(start - w * timeline.WINDOW_MS, 0)
                 commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, str(w)), low, "+inf"))
@@ -386,14 +427,20 @@ class GroupReader:
                 commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, suffix), start, "+inf"))
                 spans.append(c)
         replies = redis_client.pipelined(self.r, commands)
-        out.round_trips += 1
-        changed: set[bytes] = set()
+        q.out.round_trips += 1
+        per: dict[str, set[tuple[bytes, str, str]]] = {c: set() for c in todo}
         for c, entries in zip(spans, replies, strict=True):
-            a = access[c]
             for e in entries:
                 ns, kind, name, _code = timeline.parse(e)
-                if _may_list(a, ns.decode(), kind.decode()):
-                    changed.add(_key_of(b"%s\x00%s\x00%s\x00" % (ns, kind, name), by))
+                key = _key_of(b"%s\x00%s\x00%s\x00" % (ns, kind, name), by)
+                per[c].add((key, ns.decode(), kind.decode()))
+        with self._lock:
+            if len(self._changes) >= INDEXES_MAX * 4:
+                self._changes.clear()
+        for c, found in per.items():
+            # kept with each row's namespace and kind: what the caller may list is theirs
+            self._changes[(c, start, by)] = (q.gens[c], frozenset(found))
+            changed |= {k for k, ns, kind in found if _may_list(access[c], ns, kind)}
         return changed
 
     # -- the rest, in key order ----------------------------------------------------------------
@@ -537,18 +584,34 @@ class GroupReader:
             ns, kind, _ = k.decode().split("\x00", 2)
             parts.append((k, ns, kind))
         allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
+        per_cluster: list[tuple[str, list[bytes], dict[bytes, bytes]]] = []
         asked: list[tuple[str, list[bytes]]] = []
         for c in clusters:
             a = access[c]
             ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
-            if ids:
-                asked.append((c, ids))
-        codes = self.reader.codes([(c, ids) for c, ids in asked])
-        out.round_trips += 1
+            if not ids:
+                continue
+            hit = self._codes.get(c)
+            known = hit[1] if hit is not None and hit[0] == q.gens.get(c) else {}  # read only
+            per_cluster.append((c, ids, known))
+            unknown = [k for k in ids if k not in known]
+            if unknown:
+                asked.append((c, unknown))
+        replies: dict[str, list[bytes]] = {}
+        if asked:  # only what the clusters written since the last page hold
+            replies = dict(zip((c for c, _ in asked), self.reader.codes(asked), strict=True))
+            out.round_trips += 1
+            self.lookups += len(asked)
+        unknowns = dict(asked)
         found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
-        for (c, ids), got in zip(asked, codes, strict=True):
-            for k, code in zip(ids, got, strict=True):
-                code_s = redis_client.text(code)
+        for c, ids, known in per_cluster:
+            if c in unknowns:
+                new = dict(zip(unknowns[c], replies[c], strict=True))
+                known = {**known, **new} if len(known) < CODES_MAX else new
+                if c in q.gens:
+                    self._codes[c] = (q.gens[c], known)
+            for k in ids:
+                code_s = redis_client.text(known[k])
                 if code_s in allowed:
                     status, susp = tally.code_status(code_s)
                     found[k].append(Member(c, status, susp))
@@ -583,21 +646,39 @@ class GroupReader:
             return {}
         p = self.r.pipeline(transaction=False)
         spans = []
+        held: list[tuple[str, dict[str, str]]] = []
         for c in clusters:
             a = access[c]
             mine = [ns for ns in names if _visible_kinds(a, ns)]
-            if mine:
-                spans.append((c, nscounts.queue_read(p, c, mine)))
-        replies = p.execute()
-        out.round_trips += 1
+            if not mine:
+                continue
+            hit = self._nsvalues.get(c)
+            known = hit[1] if hit is not None and hit[0] == q.gens.get(c) else {}  # read only
+            held.append((c, known))
+            unknown = [ns for ns in mine if ns not in known]
+            if unknown:  # only what the clusters written since the last page hold
+                spans.append((c, unknown, nscounts.queue_read(p, c, unknown)))
+        replies = p.execute() if spans else []
+        out.round_trips += 1 if spans else 0
+        self.lookups += len(spans)
+        pos = 0
+        fresh = {}
+        for c, unknown, groups in spans:
+            fresh[c] = nscounts.collect(groups, replies[pos : pos + len(groups)])
+            fresh[c].update((ns, "") for ns in unknown if ns not in fresh[c])
+            pos += len(groups)
         kinds = frozenset(filters.kinds)
         got: dict[str, list[Member]] = {}
-        pos = 0
-        for c, groups in spans:
-            per_ns = nscounts.collect(groups, replies[pos : pos + len(groups)])
-            pos += len(groups)
+        for c, known in held:
+            if c in fresh:
+                known = {**known, **fresh[c]} if len(known) < CODES_MAX else fresh[c]
+                if c in q.gens:
+                    self._nsvalues[c] = (q.gens[c], known)
             a = access[c]
-            for ns, value in per_ns.items():
+            for ns in names:
+                value = known.get(ns)
+                if not value:
+                    continue
                 visible = _visible_kinds(a, ns)
                 by_status: dict[str, int] = {}
                 suspended = False
