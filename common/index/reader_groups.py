@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import heapq
 import threading
 import time
@@ -142,8 +143,40 @@ class _Tally:
 
     access: Mapping[str, AccessLike]
     parts: dict[str, tuple[Any, tuple[bytes, ...]]] = field(default_factory=dict)
-    counts: Counter[bytes] = field(default_factory=Counter)
+    counts: dict[bytes, int] = field(default_factory=dict)
+    order: list[tuple[int, bytes]] = field(default_factory=list)
+    """(-count, key) of every key, sorted: the groups' order."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def move(self, delta: Mapping[bytes, int]) -> None:
+        """Apply count changes, keeping `order` sorted (a few hundred keys per written
+        cluster: bisect, not a sort of every group)."""
+        if not self.order and len(delta) > 256:  # the first time: one sort
+            self.counts = {k: n for k, n in delta.items() if n > 0}
+            self.order = sorted((-n, k) for k, n in self.counts.items())
+            return
+        for k, d in delta.items():
+            if not d:
+                continue
+            n0 = self.counts.get(k, 0)
+            n1 = n0 + d
+            if n0 > 0:
+                del self.order[bisect.bisect_left(self.order, (-n0, k))]
+            if n1 > 0:
+                bisect.insort(self.order, (-n1, k))
+                self.counts[k] = n1
+            else:
+                self.counts.pop(k, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _members(cluster: str) -> dict[str, Member]:
+    """A Member for each status code on `cluster`, shared by every object group (read only)."""
+    return {code: Member(cluster, *tally.code_status(code)) for code in rows.CODE_STATUS}
+
+
+def _rank(m: Member) -> int:
+    return RANK[m.status]
 
 
 def _key_of(identity: bytes, by: str) -> bytes:
@@ -190,8 +223,8 @@ class GroupReader:
         """(cluster, access, filters, by) -> the cluster's unhealthy group keys, by generation."""
         self._tallies: dict[Any, _Tally] = {}
         """(access, filters, by) -> the unhealthy part's counts, moved cluster by cluster."""
-        self._codes: dict[str, tuple[Any, dict[bytes, bytes]]] = {}
-        """cluster -> (generation, identity -> its status code there, b"" for none)."""
+        self._codes: dict[str, tuple[Any, dict[bytes, str]]] = {}
+        """cluster -> (generation, identity -> its status code there, "" for none)."""
         self._nsvalues: dict[str, tuple[Any, dict[str, str]]] = {}
         """cluster -> (generation, namespace -> its per-namespace counts, "" for none)."""
         self._changes: dict[tuple[str, int, str], tuple[Any, frozenset[tuple[bytes, str, str]]]]
@@ -305,23 +338,21 @@ class GroupReader:
             moved = [c for c in q.clusters if (t.parts.get(c) or (None,))[0] != q.gens[c]]
             if moved:
                 fresh = self._unhealthy_keys(q, moved)
+                delta: Counter[bytes] = Counter()
                 for c in moved:
                     old = t.parts.get(c)
                     if old is not None:
-                        t.counts.subtract(old[1])
-                    t.counts.update(fresh[c])
+                        delta.subtract(old[1])
+                    delta.update(fresh[c])
                     t.parts[c] = (q.gens[c], fresh[c])
-                for k in [k for k, n in t.counts.items() if n <= 0]:
-                    del t.counts[k]
-            best = heapq.nsmallest(
-                need,
-                (
-                    (-n, k)
-                    for k, n in t.counts.items()
-                    if k not in changed and (pos is None or (-n, k) > pos)
-                ),
-            )
-            picked = [(-m, k) for m, k in best]
+                t.move(delta)
+            picked: list[tuple[int, bytes]] = []
+            i = bisect.bisect_right(t.order, pos) if pos is not None else 0
+            while len(picked) < need and i < len(t.order):
+                m, k = t.order[i]
+                i += 1
+                if k not in changed:
+                    picked.append((-m, k))
             return picked, (dict(t.counts) if len(picked) < need else {})
 
     def _unhealthy_keys(self, q: _Ask, clusters: list[str]) -> dict[str, tuple[bytes, ...]]:
@@ -584,7 +615,7 @@ class GroupReader:
             ns, kind, _ = k.decode().split("\x00", 2)
             parts.append((k, ns, kind))
         allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
-        per_cluster: list[tuple[str, list[bytes], dict[bytes, bytes]]] = []
+        per_cluster: list[tuple[str, list[bytes], dict[bytes, str]]] = []
         asked: list[tuple[str, list[bytes]]] = []
         for c in clusters:
             a = access[c]
@@ -606,19 +637,19 @@ class GroupReader:
         found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
         for c, ids, known in per_cluster:
             if c in unknowns:
-                new = dict(zip(unknowns[c], replies[c], strict=True))
+                new = {k: code.decode() for k, code in zip(unknowns[c], replies[c], strict=True)}
                 known = {**known, **new} if len(known) < CODES_MAX else new
                 if c in q.gens:
                     self._codes[c] = (q.gens[c], known)
+            shared = _members(c)  # one Member per (cluster, code): they are never changed
             for k in ids:
-                code_s = redis_client.text(known[k])
-                if code_s in allowed:
-                    status, susp = tally.code_status(code_s)
-                    found[k].append(Member(c, status, susp))
+                code = known[k]
+                if code in allowed:
+                    found[k].append(shared[code])
         groups = []
         for n, k in page:
             ns, kind, name, _ = k.decode().split("\x00", 3)
-            members = sorted(found[k], key=lambda m: (RANK[m.status], m.cluster))
+            members = sorted(found[k], key=_rank)  # stable: clusters stay in name order
             groups.append(Group(k, ns, kind, name, members, n))
         return groups
 
