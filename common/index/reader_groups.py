@@ -175,6 +175,44 @@ def _members(cluster: str) -> dict[str, Member]:
     return {code: Member(cluster, *tally.code_status(code)) for code in rows.CODE_STATUS}
 
 
+@functools.lru_cache(maxsize=65536)
+def _decoded(value: str) -> tuple[tuple[str, str, int], ...]:
+    """A per-namespace counts value as (kind, code, n): namespaces of the same shape repeat
+    across a fleet's clusters, so each is decoded once."""
+    return tuple((kind, code, n) for (kind, code), n in nscounts.decode(value).items())
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+@functools.lru_cache(maxsize=65536)
+def _summed(
+    value: str,
+    cluster_wide: frozenset[str],
+    own: frozenset[str],
+    kinds: frozenset[str],
+    codes: frozenset[str],
+) -> tuple[str, bool, int, dict[str, int]] | None:
+    """One cluster's share of a namespace group from its per-namespace counts: the worst
+    status, whether any row is suspended, the rows and the rows by status (read only: shared by
+    every cluster whose namespace has the same counts), over the kinds the caller may list
+    there (`cluster_wide`, `own`) and the filters (`kinds`, status `codes`); None: no row."""
+    by_status: dict[str, int] = {}
+    suspended = False
+    for kind, code, n in _decoded(value):
+        if (kinds and kind not in kinds) or code not in codes:
+            continue
+        if kind not in cluster_wide and kind not in own:
+            continue
+        status, susp = tally.code_status(code)
+        by_status[status] = by_status.get(status, 0) + n
+        suspended = suspended or susp
+    if not by_status:
+        return None
+    worst = next(s for s in RANK if s in by_status)
+    return worst, suspended, sum(by_status.values()), by_status
+
+
 def _rank(m: Member) -> int:
     return RANK[m.status]
 
@@ -227,6 +265,8 @@ class GroupReader:
         """cluster -> (generation, identity -> its status code there, "" for none)."""
         self._nsvalues: dict[str, tuple[Any, dict[str, str]]] = {}
         """cluster -> (generation, namespace -> its per-namespace counts, "" for none)."""
+        self._nsmembers: dict[Any, tuple[AccessLike, Any, dict[str, Member | None]]] = {}
+        """(cluster, access, filters) -> (access, generation, namespace -> its Member)."""
         self._changes: dict[tuple[str, int, str], tuple[Any, frozenset[tuple[bytes, str, str]]]]
         self._changes = {}
         """(cluster, walk start, by) -> (generation, the groups changed there since)."""
@@ -680,7 +720,7 @@ class GroupReader:
         held: list[tuple[str, dict[str, str]]] = []
         for c in clusters:
             a = access[c]
-            mine = [ns for ns in names if _visible_kinds(a, ns)]
+            mine = [ns for ns in names if a.cluster_wide or ns in a.namespaces]
             if not mine:
                 continue
             hit = self._nsvalues.get(c)
@@ -699,6 +739,7 @@ class GroupReader:
             fresh[c].update((ns, "") for ns in unknown if ns not in fresh[c])
             pos += len(groups)
         kinds = frozenset(filters.kinds)
+        codes = frozenset(code for code in rows.CODE_STATUS if _code_ok(code, filters))
         got: dict[str, list[Member]] = {}
         for c, known in held:
             if c in fresh:
@@ -706,27 +747,36 @@ class GroupReader:
                 if c in q.gens:
                     self._nsvalues[c] = (q.gens[c], known)
             a = access[c]
+            # This caller's members on this cluster, remembered by its generation: a page
+            # after a write re-sums only the written clusters.
+            mkey = (c, id(a), filters)
+            seen = self._nsmembers.get(mkey)
+            if seen is not None and seen[0] is a and seen[1] == q.gens.get(c) and c not in fresh:
+                shown = seen[2]
+            else:
+                shown = {}
+                if c in q.gens:
+                    with self._lock:
+                        if len(self._nsmembers) >= INDEXES_MAX * 4:
+                            self._nsmembers.clear()
+                    self._nsmembers[mkey] = (a, q.gens[c], shown)
             for ns in names:
-                value = known.get(ns)
-                if not value:
-                    continue
-                visible = _visible_kinds(a, ns)
-                by_status: dict[str, int] = {}
-                suspended = False
-                for (kind, code), n in nscounts.decode(value).items():
-                    if kind not in visible or (kinds and kind not in kinds):
-                        continue
-                    if not _code_ok(code, filters):
-                        continue
-                    status, susp = tally.code_status(code)
-                    by_status[status] = by_status.get(status, 0) + n
-                    suspended = suspended or susp
-                if by_status:
-                    worst = min(by_status, key=RANK.__getitem__)
-                    total = sum(by_status.values())
-                    got.setdefault(ns, []).append(Member(c, worst, suspended, total, by_status))
+                if ns in shown:
+                    m = shown[ns]
+                else:
+                    m = None
+                    value = known.get(ns)
+                    summed = value and _summed(
+                        value, a.cluster_wide, a.namespaces.get(ns, _NONE), kinds, codes
+                    )
+                    if summed:
+                        m = Member(c, *summed)
+                    if len(shown) < CODES_MAX:
+                        shown[ns] = m
+                if m is not None:
+                    got.setdefault(ns, []).append(m)
         for ms in got.values():
-            ms.sort(key=lambda m: (RANK[m.status], m.cluster))
+            ms.sort(key=_rank)  # stable: clusters stay in name order
         return got
 
     # -- namespaces of name-filtered rows ------------------------------------------------------
