@@ -28,7 +28,10 @@ happened (by the leaf's clock) before it is not seen as a change: such a group c
 twice (a watcher's lag is well under a second; a cluster recovering from an outage can lag more).
 
 A page is remembered with the generations of the caller's clusters: while none of them was
-written, the same request is answered after one round trip (`MGET` of the generations).
+written, the same request is answered after one round trip (`MGET` of the generations). After a
+write, a page reads again only what the written clusters hold: the caller's unhealthy counts are
+moved cluster by cluster (their order kept by bisection), and the statuses, per-namespace counts
+and namespace members pages have used are remembered per cluster generation.
 """
 
 from __future__ import annotations
