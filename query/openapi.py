@@ -74,6 +74,25 @@ _EDGE = {
     "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH},
 }
 
+
+def _list(name: str) -> S:
+    return {"type": "array", "items": _ref(name)}
+
+
+def _page_of(name: str) -> S:
+    """A page's fields: its items, the next page's token and the freshness block."""
+    return {"items": _list(name), "continue": _NSTR, "freshness": _ref("Freshness")}
+
+
+# What every group reports beside its key: clusters, clusters per status, suspended clusters.
+_GROUP = {
+    "total": _INT,
+    "statuses": _obj({s: _INT for s in STATUSES}),
+    "suspended": _INT,
+}
+
+_OBJECT_KEY = {"namespace": _STR, "kind": _STR, "name": _STR}
+
 SCHEMAS: S = {
     "Error": _obj({"error": _STR, "message": _STR}),
     # `blockedBy`: only when the row has one and the caller may list that node.
@@ -213,49 +232,13 @@ SCHEMAS: S = {
     ),
     # `kind`, `name`: object groups; `objects`: namespace groups.
     "Group": _obj(
-        {
-            "namespace": _STR,
-            "kind": _STR,
-            "name": _STR,
-            "total": _INT,
-            "statuses": _obj({s: _INT for s in STATUSES}),
-            "suspended": _INT,
-            "objects": _INT,
-            "clusters": {"type": "array", "items": _ref("GroupCluster")},
-        },
+        {**_OBJECT_KEY, **_GROUP, "objects": _INT, "clusters": _list("GroupCluster")},
         ["namespace", "total", "statuses", "suspended", "clusters"],
     ),
-    "GroupList": _obj(
-        {
-            "items": {"type": "array", "items": _ref("Group")},
-            "continue": _NSTR,
-            "freshness": _ref("Freshness"),
-        }
-    ),
-    "ObjectGroup": _obj(
-        {
-            "namespace": _STR,
-            "kind": _STR,
-            "name": _STR,
-            "total": _INT,
-            "statuses": _obj({s: _INT for s in STATUSES}),
-            "suspended": _INT,
-            "items": {"type": "array", "items": _ref("Row")},
-            "continue": _NSTR,
-            "freshness": _ref("Freshness"),
-        }
-    ),
+    "GroupList": _obj({"items": _list("Group"), "continue": _NSTR, "freshness": _ref("Freshness")}),
+    "ObjectGroup": _obj({**_OBJECT_KEY, **_GROUP, **_page_of("Row")}),
     "NamespaceGroup": _obj(
-        {
-            "namespace": _STR,
-            "total": _INT,
-            "statuses": _obj({s: _INT for s in STATUSES}),
-            "suspended": _INT,
-            "objects": _INT,
-            "items": {"type": "array", "items": _ref("GroupCluster")},
-            "continue": _NSTR,
-            "freshness": _ref("Freshness"),
-        }
+        {"namespace": _STR, **_GROUP, "objects": _INT, **_page_of("GroupCluster")}
     ),
     "Detail": _obj({"cluster": _STR, "object": {"type": "object"}}),
     "Health": _obj({"status": _STR}),
