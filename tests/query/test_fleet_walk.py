@@ -5,18 +5,16 @@ service account, nobody) and compared with the visible set computed from the gen
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from collector import cli as collector_cli
 from common.kinds.registry import builtin_registry
-from common.settings import Settings
 from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
 from kubesim.users import ALL, fleet_users
+from tests.query import simfleet
 from tests.query.conftest import make_app
 
 REG = builtin_registry()
@@ -25,22 +23,13 @@ FLEET = generate_fleet(clusters=3, namespaces=8, seed=5, teams=3)
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    s = KubeSim.start(FLEET, kubeconfig_dir=tmp_path / "clusters")
-    yield s
-    s.stop()
+    yield from simfleet.running(FLEET, tmp_path)
 
 
 @pytest.fixture
 def app(sim: KubeSim, tmp_path: Path, redis_url: str):
-    settings = Settings(
-        redis_url=redis_url,
-        clusters_dir=str(tmp_path / "clusters"),
-        auth_mode="header",
-        trusted_proxy_cidrs=("127.0.0.1/32",),
-        leaf_timeout_s=1.0,
-    )
-    args = argparse.Namespace(once=True, cluster=None, parallel=2)
-    assert collector_cli.run(args, settings) == 0
+    settings = simfleet.settings_for(tmp_path, redis_url)
+    simfleet.collect(settings)
     return make_app(settings)
 
 

@@ -6,14 +6,12 @@ twice."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from collector import cli as collector_cli
 from common.index import keys, timeline
 from common.redis_client import text
 from common.settings import Settings
@@ -21,6 +19,7 @@ from kubesim.fleet import generate_fleet
 from kubesim.server import KubeSim
 from kubesim.users import fleet_users
 from tests import topology
+from tests.query import simfleet
 from tests.query.conftest import make_app
 
 FLEET = generate_fleet(clusters=3, namespaces=8, seed=11, teams=3)
@@ -30,25 +29,15 @@ Key = tuple[str, str, str, str]
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    s = KubeSim.start(FLEET, kubeconfig_dir=tmp_path / "clusters")
-    yield s
-    s.stop()
+    yield from simfleet.running(FLEET, tmp_path)
 
 
 @pytest.fixture
 def settings(sim: KubeSim, tmp_path: Path, redis_url: str) -> Settings:
-    return Settings(
-        redis_url=redis_url,
-        clusters_dir=str(tmp_path / "clusters"),
-        auth_mode="header",
-        trusted_proxy_cidrs=("127.0.0.1/32",),
-        leaf_timeout_s=1.0,
-    )
+    return simfleet.settings_for(tmp_path, redis_url)
 
 
-def collect(settings: Settings, cluster: str | None = None) -> None:
-    args = argparse.Namespace(once=True, cluster=[cluster] if cluster else None, parallel=2)
-    assert collector_cli.run(args, settings) == 0
+collect = simfleet.collect
 
 
 @pytest.fixture
