@@ -1,4 +1,5 @@
-"""The list routes: `GET /api/v1/objects` (RBAC-filtered keyset pages) and `/api/v1/facets`.
+"""The list routes: `GET /api/v1/objects` (RBAC-filtered keyset pages) and `/api/v1/facets` (rows, or with
+`by` the groups of `/api/v1/groups`).
 
 Views are thin: validate parameters, resolve the caller's scope, ask common.index.reader, shape JSON.
 """
@@ -48,5 +49,6 @@ def facets() -> Response:
     st, user = state(), caller()
     params.check_known(request.args, params.FACET_PARAMS)
     filters = params.filters(request.args, st.registry)
-    counts, scope = listing.facets(st, user, filters)
+    by = params.facets_by(request.args)
+    counts, scope = listing.facets(st, user, filters, by)
     return body.facets_response(counts, scope.freshness(st.settings))

@@ -106,16 +106,19 @@ def group(
     return got, found, scope
 
 
-def facets(st: QueryState, user: UserInfo, filters: Filters) -> tuple[Facets, Scope]:
-    """Counts of what `user` may list, under the same optimistic-then-confirmed grants."""
-    scope = st.scope(user, optimistic=True)
-    counts = st.reader.facets(scoped_access(scope, filters), filters, not scope.checked)
-    if counts.version is not None and counts.version != scope.version:
-        metrics.ROWS_SCANNED.inc(counts.scanned)
-        scope = st.scope(user)
-        counts = st.reader.facets(scoped_access(scope, filters), filters)
-    metrics.ROWS_SCANNED.inc(counts.scanned)
-    return counts, scope
+def facets(st: QueryState, user: UserInfo, filters: Filters, by: str = "") -> tuple[Facets, Scope]:
+    """Counts of what `user` may list (rows, or with `by` the groups of `group_page`), under
+    the same optimistic-then-confirmed grants."""
+    if by:
+        return _confirmed(
+            st,
+            user,
+            filters,
+            lambda access, confirm: st.group_facets.facets(access, filters, by, confirm),
+        )
+    return _confirmed(
+        st, user, filters, lambda access, confirm: st.reader.facets(access, filters, confirm)
+    )
 
 
 def scoped_access(scope: Scope, filters: Filters) -> dict[str, Access]:

@@ -43,7 +43,7 @@ GROUP_DETAIL_PARAMS = ("cluster", "kind", "status", "suspended", "limit", "conti
 BY = ("object", "namespace")
 """`by` values of `/api/v1/groups`: one group per object (namespace, kind, name) or namespace."""
 DEFAULT_CLUSTER_LIMIT = 10
-FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name")
+FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "by")
 RELATIONS_PARAMS = ("depth",)
 DEFAULT_DEPTH, MAX_DEPTH = 1, 5
 _DEPTHS = frozenset(str(d) for d in range(1, MAX_DEPTH + 1))
@@ -204,6 +204,12 @@ def bounded(args: MultiDict[str, str], name: str, low: int, high: int, default: 
 def by(args: MultiDict[str, str]) -> str:
     """The `by` parameter of `/api/v1/groups`: `object` (the default) or `namespace`."""
     return one_of(args, "by", BY, "the default is object") or "object"
+
+
+def facets_by(args: MultiDict[str, str]) -> str:
+    """The `by` parameter of `/api/v1/facets`: count groups by `object` or `namespace` (as
+    `/api/v1/groups` lists them); "" (absent) counts rows."""
+    return one_of(args, "by", BY, "leave it out to count objects")
 
 
 def cluster_limit(args: MultiDict[str, str]) -> int:

@@ -12,6 +12,7 @@ import redis
 from flask import current_app, request
 
 from common import redis_client
+from common.index.group_facets import GroupFacets
 from common.index.reader import Reader
 from common.index.reader_groups import GroupReader
 from common.index.reader_time import TimeReader
@@ -33,6 +34,7 @@ class QueryState:
     reader: Reader
     time_reader: TimeReader
     group_reader: GroupReader
+    group_facets: GroupFacets
     resolver: AccessResolver
     fleet: FleetView
     authenticate: Authenticator
@@ -51,6 +53,7 @@ class QueryState:
             r=r,
             reader=reader,
             group_reader=GroupReader(reader),
+            group_facets=GroupFacets(reader),
             time_reader=TimeReader(r),
             resolver=AccessResolver(r, registry),
             fleet=FleetView(r),

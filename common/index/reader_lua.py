@@ -286,3 +286,24 @@ for i, id in ipairs(ARGV) do
 end
 return out
 """
+
+IDENTS = r"""
+-- KEYS[1]: a cluster's rows; ARGV[1]: where to start (a ZRANGEBYLEX bound); ARGV[2]: how many.
+-- The identity (namespace NUL kind NUL name NUL) and status code of each member from there,
+-- one line each in one string, and the bound to go on from ("" at the end)
+-- (common.index.group_facets: which groups a cluster holds, without the rows' other fields).
+local limit = tonumber(ARGV[2])
+local ms = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, limit)
+local out = {}
+for i, m in ipairs(ms) do
+  local p1 = string.find(m, "\0", 1, true)
+  local p2 = string.find(m, "\0", p1 + 1, true)
+  local p3 = string.find(m, "\0", p2 + 1, true)
+  out[i] = string.sub(m, 1, p3 + 1)
+end
+local after = ""
+if #ms == limit then
+  after = "(" .. ms[#ms]
+end
+return {after, table.concat(out, "\n")}
+"""

@@ -1,0 +1,124 @@
+"""`GET /api/v1/facets?by=object|namespace` (the counts of groups) end to end with real parts: a
+kubesim fleet collected by the real collector into Redis, asked over HTTP by the fleet's
+generated users. Every answer is compared with counts made here from the rows the same user
+lists on `/api/v1/objects` under the same filters (so they are RBAC-filtered exactly as lists
+are), and with the groups `/api/v1/groups` lists; after writes, only the written clusters are
+read again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from common.kinds.status import STATUSES
+from common.settings import Settings
+from kubesim.server import KubeSim
+from tests.query import test_time_sort as fleet
+from tests.query.test_groups import group_walk
+from tests.query.test_time_sort import FLEET, collect, flux_objects, headers, walk
+
+sim, settings, client = fleet.sim, fleet.settings, fleet.client
+
+
+def counted(client: Any, user: str, by: str, **query: str) -> dict[str, Any]:
+    """The facets of groups, made from every row `user` may list under the same filters: per
+    value, the groups that value's filter would return."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in walk(client, user, 500, **query):
+        k = (row["namespace"], row["kind"], row["name"]) if by == "object" else (row["namespace"],)
+        groups.setdefault(k, []).append(row)
+
+    def count(field: str, value: Any = None) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for rs in groups.values():
+            for v in {str(r[field]).lower() if value else r[field] for r in rs}:
+                out[v] = out.get(v, 0) + 1
+        return out
+
+    suspended = count("suspended", value=True)
+    return {
+        "total": len(groups),
+        "clusters": count("cluster"),
+        "kinds": count("kind"),
+        "statuses": count("status"),
+        "suspended": {f: suspended.get(f, 0) for f in ("true", "false")},
+    }
+
+
+def group_facets(client: Any, user: str, by: str, **query: str) -> dict[str, Any]:
+    resp = client.get("/api/v1/facets", query_string={"by": by, **query}, headers=headers(user))
+    assert resp.status_code == 200, resp.get_json()
+    body = resp.get_json()
+    assert body.pop("freshness")
+    return dict(body)
+
+
+@pytest.mark.parametrize("by", ["object", "namespace"])
+@pytest.mark.parametrize("user", ["admin-0", "dev-team-00", "solo", "nobody"])
+def test_group_facets_count_the_groups_each_user_may_list(client: Any, user: str, by: str) -> None:
+    want = counted(client, user, by)
+    assert group_facets(client, user, by) == want
+    assert want["total"] == len(group_walk(client, user, 50, by=by))
+    assert bool(want["total"]) is (user != "nobody")
+    if user == "admin-0":  # groups, not rows: the fleet's clusters share objects
+        rows = client.get("/api/v1/facets", headers=headers(user)).get_json()
+        assert 0 < want["total"] < rows["total"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"status": "unhealthy"},
+        {"status": "healthy,progressing"},
+        {"kind": "HelmRelease,Kustomization"},
+        {"suspended": "true"},
+        {"name": "a"},
+        {"namespace": FLEET.namespace_names()[1]},
+        {"cluster": FLEET.cluster_names[0], "status": "unhealthy,progressing"},
+    ],
+)
+@pytest.mark.parametrize("by", ["object", "namespace"])
+def test_filters_apply_to_group_facets(client: Any, query: dict[str, str], by: str) -> None:
+    for user in ("admin-0", "dev-team-00"):
+        assert group_facets(client, user, by, **query) == counted(client, user, by, **query), (
+            user,
+            query,
+        )
+
+
+def test_each_status_counts_the_groups_a_status_filter_returns(client: Any) -> None:
+    """The group list's own filter agrees: `statuses[s]` groups come back for `status=s`."""
+    got = group_facets(client, "admin-0", "object")
+    for s in STATUSES:
+        listed = group_walk(client, "admin-0", 50, status=s)
+        assert got["statuses"].get(s, 0) == len(listed), s
+
+
+def test_after_writes_only_the_written_clusters_are_read_again(
+    sim: KubeSim, settings: Settings, client: Any
+) -> None:
+    counter = client.application.extensions["fleetscope"].group_facets
+    for by in ("object", "namespace"):
+        group_facets(client, "admin-0", by)
+    read = counter.reads
+    assert read == len(FLEET.cluster_names)  # each cluster once, shared by both groupings
+    assert group_facets(client, "dev-team-00", "object") == counted(client, "dev-team-00", "object")
+    assert counter.reads == read  # another caller: the same clusters' rows, held
+    cluster = FLEET.cluster_names[1]
+    kind, ns, name = flux_objects(sim, cluster)[0]
+    sim.set_ready(cluster, kind, ns, name, False)
+    collect(settings, cluster)
+    for user in ("admin-0", "dev-team-00"):
+        for by in ("object", "namespace"):
+            assert group_facets(client, user, by) == counted(client, user, by), (user, by)
+    assert counter.reads == read + 1  # the written cluster, once
+
+
+def test_group_facets_refuse_an_unknown_grouping(client: Any) -> None:
+    h = headers("admin-0")
+    for by in ("cluster", ["object", "namespace"]):
+        resp = client.get("/api/v1/facets", query_string={"by": by}, headers=h)
+        assert resp.status_code == 400 and resp.get_json()["message"].startswith("by:")
+    rows = client.get("/api/v1/facets", headers=h).get_json()
+    assert client.get("/api/v1/facets", query_string={"by": ""}, headers=h).get_json() == rows
