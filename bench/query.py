@@ -131,6 +131,10 @@ def profiles(deep_token: str, related: str = "", groups_token: str = "") -> list
         Profile("facets (cluster admin)", *ADMIN, "", path=FACETS),
         Profile("facets (team member)", *TEAM, "", path=FACETS),
         Profile("facets (single-namespace user)", *SOLO, "", path=FACETS),
+        Profile("group facets by object (admin)", *ADMIN, "by=object", path=FACETS),
+        Profile("group facets by object (team member)", *TEAM, "by=object", path=FACETS),
+        Profile("group facets by namespace (admin)", *ADMIN, "by=namespace", path=FACETS),
+        Profile("group facets by namespace (team member)", *TEAM, "by=namespace", path=FACETS),
         page_view("page view: list + facets (team member, per pair)", *TEAM),
         *(relations if related else []),
     ]

@@ -349,7 +349,9 @@ keyset-paginated with signed tokens: a walk never shows a group twice, and every
 objects did not transition during the walk exactly once (a group that changed may move, and is
 then skipped). `GET /api/v1/groups/{namespace}/{kind}/{name}` lists every cluster of an object
 group with its row there, and `GET /api/v1/groups/{namespace}` every cluster of a namespace
-group with its objects by status, both worst first and paginated."""
+group with its objects by status, both worst first and paginated. `GET /api/v1/facets?by=object`
+(or `namespace`) counts groups instead of objects: per cluster, kind, status and suspension, the
+groups that value's filter would return."""
 
 TAGS = [
     {"name": "Relations", "description": " ".join(_RELATIONS.split())},
@@ -486,8 +488,18 @@ def document(registry: KindRegistry) -> S:
                 tag="Groups",
             ),
             "/api/v1/facets": _get(
-                "Counts of visible objects by cluster, kind, status and suspension under the filters",
-                _filters(registry),
+                "Counts of visible objects (or, with `by`, of their groups) by cluster, kind, "
+                "status and suspension under the filters",
+                [
+                    *_filters(registry),
+                    _param(
+                        "by",
+                        "count the groups `/api/v1/groups` lists with the same `by` instead of "
+                        "objects: per value, the groups that value's filter returns (per status: "
+                        "groups with an object of that status on some cluster); omitted: objects",
+                        {"type": "string", "enum": list(BY)},
+                    ),
+                ],
                 "Facets",
                 "counts",
                 *common_codes,

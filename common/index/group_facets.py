@@ -25,7 +25,7 @@ import bisect
 import dataclasses
 import threading
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,22 @@ class _Held:
     codes: bytes
     namespaces: list[str]
     starts: array[int]
+    delta: list[Any] = field(default_factory=list, compare=False)
+    """[the Held this one replaced, its rows gone, its rows new] ((identity, code) pairs):
+    callers who counted the one before move by the difference (usually a few rows) instead
+    of counting both whole. Cleared on the one before, so only one step is kept."""
+
+
+def _delta(old: _Held, new: _Held) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The (identity, code) pairs of `old` not in `new`, and of `new` not in `old`."""
+    if old.ids == new.ids:  # a transition: the same rows, some codes moved
+        moved = [j for j, (a, b) in enumerate(zip(old.codes, new.codes, strict=True)) if a != b]
+        return [(old.ids[j], old.codes[j]) for j in moved], [
+            (new.ids[j], new.codes[j]) for j in moved
+        ]
+    before = set(zip(old.ids, old.codes, strict=True))
+    after = set(zip(new.ids, new.codes, strict=True))
+    return sorted(before - after), sorted(after - before)
 
 
 @dataclass
@@ -100,6 +116,8 @@ class GroupFacets:
         self._reset()
         self.reads = 0
         """Clusters whose rows were read (not held for their generation): for tests."""
+        self.whole = 0
+        """Clusters' shares counted whole (not moved by their difference): for tests."""
 
     def _reset(self) -> None:
         self._ids: dict[bytes, int] = {}
@@ -149,8 +167,9 @@ class GroupFacets:
                 if old is new:
                     continue
                 if old is not None:
-                    self._count(st, c, old, filters, -1)
-                self._count(st, c, new, filters, 1)
+                    self._move(st, c, old, new, filters)
+                else:
+                    self._count(st, c, new, filters, 1)
                 st.held[c] = new
             st.held = {c: st.held[c] for c in clusters}
             st.gens = list(gens)
@@ -180,7 +199,12 @@ class GroupFacets:
             pending = left
         with self._lock:
             for c in todo:
-                self._held[c] = self._hold(gen_of[c], blobs[c])
+                new = self._hold(gen_of[c], blobs[c])
+                old = self._held.get(c)
+                if old is not None:
+                    old.delta.clear()  # one step kept: the older ones are let go
+                    new.delta[:] = [old, *_delta(old, new)]
+                self._held[c] = new
             self.reads += len(todo)
             return {c: self._held[c] for c in clusters}
 
@@ -232,13 +256,17 @@ class GroupFacets:
         """The kinds of every row held."""
         return frozenset(self._kind_names)
 
-    def _share(self, a: AccessLike, held: _Held, filters: Filters) -> Iterator[tuple[int, int]]:
+    def _share(
+        self, a: AccessLike, held: _Held, filters: Filters, only: Sequence[str] = ()
+    ) -> Iterator[tuple[int, int]]:
         """The (identity, code index) of the rows of `held` the caller may list that pass the
-        filters."""
+        filters (in the namespaces `only`, when given)."""
         name = filters.name.encode()
         wanted_codes = rows.codes_for(filters.statuses, filters.suspended)
         codes_ok = [c in wanted_codes for c in _CODES]
         wanted_ns = set(filters.namespaces)
+        if only:
+            wanted_ns = set(only) & wanted_ns if wanted_ns else set(only)
         if a.cluster_wide >= self._every_kind() and not (wanted_ns or filters.kinds or name):
             if all(codes_ok):  # every row (a cluster admin's first question)
                 yield from zip(held.ids, held.codes, strict=True)
@@ -274,9 +302,65 @@ class GroupFacets:
                         continue
                     yield i, code
 
+    def _visible(
+        self, a: AccessLike, filters: Filters, pairs: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """The (identity, code) pairs of rows the caller may list that pass the filters."""
+        wanted_codes = rows.codes_for(filters.statuses, filters.suspended)
+        name = filters.name.encode()
+        out = []
+        for i, code in pairs:
+            ns, kind = self._ns_names[self._id_ns[i]], self._kind_names[self._id_kind[i]]
+            if _CODES[code] not in wanted_codes or (filters.kinds and kind not in filters.kinds):
+                continue
+            if filters.namespaces and ns not in filters.namespaces:
+                continue
+            if kind not in a.cluster_wide and kind not in a.namespaces.get(ns, ()):
+                continue
+            if name and name not in self._id_key[i].split(b"\x00", 3)[2]:
+                continue
+            out.append((i, code))
+        return out
+
+    def _move(self, st: _State, cluster: str, old: _Held, new: _Held, filters: Filters) -> None:
+        """Count `new` instead of `old` for one cluster: by their difference when `new` holds
+        it, else by taking `old` away whole and adding `new`."""
+        if not new.delta or new.delta[0] is not old:
+            self._count(st, cluster, old, filters, -1)
+            self._count(st, cluster, new, filters, 1)
+            return
+        a = st.access[cluster]
+        gone, came = (
+            self._visible(a, filters, new.delta[1]),
+            self._visible(a, filters, new.delta[2]),
+        )
+        if st.by == "object":
+            before, after = len(gone), len(came)
+        else:  # the cluster's namespaces holding a visible row, before and after, where touched
+            touched = sorted({self._ns_names[self._id_ns[i]] for i, _ in gone + came})
+            before = sum(any(True for _ in self._share(a, old, filters, [s])) for s in touched)
+            after = sum(any(True for _ in self._share(a, new, filters, [s])) for s in touched)
+        self._apply(st, gone, -1)
+        self._apply(st, came, 1)
+        n = st.clusters.get(cluster, 0) - before + after
+        if n:
+            st.clusters[cluster] = n
+        else:
+            st.clusters.pop(cluster, None)
+
     def _count(self, st: _State, cluster: str, held: _Held, filters: Filters, sign: int) -> None:
-        """Add (`sign` 1) or take away (-1) one cluster's share of the caller's groups: each
-        group's counts move, and the facets move where a count leaves or reaches zero."""
+        """Add (`sign` 1) or take away (-1) one cluster's whole share of the caller's groups."""
+        self.whole += 1
+        n = self._apply(st, self._share(st.access[cluster], held, filters), sign)
+        if sign < 0:
+            st.clusters.pop(cluster, None)
+        elif n:
+            st.clusters[cluster] = n
+
+    def _apply(self, st: _State, pairs: Iterable[tuple[int, int]], sign: int) -> int:
+        """Add (`sign` 1) or take away (-1) rows (identity, code) of one cluster: each group's
+        counts move, and the facets move where a count leaves or reaches zero. Returns how
+        many groups the rows hold (their groups' rows being adjacent, as in a whole share)."""
         slots, by_object = st.slots, st.by == "object"
         need = (len(self._id_key) if by_object else len(self._ns_names)) * _SLOTS
         if len(slots) < need:  # new groups interned since: grown with room for more
@@ -286,7 +370,7 @@ class GroupFacets:
         kinds_of = st.kinds_of
         on_cluster = 0
         last = -1
-        for i, code in self._share(st.access[cluster], held, filters):
+        for i, code in pairs:
             g = i if by_object else id_ns[i]
             status, susp = parts[code]
             b = g * _SLOTS
@@ -329,10 +413,7 @@ class GroupFacets:
                 else:
                     del kinds_of[pair]
                     kinds[pair[1]] -= 1
-        if sign < 0:
-            st.clusters.pop(cluster, None)
-        elif on_cluster:
-            st.clusters[cluster] = on_cluster
+        return on_cluster
 
     def _facets(self, st: _State) -> Facets:
         names = self._kind_names

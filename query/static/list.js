@@ -65,13 +65,19 @@ function navigate(state, cont, prev) {
 // -- loading ------------------------------------------------------------------------------
 
 async function facets(state) {
-  const key = filterParams(state).toString();
+  // Grouped across clusters, the counts are of groups (`by`), as the list shows them.
+  const counted = (without) => {
+    const p = filterParams(state, without);
+    if (state.group) p.set("by", state.group);
+    return p;
+  };
+  const key = counted().toString();
   if (facetCache.key === key) return facetCache.counts;
   // Each dimension's counts ignore that dimension's own filter, so every choice shows how
-  // many rows it would add; one extra call per filtered dimension.
-  const calls = [api("/facets", filterParams(state))];
+  // many rows (or groups) it would add; one extra call per filtered dimension.
+  const calls = [api("/facets", counted())];
   for (const dim of Object.keys(DIMENSIONS)) {
-    if (state[dim].length) calls.push(api("/facets", filterParams(state, dim)).then((f) => [dim, f]));
+    if (state[dim].length) calls.push(api("/facets", counted(dim)).then((f) => [dim, f]));
   }
   const [base, ...others] = await Promise.all(calls);
   const pick = (f) => ({ status: f.statuses, suspended: f.suspended || {}, kind: f.kinds, cluster: f.clusters });
@@ -406,8 +412,10 @@ function renderPager(state, page, total) {
     info += ` · ${state.group ? "groups" : "rows"} ${start.toLocaleString()}–${(start + page.items.length - 1).toLocaleString()}`;
   }
   document.getElementById("page-info").textContent = info;
+  const noun = state.group === "namespace" ? "namespace" : "object";
+  const match = total === 1 ? `${noun} matches` : `${noun}s match`;
   document.getElementById("summary").textContent =
-    total === null ? "" : `${total.toLocaleString()} ${total === 1 ? "object matches" : "objects match"}`;
+    total === null ? "" : `${total.toLocaleString()} ${match}`;
 }
 
 function setUpPager() {

@@ -98,21 +98,27 @@ def test_each_status_counts_the_groups_a_status_filter_returns(client: Any) -> N
 def test_after_writes_only_the_written_clusters_are_read_again(
     sim: KubeSim, settings: Settings, client: Any
 ) -> None:
+    """A write costs the next answer the written cluster's rows and their difference from
+    before: a transition (the same rows, a status moved) and a deletion (a row gone)."""
     counter = client.application.extensions["fleetscope"].group_facets
-    for by in ("object", "namespace"):
-        group_facets(client, "admin-0", by)
-    read = counter.reads
-    assert read == len(FLEET.cluster_names)  # each cluster once, shared by both groupings
-    assert group_facets(client, "dev-team-00", "object") == counted(client, "dev-team-00", "object")
-    assert counter.reads == read  # another caller: the same clusters' rows, held
-    cluster = FLEET.cluster_names[1]
-    kind, ns, name = flux_objects(sim, cluster)[0]
-    sim.set_ready(cluster, kind, ns, name, False)
-    collect(settings, cluster)
-    for user in ("admin-0", "dev-team-00"):
+    users = ("admin-0", "dev-team-00")
+    for user in users:
         for by in ("object", "namespace"):
             assert group_facets(client, user, by) == counted(client, user, by), (user, by)
-    assert counter.reads == read + 1  # the written cluster, once
+    read, whole = counter.reads, counter.whole
+    assert read == len(FLEET.cluster_names)  # each cluster once, shared by every caller
+    one, two = FLEET.cluster_names[1], FLEET.cluster_names[2]
+    kind, ns, name = flux_objects(sim, one)[0]
+    sim.set_ready(one, kind, ns, name, False)
+    kind, ns, name = flux_objects(sim, two)[-1]
+    sim.delete(two, kind, ns, name)
+    collect(settings, one)
+    collect(settings, two)
+    for user in users:
+        for by in ("object", "namespace"):
+            assert group_facets(client, user, by) == counted(client, user, by), (user, by)
+    assert counter.reads == read + 2  # the written clusters, once each
+    assert counter.whole == whole  # every caller moved by the differences only
 
 
 def test_group_facets_refuse_an_unknown_grouping(client: Any) -> None:

@@ -215,10 +215,14 @@ def test_group_across_clusters_toggle_expands_to_the_clusters(stack: Stack, page
     )
     assert [t.split()[1] for t in shown] == [m["cluster"] for m in first["clusters"]]
     shot(page, "grouped-by-object")
+    counts = group_facets(stack, "object")  # the counts are of groups, not rows
+    expect(page.locator("#summary")).to_have_text(f"{counts['total']:,} objects match")
     page.select_option("#group-by", "namespace")  # by namespace, held by the URL
     expect(page).to_have_url(re.compile(r"group=namespace"))
     by_ns = api_groups(stack, ADMIN, limit=10, by="namespace")
     expect(items).to_have_count(len(by_ns))
+    counts = group_facets(stack, "namespace")
+    expect(page.locator("#summary")).to_have_text(f"{counts['total']:,} namespaces match")
     expect(items.first.locator("summary")).to_contain_text(
         f"namespace {by_ns[0]['namespace'] or '(cluster-scoped objects)'}"
     )
@@ -227,6 +231,14 @@ def test_group_across_clusters_toggle_expands_to_the_clusters(stack: Stack, page
     page.uncheck("#group-toggle")  # back to the rows
     expect(page).not_to_have_url(re.compile(r"group="))
     expect(page.locator(".table-wrap")).to_be_visible()
+
+
+def group_facets(stack: Stack, by: str) -> dict[str, Any]:
+    url = f"{stack.base}/api/v1/facets"
+    resp = requests.get(url, params={"by": by}, headers=ADMIN, timeout=10)
+    assert resp.status_code == 200, resp.text
+    body: dict[str, Any] = resp.json()
+    return body
 
 
 def test_detail_refusal_and_links(stack: Stack, page: Any) -> None:
