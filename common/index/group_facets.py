@@ -113,6 +113,7 @@ class GroupFacets:
         self.reader = reader
         self.r: redis.Redis = reader.r
         self._lock = threading.Lock()
+        self._interning = threading.Lock()
         self._reset()
         self.reads = 0
         """Clusters whose rows were read (not held for their generation): for tests."""
@@ -149,13 +150,19 @@ class GroupFacets:
         memo = (tuple(id(a) for a in mine.values()), tuple(clusters), filters, by)
         with self._lock:
             if len(self._ids) > IDS_MAX:  # identities of rows long gone: start again
-                self._reset()
+                with self._interning:
+                    self._reset()
             st = self._states.get(memo)
             if st is None or any(st.access[c] is not a for c, a in mine.items()):
                 if len(self._states) >= STATES_MAX:
                     self._states.clear()
                 st = self._states[memo] = _State(mine, by)
-        with st.lock:
+        if not st.lock.acquire(blocking=st.out is None):
+            # Another request is moving these counts to newer generations: this one gets the
+            # answer before it (exact as of then) rather than queueing behind its reads.
+            assert st.out is not None  # set once counted, never unset
+            return dataclasses.replace(st.out, version=version)
+        try:
             if st.out is not None and st.gens == gens and list(st.held) == clusters:
                 return dataclasses.replace(st.out, version=version)
             stale = [c for c, g in zip(clusters, gens, strict=True) if self._stale(c, g)]
@@ -175,6 +182,8 @@ class GroupFacets:
             st.gens = list(gens)
             st.out = self._facets(st)
             return dataclasses.replace(st.out, version=version)
+        finally:
+            st.lock.release()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -197,7 +206,7 @@ class GroupFacets:
                 if after:
                     left.append((c, after))
             pending = left
-        with self._lock:
+        with self._interning:  # not the states' lock: other callers' answers do not wait
             for c in todo:
                 new = self._hold(gen_of[c], blobs[c])
                 old = self._held.get(c)
