@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
+from common.kinds.registry import builtin_registry
 from common.kinds.status import STATUSES
 from common.settings import Settings
 from kubesim.server import KubeSim
+from kubesim.users import ALL
 from tests.query import test_time_sort as fleet
 from tests.query.test_groups import group_walk
-from tests.query.test_time_sort import FLEET, collect, flux_objects, headers, walk
+from tests.query.test_time_sort import FLEET, USERS, collect, flux_objects, headers, walk
 
 sim, settings, client = fleet.sim, fleet.settings, fleet.client
 
@@ -93,6 +95,42 @@ def test_each_status_counts_the_groups_a_status_filter_returns(client: Any) -> N
     for s in STATUSES:
         listed = group_walk(client, "admin-0", 50, status=s)
         assert got["statuses"].get(s, 0) == len(listed), s
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "admin-0",
+        "dev-team-00",
+        "solo",
+        f"system:serviceaccount:{FLEET.namespace_names()[0]}:deployer",
+    ],
+)
+def test_group_counts_follow_the_fleets_generated_access(
+    sim: KubeSim, client: Any, user: str
+) -> None:
+    """The clusters of every group, and the group facets, against the leaves' own objects and
+    the access kubesim generated for the user (not fleetscope's grants, nor its lists)."""
+    u = USERS[user]
+    where: dict[tuple[str, ...], set[str]] = {}
+    for c in sim.clusters:
+        for kind in builtin_registry():
+            for obj in sim.list(c, kind.resource):
+                ns = obj["metadata"].get("namespace", "")
+                if u.namespaces(c) == ALL or ns in u.namespaces(c):
+                    where.setdefault((ns, kind.key, obj["metadata"]["name"]), set()).add(c)
+    assert where
+    got = {
+        (g["namespace"], g["kind"], g["name"]): {m["cluster"] for m in g["clusters"]}
+        for g in group_walk(client, user, 7)
+    }
+    assert got == where
+    facets = group_facets(client, user, "object")
+    assert facets["total"] == len(where)
+    clusters = {c: sum(1 for cs in where.values() if c in cs) for c in sim.clusters}
+    assert facets["clusters"] == {c: n for c, n in clusters.items() if n}
+    kinds = {k for _ns, k, _n in where}
+    assert facets["kinds"] == {k: sum(1 for g in where if g[1] == k) for k in kinds}
 
 
 def test_after_writes_only_the_written_clusters_are_read_again(
