@@ -98,6 +98,8 @@ class _State:
 
     access: Mapping[str, AccessLike]
     by: str
+    epoch: int
+    """The interning these counts' identity numbers belong to (`GroupFacets._epoch`)."""
     held: dict[str, _Held] = field(default_factory=dict)
     slots: array[int] = field(default_factory=lambda: array("i"))
     kinds_of: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -127,6 +129,7 @@ class GroupFacets:
         """Clusters' shares counted whole (not moved by their difference): for tests."""
 
     def _reset(self) -> None:
+        self._epoch = getattr(self, "_epoch", 0) + 1
         self._ids: dict[bytes, int] = {}
         self._id_ns = array("I")
         self._id_kind = array("I")
@@ -162,19 +165,19 @@ class GroupFacets:
             if st is None or any(st.access[c] is not a for c, a in mine.items()):
                 if len(self._states) >= STATES_MAX:
                     self._states.clear()
-                st = self._states[memo] = _State(mine, by)
+                st = self._states[memo] = _State(mine, by, self._epoch)
         if not st.lock.acquire(blocking=st.out is None):
             # Another request is moving these counts to newer generations: this one gets the
             # answer before it (exact as of then) rather than queueing behind its reads.
             assert st.out is not None  # set once counted, never unset
             return dataclasses.replace(st.out, version=version)
         try:
-            if st.out is not None and st.gens == gens and list(st.held) == clusters:
+            if st.out is not None and st.gens == gens:  # the memo holds the same clusters
                 return dataclasses.replace(st.out, version=version)
             stale = [c for c, g in zip(clusters, gens, strict=True) if self._stale(c, g)]
             held = self._read(stale, gens, clusters)
-            for c in [c for c in st.held if c not in held]:
-                self._count(st, c, st.held.pop(c), filters, -1)
+            if st.epoch != self._epoch:  # identities renumbered meanwhile: count afresh
+                return self.facets(access, filters, by, confirm_version)
             for c in clusters:
                 old, new = st.held.get(c), held[c]
                 if old is new:
@@ -184,7 +187,6 @@ class GroupFacets:
                 else:
                     self._count(st, c, new, filters, 1)
                 st.held[c] = new
-            st.held = {c: st.held[c] for c in clusters}
             st.gens = list(gens)
             st.out = self._facets(st)
             return dataclasses.replace(st.out, version=version)

@@ -166,3 +166,20 @@ def test_group_facets_refuse_an_unknown_grouping(client: Any) -> None:
         assert resp.status_code == 400 and resp.get_json()["message"].startswith("by:")
     rows = client.get("/api/v1/facets", headers=h).get_json()
     assert client.get("/api/v1/facets", query_string={"by": ""}, headers=h).get_json() == rows
+
+
+def test_counts_hold_when_the_interned_identities_are_dropped(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `IDS_MAX` interned identities everything is dropped and read again: the answers
+    stay exact (here on every request)."""
+    from common.index import group_facets as module
+
+    counter = client.application.extensions["fleetscope"].group_facets
+    group_facets(client, "admin-0", "object")
+    monkeypatch.setattr(module, "IDS_MAX", 5)
+    read = counter.reads
+    for user in ("admin-0", "dev-team-00"):
+        for by in ("object", "namespace"):
+            assert group_facets(client, user, by) == counted(client, user, by), (user, by)
+    assert counter.reads >= read + 4 * len(FLEET.cluster_names)  # read afresh each time
