@@ -37,7 +37,7 @@ from typing import Any
 
 import redis
 
-from common.index import keys, rows, tally
+from common.index import rows, tally
 from common.index.reader import Facets, Reader
 from common.index.reader_plan import AccessLike, Filters
 from common.kinds.status import STATUSES
@@ -205,8 +205,7 @@ class GroupFacets:
         blobs: dict[str, list[bytes]] = {c: [] for c in todo}
         pending = [(c, b"-") for c in todo]
         while pending:
-            calls: list[Any] = [("IDENTS", keys.rows(c), [start, CHUNK]) for c, start in pending]
-            replies = self.reader._run(calls)
+            replies = self.reader.idents(pending, CHUNK)
             left = []
             for (c, _start), (after, blob) in zip(pending, replies, strict=True):
                 if blob:

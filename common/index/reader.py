@@ -379,6 +379,14 @@ class Reader:
         calls: list[_Call] = [("CODES", keys.rows(c), list(ids)) for c, ids in asked]
         return self._run(calls) if calls else []
 
+    def idents(self, starts: Sequence[tuple[str, bytes]], count: int) -> list[list[bytes]]:
+        """Per (cluster, ZRANGEBYLEX bound), up to `count` rows' identities and status codes
+        from there and the bound to go on from (b"" at the end), in one pipelined round trip
+        (reader_lua.IDENTS)."""
+        n = str(count).encode()
+        calls: list[_Call] = [("IDENTS", keys.rows(c), [start, n]) for c, start in starts]
+        return self._run(calls) if calls else []
+
     def _visibility(self, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
         """`Visibility.of`, remembered per (access object, filters) as plans are."""
         key = (id(access), filters, codes)
