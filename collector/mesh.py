@@ -40,10 +40,17 @@ def needs_services(kind: Kind) -> bool:
     return "gateway-backends" in kind.relations
 
 
+CONTEXT_KINDS = frozenset({"K8sGateway"})
+"""Kinds (registry keys) the checks read beside the checked ones: a VirtualService's
+`gateways` may name a Gateway API Gateway, which satisfies the reference as istioctl analyze
+has it."""
+
+
 def held(kind: Kind) -> bool:
-    """Whether rows of `kind` are built once the cluster's context is known (validated kinds
-    and kinds with Service edges): the full sync holds them to the end, the watcher keeps them."""
-    return validated(kind) or needs_services(kind)
+    """Whether rows of `kind` are built once the cluster's context is known (validated kinds,
+    the kinds the checks read and kinds with Service edges): the full sync holds them to the
+    end, the watcher keeps them (and re-validates when they change)."""
+    return validated(kind) or needs_services(kind) or kind.key in CONTEXT_KINDS
 
 
 def validated_kinds(registry: KindRegistry, served: Mapping[str, str]) -> list[Kind]:
@@ -106,10 +113,11 @@ def namespace_name(obj: dict[str, Any]) -> str:
 def findings_for(
     held: Iterable[Held], services: Iterable[dict[str, Any]], namespaces: Iterable[str]
 ) -> dict[tuple[str, str, str], list[Finding]]:
-    """Validate one cluster's held objects (namespace, Istio kind, name) -> findings."""
+    """Validate one cluster's held objects (namespace, Istio kind, name) -> findings. Objects
+    are passed to the checks by registry key (`K8sGateway` apart from Istio's `Gateway`)."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for h in held:
-        by_kind.setdefault(h.kind.kind, []).append(h.obj)
+        by_kind.setdefault(h.kind.key, []).append(h.obj)
     return istio_checks.validate(by_kind, services, namespaces)
 
 
@@ -125,7 +133,8 @@ def members(
     held = list(held)
     known = services is not None and namespaces is not None
     checked = [h for h in held if validated(h.kind)]
-    found = findings_for(checked, services or (), namespaces or ()) if known else None
+    context = [h for h in held if h.kind.key in CONTEXT_KINDS]
+    found = findings_for([*checked, *context], services or (), namespaces or ()) if known else None
     rules = relations.DestinationRuleIndex(
         [h.obj for h in checked if h.kind.kind == "DestinationRule"], namespaces or ()
     )

@@ -95,6 +95,9 @@ class Settings:
     rbac_max_age_s: float = 300.0
     """A cluster whose RBAC data is older than this has its rows hidden (fail closed)."""
 
+    export_max_rows: int = 100_000
+    """Most rows (or groups) one CSV export (`Accept: text/csv`) may hold; a larger one answers 422 before the first byte, so narrow the filters."""
+
     leaf_timeout_s: float = 10.0
     """Connect and read timeout of one request to a leaf cluster's API server."""
 

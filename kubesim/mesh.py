@@ -42,7 +42,8 @@ SHARES = {
 }
 LEGACY_SHARE = 0.005  # DestinationRules with mTLS off in a PERMISSIVE namespace (valid)
 ISTIOD_WARNING_SHARE = 0.02
-VS_ITEMS = ("vs-gateway-local", "vs-gateway-remote", "vs-subset", "host-missing")
+VS_ITEMS = ("vs-gateway-local", "vs-gateway-remote", "vs-subset", "host-missing", "vs-k8s-gateway")
+K8S_GATEWAY_REF = "istio-system/public"  # the shared Gateway API Gateway (kubesim.gateways)
 DR_ITEMS = ("dr-duplicate", "mtls-conflict", "mtls-permissive-ns", "host-missing")
 NETWORKING_GATEWAY = "gateways.networking.istio.io"
 
@@ -182,7 +183,9 @@ def _virtual_service(
     codes = ["KIA1101"] if ns.web_missing else []
     gateways: tuple[str, ...] = ()
     hosts: tuple[str, ...] = (dest,)
-    if item == "vs-gateway-local" or (not local_gateway and rng.random() < b / 2):
+    if item == "vs-k8s-gateway":  # no draw: the other namespaces' objects stay as they were
+        gateways, hosts = (K8S_GATEWAY_REF,), ("web.@@ns@@.example.com",)
+    elif item == "vs-gateway-local" or (not local_gateway and rng.random() < b / 2):
         gateways, hosts = ("ingress",), ("web.@@ns@@.example.com",)
         codes.append("KIA1102")
     elif item == "vs-gateway-remote" or rng.random() < b / 2:

@@ -60,6 +60,11 @@ SHOWCASE = (
     "flux-source-dangling",
     "flux-depends-chain",
     "flux-depends-cycle",
+    # Appended last, so the earlier items keep their namespaces: a VirtualService bound to the
+    # Gateway API Gateway istio-system/public (valid, as istioctl analyze reads it), a Kuadrant
+    # policy whose conditions describe an older generation (progressing)
+    "vs-k8s-gateway",
+    "policy-stale",
 )
 SHOWCASE_MIN = 50  # namespaces per cluster from which the showcase run is placed
 API_ROUTE_SHARE = 0.6  # Gateway API namespaces with an `api` HTTPRoute

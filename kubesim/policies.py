@@ -7,7 +7,7 @@ TLSPolicy `tls` on the Gateway. A Gateway-level `defaults` policy with a route-l
 it is partially enforced (or overridden, when `web` is the Gateway's only route); `overrides`
 override the route-level one. Failures: a missing target, a second DNSPolicy on the same
 Gateway (Conflicted), a TLSPolicy whose issuer is gone (Invalid), components out of sync, DNS
-records not ready, no status yet.
+records not ready, no status yet, conditions judged at an older generation (stale).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ FORCED = {
     "policy-conflicted": ("dns", "enforced"),
     "policy-overridden": ("web-auth", "enforced"),
     "policy-partial": ("web-auth", "enforced"),
+    "policy-stale": ("tls", "stale"),
 }
 KINDS = {
     "gateway-auth": "AuthPolicy",
@@ -38,7 +39,7 @@ KINDS = {
     "dns-secondary": "DNSPolicy",
     "tls": "TLSPolicy",
 }
-ACCEPTED = ("enforced", "partial", "overridden", "out-of-sync", "failing", "no-routes")
+ACCEPTED = ("enforced", "partial", "overridden", "out-of-sync", "failing", "no-routes", "stale")
 KIND_ORDER = ("AuthPolicy", "RateLimitPolicy", "DNSPolicy", "TLSPolicy")
 
 

@@ -2,7 +2,8 @@
 status Kuadrant's operator writes (kuadrant-operator `internal/kuadrant/conditions.go`,
 `errors.go`): `Accepted` (False: TargetNotFound, Conflicted, Invalid) and, only when accepted,
 `Enforced` (False: Overridden, or Unknown for a policy out of sync or failing); a top-level
-`observedGeneration`, none per condition.
+`observedGeneration`, none per condition except in the `stale` variant (conditions carrying the
+generation before the object's, which reads progressing).
 """
 
 from __future__ import annotations
@@ -25,9 +26,15 @@ def _cond(ctype: str, status: str, reason: str, message: str) -> dict[str, Any]:
     }
 
 
+def _older(cond: dict[str, Any]) -> dict[str, Any]:
+    """The condition as judged at the previous generation (metav1.Condition's own field)."""
+    return {**cond, "observedGeneration": num("ogen")}
+
+
 def policy_status(kind: str, variant: str, target: Target, other: str) -> dict[str, Any] | None:
     """`variant`: enforced | partial | target-not-found | conflicted | invalid | overridden |
-    out-of-sync | no-routes | failing | unknown (never reconciled: no status). `other` names
+    out-of-sync | no-routes | failing | stale (conditions judged at the previous generation) |
+    unknown (never reconciled: no status). `other` names
     the conflicting or overriding policy."""
     if variant == "unknown":
         return None
@@ -64,6 +71,8 @@ def policy_status(kind: str, variant: str, target: Target, other: str) -> dict[s
             "not a single DNSRecord is ready"
         )
         enforced = _cond("Enforced", "False", "Unknown", message)
+    elif variant == "stale":
+        accepted, enforced = _older(accepted), _older(enforced) if enforced else None
     conditions = [accepted] if enforced is None else [accepted, enforced]
     return {"conditions": conditions, "observedGeneration": num("gen")}
 

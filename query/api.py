@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 
 from common.index.reader import Filters, PageRequest
-from query import body, listing, params
+from query import body, export, listing, params
 from query.listing import list_page
 from query.state import caller, state
 
@@ -24,6 +24,10 @@ def list_objects() -> Response:
     limit = params.limit(request.args)
     token = request.args.get("continue", "")
     sort = params.sort(request.args)
+    if export.wanted(request):
+        records = export.object_records(st, user, filters, sort, token)
+        export.check_total(listing.facets(st, user, filters)[0].total, _max_rows(), "rows")
+        return export.response(export.OBJECT_COLUMNS, records, _max_rows(), "objects.csv")
     if sort:
         return _time_page(filters, limit, token, sort)
     cursor = st.signer.decode(token, filters) if token else None
@@ -42,6 +46,10 @@ def _time_page(filters: Filters, limit: int, token: str, sort: str) -> Response:
     after = st.signer.encode_time(page.cursor, filters, sort) if page.cursor else None
     rest = {"continue": after, "freshness": scope.freshness(st.settings)}
     return body.page_response(page.members, rest, scope.visible)
+
+
+def _max_rows() -> int:
+    return state().settings.export_max_rows
 
 
 @bp.get("/facets")

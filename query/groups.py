@@ -16,7 +16,7 @@ from flask import Blueprint, Response, request
 from common.errors import NotFound
 from common.index.reader_groups import RANK, Group, Member, group_key
 from common.index.reader_plan import Filters
-from query import body, listing, params
+from query import body, export, listing, params
 from query.state import caller, state
 
 bp = Blueprint("groups", __name__, url_prefix="/api/v1")
@@ -31,6 +31,12 @@ def list_groups() -> Response:
     limit = params.limit(request.args)
     shown = params.cluster_limit(request.args)
     token = request.args.get("continue", "")
+    if export.wanted(request):
+        records = export.group_records(st, user, filters, (by, shown, group_json), token)
+        total = listing.facets(st, user, filters, by)[0].total
+        max_rows = st.settings.export_max_rows
+        export.check_total(total, max_rows, "groups")
+        return export.response(export.GROUP_COLUMNS, records, max_rows, f"groups-{by}.csv")
     cursor = st.signer.decode_group(token, filters, by) if token else None
     page, scope = listing.group_page(st, user, filters, by, limit, cursor)
     after = st.signer.encode_group(page.cursor, filters, by) if page.cursor else None

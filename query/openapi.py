@@ -297,6 +297,18 @@ def _responses(ok: str, desc: str, *codes: int) -> S:
     return out
 
 
+def _csv(item: S) -> S:
+    """A list route that also answers `Accept: text/csv` (see the Export tag)."""
+    op = item["get"]
+    op["responses"]["200"]["content"]["text/csv"] = {"schema": {"type": "string"}}
+    op["responses"]["422"] = {
+        "description": "the CSV export would exceed FLEETSCOPE_EXPORT_MAX_ROWS",
+        "content": {"application/json": {"schema": _ref("Error")}},
+    }
+    op.setdefault("tags", []).append("Export")
+    return item
+
+
 def _get(
     summary: str,
     params: list[S],
@@ -353,9 +365,26 @@ group with its objects by status, both worst first and paginated. `GET /api/v1/f
 (or `namespace`) counts groups instead of objects: per cluster, kind, status and suspension, the
 groups that value's filter would return."""
 
+_EXPORT = """\
+`Accept: text/csv` on `GET /api/v1/objects` and `GET /api/v1/groups` streams every page of the
+same query (the filters, `sort`, `by`, `clusterLimit`; from `continue` when given; `limit` is
+ignored) as RFC 4180 CSV: a header line naming the columns, CRLF line ends, fields quoted when
+they hold a comma, a quote or a line break. The rows are those the JSON walk yields to the same
+caller, each once. Objects: `cluster`, `namespace`, `kind`, `apiVersion`, `name`, `status`,
+`suspended` (`true`/`false`), `reason`, `message`, `warnings`, `lastTransitionTime`, `revision`,
+`blockedBy` (`cluster/namespace/kind/name`, when the caller may list it), `uiUrl`. Groups:
+`namespace`, `kind`, `name`, `total`, `unhealthy`, `progressing`, `unknown`, `healthy` (clusters
+with each status), `suspended`, `objects` (namespace groups), `clusters` (the first
+`clusterLimit` as `cluster=status`, space-separated). Columns may be added at the end: read them
+by name. JSON's null is an empty field; a field starting with `=`, `+`, `-`, `@`, a tab or a
+carriage return is prefixed with `'` so that spreadsheets do not run it as a formula. Past
+`FLEETSCOPE_EXPORT_MAX_ROWS` rows (or groups), counted before the first byte, the answer is 422
+`export_too_large`."""
+
 TAGS = [
     {"name": "Relations", "description": " ".join(_RELATIONS.split())},
     {"name": "Groups", "description": " ".join(_GROUPS.split())},
+    {"name": "Export", "description": " ".join(_EXPORT.split())},
 ]
 """Topics the docs explain once, in their own section (OpenAPI tags with a description)."""
 
@@ -391,13 +420,16 @@ def document(registry: KindRegistry) -> S:
         "security": [{"bearer": []}],
         "tags": TAGS,
         "paths": {
-            "/api/v1/objects": _get(
-                "Visible objects, filtered, in (cluster, namespace, kind, name) order or by "
-                "lastTransitionTime (`sort`), one page",
-                [*_filters(registry), _SORT, *page],
-                "ObjectList",
-                "a page of rows",
-                *common_codes,
+            "/api/v1/objects": _csv(
+                _get(
+                    "Visible objects, filtered, in (cluster, namespace, kind, name) order or by "
+                    "lastTransitionTime (`sort`), one page (every page as CSV with "
+                    "`Accept: text/csv`)",
+                    [*_filters(registry), _SORT, *page],
+                    "ObjectList",
+                    "a page of rows",
+                    *common_codes,
+                )
             ),
             "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}": _get(
                 "The live object from its leaf cluster, read as the caller (impersonation)",
@@ -435,33 +467,36 @@ def document(registry: KindRegistry) -> S:
                 503,
                 tag="Relations",
             ),
-            "/api/v1/groups": _get(
-                "The same object (or namespace) across the caller's clusters, with how many "
-                "report each status, most unhealthy first, one page",
-                [
-                    *_filters(registry),
-                    _param(
-                        "by",
-                        "`object` (namespace, kind, name) or `namespace`",
-                        {"type": "string", "enum": list(BY), "default": "object"},
-                    ),
-                    _param(
-                        "clusterLimit",
-                        f"clusters shown per group (worst first), 0..{MAX_LIMIT}",
-                        {
-                            "type": "integer",
-                            "minimum": 0,
-                            "maximum": MAX_LIMIT,
-                            "default": DEFAULT_CLUSTER_LIMIT,
-                        },
-                    ),
-                    _param("limit", f"groups per page, 1..{MAX_LIMIT}", limit),
-                    page[1],
-                ],
-                "GroupList",
-                "a page of groups",
-                *common_codes,
-                tag="Groups",
+            "/api/v1/groups": _csv(
+                _get(
+                    "The same object (or namespace) across the caller's clusters, with how many "
+                    "report each status, most unhealthy first, one page (every page as CSV with "
+                    "`Accept: text/csv`)",
+                    [
+                        *_filters(registry),
+                        _param(
+                            "by",
+                            "`object` (namespace, kind, name) or `namespace`",
+                            {"type": "string", "enum": list(BY), "default": "object"},
+                        ),
+                        _param(
+                            "clusterLimit",
+                            f"clusters shown per group (worst first), 0..{MAX_LIMIT}",
+                            {
+                                "type": "integer",
+                                "minimum": 0,
+                                "maximum": MAX_LIMIT,
+                                "default": DEFAULT_CLUSTER_LIMIT,
+                            },
+                        ),
+                        _param("limit", f"groups per page, 1..{MAX_LIMIT}", limit),
+                        page[1],
+                    ],
+                    "GroupList",
+                    "a page of groups",
+                    *common_codes,
+                    tag="Groups",
+                )
             ),
             "/api/v1/groups/{namespace}/{kind}/{name}": _get(
                 "One object group: every cluster where the caller may list it, with its row, "
@@ -582,6 +617,8 @@ def markdown(doc: S) -> str:
         for code, resp in op["responses"].items():
             schema = resp.get("content", {}).get("application/json", {}).get("schema")
             shape = f" (`{schema['$ref'].rsplit('/', 1)[1]}`)" if schema else ""
+            if "text/csv" in resp.get("content", {}):
+                shape += "; `text/csv` with `Accept: text/csv`"
             lines.append(f"| {code} | {resp['description']}{shape} |")
         lines.append("")
     for tag in doc.get("tags", ()):

@@ -7,6 +7,7 @@ The table (also in docs/architecture.md); within a rule, the first row that matc
 |------------|-------------------------------------------------------------------|-------------|
 | flux       | `metadata.deletionTimestamp` set                                  | progressing (Terminating) |
 | flux       | observedGeneration < generation (not while suspended), Reconciling=True, Ready=Unknown | progressing |
+| flux       | Ready or Stalled with its own observedGeneration < generation (not while suspended) | progressing (stale) |
 | flux       | Stalled=True                                                      | unhealthy   |
 | flux       | Ready=True                                                        | healthy     |
 | flux       | Ready=False                                                       | unhealthy   |
@@ -29,9 +30,11 @@ The table (also in docs/architecture.md); within a rule, the first row that matc
 | route      | every parent Accepted=True (PartiallyInvalid=True is a warning)   | healthy     |
 | policy     | no conditions                                                     | unknown     |
 | policy     | status.observedGeneration < generation                            | progressing |
+| policy     | Accepted or Enforced with its own observedGeneration < generation | progressing (stale) |
 | policy     | Accepted=False                                                    | unhealthy   |
 | policy     | Accepted missing/Unknown; Accepted=True with Enforced missing/Unknown | progressing |
 | policy     | Enforced=False, reason Overridden                                 | healthy (a warning) |
+| policy     | Enforced=False, reason Unknown, "waiting for the following components to sync" | progressing |
 | policy     | Enforced=False, any other reason                                  | unhealthy   |
 | policy     | Enforced=True (DNSPolicy SubResourcesHealthy=False is a warning)  | healthy     |
 
@@ -54,6 +57,7 @@ MESSAGE_MAX = 240
 WAITING = "waiting to be reconciled"
 WAITING_CONTROLLER = "waiting for controller"
 NOT_ACCEPTED = "not accepted by any Gateway yet"
+SYNCING = "waiting for the following components to sync"
 NOT_CHECKED = "not validated: no fleetscope check for this kind and no istiod status"
 
 
@@ -238,6 +242,11 @@ def _kstatus(obj: dict[str, Any]) -> Status:
         return Status(
             "progressing", "LatestGenerationNotObserved", s.message, s.last_transition_time
         )
+    # A Ready or Stalled condition carrying its own observedGeneration (metav1.Condition, as
+    # Flux sets it) below the object's generation is a verdict on an older spec.
+    stale = None if suspended else _stale((c for c in (ready, stalled) if c), generation)
+    if stale:
+        return stale.status("progressing")
     if _is_true(reconciling) or _is(ready, "Unknown"):
         return _from(reconciling if _is_true(reconciling) else ready, "progressing", "Progressing")
     if _is_true(stalled):
@@ -510,6 +519,9 @@ def _policy(obj: dict[str, Any]) -> Status:
             f"status describes generation {observed}, the policy is at generation {generation}",
         )
     accepted, enforced = conds.get("Accepted"), conds.get("Enforced")
+    stale = _stale((c for c in (accepted, enforced) if c), generation)
+    if stale:
+        return stale.status("progressing")
     if _is(accepted, "False"):
         return _from(accepted, "unhealthy")
     if not _is_true(accepted):
@@ -518,11 +530,22 @@ def _policy(obj: dict[str, Any]) -> Status:
         return _waiting("Enforced", enforced).status("progressing")
     if _is(enforced, "False") and enforced.get("reason") == "Overridden":
         return _overridden(enforced).status("healthy", 1)
+    if _is(enforced, "False") and _syncing(enforced):
+        return _waiting("Enforced", enforced).status("progressing")
     if _is(enforced, "False"):
         return _from(enforced, "unhealthy")
     health = conds.get("SubResourcesHealthy")  # DNSPolicy with health checks
     warnings = [_note(health)] if _is(health, "False") else []
     return _with_warnings(_from(enforced, "healthy"), warnings)
+
+
+def _syncing(enforced: dict[str, Any]) -> bool:
+    """Kuadrant's transient Enforced=False (reason `Unknown`, "<Kind> waiting for the following
+    components to sync: [...]"): a component it relies on (Limitador, Authorino, the Gateway) has
+    not caught up yet. The same reason with "not in the path to any existing routes" stays a
+    failure: nothing will enforce that policy until its target changes."""
+    message = str(enforced.get("message") or "").lower()
+    return enforced.get("reason") == "Unknown" and SYNCING in message
 
 
 def _overridden(enforced: dict[str, Any]) -> _Note:

@@ -187,7 +187,9 @@ def _flag_value(flag: str, sub: str, api: Callable[[], Api]) -> list[str] | None
 
 
 def _formats(sub: str) -> list[str]:
-    return {"get": list(FORMATS), "describe": ["yaml", "json"]}.get(sub, ["table", "json", "yaml"])
+    return {"get": [*FORMATS, "csv"], "describe": ["yaml", "json"]}.get(
+        sub, ["table", "json", "yaml"]
+    )
 
 
 def _flags_of(sub: str) -> list[str]:

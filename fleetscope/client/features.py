@@ -20,6 +20,7 @@ class Features:
     row_fields: frozenset[str] = frozenset()
     facet_fields: frozenset[str] = frozenset()
     known: bool = False  # False: the server published no document; assume the basics
+    csv_paths: frozenset[str] = frozenset()  # routes that answer `Accept: text/csv`
 
     @classmethod
     def from_openapi(cls, doc: dict[str, Any]) -> Features:
@@ -34,6 +35,7 @@ class Features:
             frozenset(schemas.get("Row", {}).get("properties", {})),
             frozenset(schemas.get("Facets", {}).get("properties", {})),
             True,
+            frozenset(path for path, item in paths.items() if _answers_csv(item)),
         )
 
     def offers(self, path: str) -> bool:
@@ -64,3 +66,8 @@ def _params(item: dict[str, Any]) -> dict[str, tuple[str, ...]]:
         schema = schema.get("items", schema) if schema.get("type") == "array" else schema
         out[str(p["name"])] = tuple(str(v) for v in schema.get("enum", []))
     return out
+
+
+def _answers_csv(item: Any) -> bool:
+    ok = item.get("get", {}).get("responses", {}).get("200", {}) if isinstance(item, dict) else {}
+    return isinstance(ok, dict) and "text/csv" in (ok.get("content") or {})

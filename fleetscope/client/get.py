@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleetscope.client import listing
+from fleetscope.client import csvout, listing
 from fleetscope.client.command import add_connection_flags, connect, run_command
 from fleetscope.client.features import OBJECTS
 from fleetscope.client.printers import FORMATS, make_printer
@@ -25,9 +25,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        choices=FORMATS,
+        choices=(*FORMATS, "csv"),
         default="table",
-        help="table (default), wide, json, yaml, or name (cluster/namespace/kind/name)",
+        help="table (default), wide, json, yaml, name (cluster/namespace/kind/name), or csv "
+        "(the server's RFC 4180 export of every row)",
     )
     parser.add_argument(
         "--limit", type=listing.check_limit, metavar="N", help="print at most N rows in all"
@@ -51,6 +52,11 @@ def _get(args: argparse.Namespace) -> int:
     api = connect(args)
     params = listing.filter_params(args, api)
     params += listing.sort_param(args.sort_by, api.features()) if args.sort_by else []
+    if args.output == "csv":
+        shown = csvout.write(api, OBJECTS, params, limit=args.limit, headers=not args.no_headers)
+        if shown == 0:
+            print("No resources found", file=sys.stderr)
+        return 0
     blocked_by = args.output == "wide" and "blockedBy" in api.features().row_fields
     printer = make_printer(
         args.output,

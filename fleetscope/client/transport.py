@@ -59,6 +59,33 @@ class Api:
         self._trace(resp, headers, started)
         return answer(resp)
 
+    def stream(self, path: str, params: Params, accept: str) -> requests.Response:
+        """GET `path` as the caller asking for `accept`, the body left to read as it arrives
+        (a CSV export); an error answer raises as `get` does."""
+        url = self.target.server + path
+        headers = {**self._identity(), "Accept": accept}
+        started = time.monotonic()
+        try:
+            resp = self.session.get(
+                url,
+                params=list(params),
+                headers=headers,
+                timeout=self._timeout(),
+                verify=self.target.verify,
+                stream=True,
+            )
+        except requests.exceptions.RequestException as e:
+            raise unreachable(self.target.server, e, self.timeout_s) from e
+        self._trace(resp, headers, started)
+        if not 200 <= resp.status_code < 300:
+            answer(resp)  # raises the error the answer means
+        if not resp.headers.get("Content-Type", "").startswith(accept):
+            resp.close()
+            raise ClientError(
+                f"the server answered {resp.headers.get('Content-Type')!r}, not {accept}"
+            )
+        return resp
+
     def features(self) -> Features:
         """What this server offers, from its OpenAPI document (fetched once, when needed)."""
         if self._features is None:

@@ -58,6 +58,34 @@ export async function api(path, params) {
   return body;
 }
 
+// Saves what `path` answers as CSV (`Accept: text/csv`: every page of the query) to a file,
+// with the caller's identity as `api` sends it (a plain link could not send the headers).
+export async function downloadCsv(path, params, filename) {
+  const headers = { ...identityHeaders(), Accept: "text/csv" };
+  let resp;
+  try {
+    resp = await fetch(`/api/v1${path}?${params}`, { headers });
+  } catch (e) {
+    throw new ApiError(0, "network", `The query service did not answer (${e.message}).`);
+  }
+  if (!resp.ok) {
+    let body = null;
+    try {
+      body = await resp.json();
+    } catch (e) {
+      body = null;
+    }
+    throw new ApiError(resp.status, (body && body.error) || `http_${resp.status}`,
+      (body && body.message) || `HTTP ${resp.status}`);
+  }
+  const url = URL.createObjectURL(await resp.blob());
+  const link = Object.assign(document.createElement("a"), { href: url, download: filename });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
 function offerSignIn(message) {
   if (config.authMode !== "oidc") return;
   const box = document.getElementById("signin");

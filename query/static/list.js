@@ -2,7 +2,16 @@
 // /api/v1/objects at a time (or, grouped across clusters, of groups from /api/v1/groups),
 // counts from /api/v1/facets, the live object in a dialog.
 
-import { api, config, el, setUpIdentity, showBanner, showError, timeElement } from "./api.js";
+import {
+  api,
+  config,
+  downloadCsv,
+  el,
+  setUpIdentity,
+  showBanner,
+  showError,
+  timeElement,
+} from "./api.js";
 import { describe, openDetail, refElement, setUpDetail } from "./detail.js";
 import { externalUrl } from "./links.js";
 
@@ -437,6 +446,25 @@ function setUpPager() {
   });
 }
 
+// Every page of the current filters (and grouping or sort) as one CSV file.
+async function exportCsv(ev) {
+  const state = readState();
+  const params = filterParams(state);
+  if (state.group) params.set("by", state.group);
+  else if (state.sort) params.set("sort", state.sort);
+  const button = ev.currentTarget;
+  button.disabled = true;
+  showError("error", "");
+  try {
+    const name = state.group ? `fleetscope-groups-${state.group}.csv` : "fleetscope-objects.csv";
+    await downloadCsv(state.group ? "/groups" : "/objects", params, name);
+  } catch (e) {
+    showError("error", errorText(e));
+  } finally {
+    button.disabled = false;
+  }
+}
+
 function setUp() {
   document.getElementById("filters").addEventListener("submit", applyForm);
   document.getElementById("clear").addEventListener("click", () => {
@@ -453,6 +481,7 @@ function setUp() {
   document.getElementById("group-by").addEventListener("change", (ev) => {
     navigate({ ...readState(), group: ev.currentTarget.value }, "", []);
   });
+  document.getElementById("download-csv").addEventListener("click", exportCsv);
   setUpPager();
   setUpDetail();
   setUpIdentity(() => {

@@ -56,7 +56,7 @@ def test_complete_words(stack: Stack, cli) -> None:
         "ks,helmrepository",
         "ks,helmrepo",
     }
-    assert words("get", "-o", "") == ["table", "wide", "json", "yaml", "name"]
+    assert words("get", "-o", "") == ["table", "wide", "json", "yaml", "name", "csv"]
     assert "--chunk-size" in words("get", "--c")
     row = stack.api_rows(stack.users["admin-0"], kind="Kustomization")[0]
     c, ns, name = row["cluster"], row["namespace"], row["name"]

@@ -54,8 +54,11 @@ def expected_counts(sim: KubeSim, cluster: str) -> Counter[str]:
     """The oracle: kubesim's own objects, through the status rule table, the Istio ones with the
     cluster's validation findings (checked Istio kinds only)."""
     istio = {k.kind: sim.list(cluster, k.resource) for k in REG if k.group in ISTIO}
+    checked = {kind: objs for kind, objs in istio.items() if kind in istio_checks.CHECKED_KINDS}
+    # A VirtualService may name a Gateway API Gateway (istioctl analyze accepts it).
+    checked["K8sGateway"] = sim.list(cluster, REG.get("K8sGateway").resource)
     findings = istio_checks.validate(
-        {kind: objs for kind, objs in istio.items() if kind in istio_checks.CHECKED_KINDS},
+        checked,
         sim.list(cluster, "services"),
         [n["metadata"]["name"] for n in sim.list(cluster, "namespaces")],
     )
@@ -258,3 +261,48 @@ def test_detail_read_with_impersonation(sim: KubeSim, r: redis.Redis, redis_url:
     log = sim.request_log("cluster-000")
     assert log[-1].impersonate_user == "admin-0"
     assert log[-1].impersonate_groups == ("fleet-admins",)
+
+
+def test_showcase_health_cases_read_as_upstream_defines_them(
+    tmp_path: Path, r: redis.Redis, redis_url: str
+) -> None:
+    """A cluster with the showcase run (>= 50 namespaces): the VirtualService bound to the
+    Gateway API Gateway `istio-system/public` is not KIA1102, the Kuadrant policy whose
+    conditions describe an older generation reads progressing, and Kuadrant's "waiting for the
+    following components to sync" reads progressing, all through the real collector."""
+    sim = KubeSim.start(generate_fleet(clusters=1, namespaces=50, seed=7), tmp_path / "kc")
+    try:
+        c = collector_for(sim, redis_url, r)
+        assert [o.ok for o in collect_once(c)] == [True]
+        cluster = sim.clusters[0]
+        assert stored_counts(r, cluster) == expected_counts(sim, cluster)
+        stored = {
+            (row["namespace"], row["kind"], row["name"]): row
+            for row in (rows.decode(cluster, m) for m in r.zrange(keys.rows(cluster), 0, -1))
+        }
+        bound = [
+            vs
+            for vs in sim.list(cluster, REG.get("VirtualService").resource)
+            if "istio-system/public" in vs["spec"].get("gateways", [])
+        ]
+        assert bound
+        for vs in bound:
+            meta = vs["metadata"]
+            row = stored[(meta["namespace"], "VirtualService", meta["name"])]
+            assert row["reason"] != "KIA1102" and "KIA1102" not in row["message"], row
+        stale = syncing = 0
+        for kind in ("AuthPolicy", "RateLimitPolicy", "DNSPolicy", "TLSPolicy"):
+            for pol in sim.list(cluster, REG.get(kind).resource):
+                meta, conds = pol["metadata"], (pol.get("status") or {}).get("conditions", [])
+                row = stored[(meta["namespace"], kind, meta["name"])]
+                if any(c.get("observedGeneration", meta["generation"]) < meta["generation"]
+                       for c in conds):  # fmt: skip
+                    stale += 1
+                    assert row["status"] == "progressing", row
+                if any("waiting for the following components to sync" in c["message"]
+                       for c in conds):  # fmt: skip
+                    syncing += 1
+                    assert row["status"] == "progressing", row
+        assert stale and syncing
+    finally:
+        sim.stop()

@@ -125,3 +125,57 @@ def test_unlistable_services_leave_istio_rows_not_validated() -> None:
     state.validate()
     row = status_of(out.replaced["VirtualService"][0])
     assert (row["status"], row["reason"]) == ("unknown", "NotChecked")
+
+
+K8S_GW = {
+    "apiVersion": "gateway.networking.k8s.io/v1",
+    "kind": "Gateway",
+    "metadata": {"namespace": "edge", "name": "public", "generation": 1},
+    "spec": {"gatewayClassName": "istio", "listeners": []},
+}
+VS_TO_K8S_GW = obj(
+    "VirtualService",
+    "shop",
+    "api",
+    {
+        "hosts": ["api.example.com"],
+        "gateways": ["edge/public"],
+        "http": [{"route": [{"destination": {"host": "web"}}]}],
+    },
+)
+
+
+def test_a_virtualservice_naming_a_gateway_api_gateway_is_resolved_by_the_sync() -> None:
+    # The full sync's path (collector.sync.collect holds these kinds and builds them together).
+    held_kinds = {k.key: k for k in REG if mesh.held(k)}
+    assert "K8sGateway" in held_kinds  # held, so the checks see it beside the Istio kinds
+    vs_kind, gw_kind = held_kinds["VirtualService"], held_kinds["K8sGateway"]
+    held = [mesh.Held(vs_kind, "networking.istio.io/v1", VS_TO_K8S_GW)]
+    alone = mesh.members("c1", held, [SVC], ["shop", "edge"])
+    assert status_of(alone[0])["reason"] == "KIA1102"  # no such gateway: a real finding
+    held.append(mesh.Held(gw_kind, "gateway.networking.k8s.io/v1", K8S_GW))
+    members = {rows.identity(m): m for m in mesh.members("c1", held, [SVC], ["shop", "edge"])}
+    vs = status_of(members[rows.sort_key("shop", "VirtualService", "api")])
+    assert (vs["status"], vs["reason"]) == ("healthy", ""), vs
+    # The Gateway API Gateway keeps its own row and status rule (not Istio's Gateway checks).
+    gw = status_of(members[rows.sort_key("edge", "K8sGateway", "public")])
+    assert gw["status"] == "progressing", gw  # no conditions: waiting for its controller
+
+
+def test_the_watcher_revalidates_virtualservices_when_a_gateway_api_gateway_changes() -> None:
+    out = Out()
+    kinds = [k for k in REG if mesh.validated(k) or k.key in mesh.CONTEXT_KINDS]
+    state = MeshState("c1", [(k, k.api_version()) for k in kinds], 0.0, out.replace, out.change)
+    for k in kinds:
+        items = {"VirtualService": [VS_TO_K8S_GW], "K8sGateway": [K8S_GW]}.get(k.key, [])
+        state.replace(k.key, items)
+    state.replace(mesh.SERVICES, [SVC])
+    state.replace(mesh.NAMESPACES, [NS, {"metadata": {"name": "edge"}}])
+    state.validate()
+    (vs,) = out.replaced["VirtualService"]
+    assert status_of(vs)["status"] == "healthy", status_of(vs)
+    state.event("K8sGateway", "DELETED", K8S_GW)
+    state.validate()
+    by_id = {c.identity: c.member for c in out.changes}
+    row = status_of(by_id[rows.sort_key("shop", "VirtualService", "api")])
+    assert (row["status"], row["reason"]) == ("unhealthy", "KIA1102")

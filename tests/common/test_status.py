@@ -1060,3 +1060,74 @@ def test_a_non_ascii_digit_generation_is_no_generation() -> None:
         },
     }
     assert evaluate("flux", obj).status in {"healthy", "progressing", "unknown"}
+
+
+# -- stale conditions and Kuadrant's transient Enforced=False (issue #40) -----------------------
+# A metav1.Condition names the generation it judged in its own observedGeneration: below
+# metadata.generation it is a verdict on an older spec (gateway-api GEP-1364, Kuadrant and Flux
+# set it per condition), whatever status.observedGeneration says.
+
+
+@pytest.mark.parametrize(
+    "ready",
+    [
+        cond("Ready", "True", "ReconciliationSucceeded", "Applied revision: main@sha1:abc", 2),
+        cond("Ready", "False", "BuildFailed", "kustomize build failed", 2),
+    ],
+)
+def test_a_flux_ready_condition_of_an_older_generation_is_stale(ready: dict[str, Any]) -> None:
+    s = evaluate("flux", flux(ready, gen=3, observed=3))
+    check(s, "progressing", "LatestGenerationNotObserved", None)
+    assert "generation 2" in s.message and "generation 3" in s.message, s.message
+    # The same verdict at the current generation stands; a suspended object keeps its verdict.
+    current = {**ready, "observedGeneration": 3}
+    assert evaluate("flux", flux(current, gen=3, observed=3)).status != "progressing"
+    assert evaluate("flux", flux(ready, gen=3, observed=3, suspend=True)).status != "progressing"
+
+
+def test_a_stale_stalled_condition_is_not_a_failure() -> None:
+    stalled = cond("Stalled", "True", "ArtifactFailed", "artifact not found", 1)
+    s = evaluate("conditions", flux(stalled, NOT_READY, gen=2, observed=2))
+    check(s, "progressing", "LatestGenerationNotObserved", None)
+
+
+@pytest.mark.parametrize(
+    "conds",
+    [
+        (
+            cond("Accepted", "True", "Accepted", "ok", 1),
+            cond("Enforced", "True", "Enforced", "", 2),
+        ),
+        (
+            cond("Accepted", "True", "Accepted", "ok", 2),
+            cond("Enforced", "True", "Enforced", "", 1),
+        ),
+        (cond("Accepted", "False", "TargetNotFound", "AuthPolicy target web was not found", 1),),
+        (cond("Accepted", "True", "Accepted", "ok", 2), cond("Enforced", "False", "X", "no", 1)),
+    ],
+)
+def test_a_policy_condition_of_an_older_generation_is_stale(
+    conds: tuple[dict[str, Any], ...],
+) -> None:
+    # status.observedGeneration is current: only the condition's own generation is old.
+    s = evaluate("policy", policy(*conds, gen=2, observed=2))
+    check(s, "progressing", "LatestGenerationNotObserved", None)
+    assert "describes generation 1" in s.message, s.message
+
+
+def test_a_policy_with_current_conditions_is_judged_by_them() -> None:
+    accepted = cond("Accepted", "True", "Accepted", "ok", 2)
+    enforced = cond("Enforced", "True", "Enforced", "AuthPolicy has been successfully enforced", 2)
+    assert evaluate("policy", policy(accepted, enforced, gen=2, observed=2)).status == "healthy"
+
+
+@pytest.mark.parametrize("kind", ["AuthPolicy", "RateLimitPolicy", "TokenRateLimitPolicy"])
+def test_kuadrant_waiting_for_components_to_sync_is_progressing(kind: str) -> None:
+    message = f"{kind} waiting for the following components to sync: [Limitador]"
+    s = evaluate("policy", policy(P_ACCEPTED, cond("Enforced", "False", "Unknown", message)))
+    check(s, "progressing", "Unknown", message)
+    # The same reason for a policy in the path of no route stays a failure.
+    stuck = cond(
+        "Enforced", "False", "Unknown", f"{kind} is not in the path to any existing routes"
+    )
+    assert evaluate("policy", policy(P_ACCEPTED, stuck)).status == "unhealthy"

@@ -44,8 +44,11 @@ class Mesh:
             for o in objects.get("Service", [])
         }
         self.entry_hosts = [h for o in objects.get("ServiceEntry", []) for h in o["spec"]["hosts"]]
+        # A VirtualService may name an Istio Gateway or a Gateway API one (istioctl analyze).
         self.gateways = {
-            (o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects.get("Gateway", [])
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for kind in ("Gateway", "K8sGateway")
+            for o in objects.get(kind, [])
         }
         self.findings: dict[Key, set[str]] = defaultdict(set)
 

@@ -39,6 +39,10 @@ MANAGERS = {KUSTOMIZE: "Kustomization", HELM: "HelmRelease"}
 class Reference:
     path: str  # where the object names it; "metadata.labels[<group>]" for managed-by labels
     target: Key
+    also: tuple[Key, ...] = ()  # other objects that satisfy it as well
+
+    def resolves(self, objs: dict[Key, Obj]) -> bool:
+        return self.target in objs or any(k in objs for k in self.also)
 
 
 def key(obj: Obj) -> Key:
@@ -94,7 +98,10 @@ def _traffic_refs(group: str, kind: str, spec: Obj, ns: str) -> Iterator[Referen
         for path, name in _listed(spec, "gateways"):
             if name != "mesh":
                 gw_ns, _, gw = name.rpartition("/")
-                yield Reference(path, (ISTIO, "Gateway", gw_ns or ns, gw))
+                # istioctl analyze (virtualservice/gateways.go) accepts an Istio Gateway or a
+                # Gateway API Gateway of that name.
+                also = ((GW, "Gateway", gw_ns or ns, gw),)
+                yield Reference(path, (ISTIO, "Gateway", gw_ns or ns, gw), also)
     if group == GW and kind == "Gateway":
         yield Reference("spec.gatewayClassName", (GW, "GatewayClass", "", spec["gatewayClassName"]))
     if group == GW and kind in ROUTES:

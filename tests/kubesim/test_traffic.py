@@ -108,6 +108,7 @@ def test_every_istio_breakage_in_every_demo_cluster(demo: dict[str, dict[str, li
         assert codes <= seen and seen & mtls, (cluster, codes - seen)
         vs_gateways = [g for v in objs["VirtualService"] for g in v["spec"].get("gateways", [])]
         assert "ingress" in vs_gateways and "istio-system/ingressgateway" in vs_gateways
+        assert "istio-system/public" in vs_gateways  # a Gateway API Gateway: valid, no KIA1102
     assert (
         set().union(*(found for o in demo.values() for *_, found, _ in istio_verdicts(o))) >= mtls
     )
@@ -316,6 +317,8 @@ def reasons(objs: dict[str, list[Obj]]) -> set[str]:
             for cond in conds.values():
                 if cond["status"] == "False":
                     seen.add(f"policy:{cond['type']}:{cond['reason']}")
+                if cond.get("observedGeneration", 1 << 30) < obj["metadata"]["generation"]:
+                    seen.add("policy:stale")
                 if "partially" in cond["message"]:
                     seen.add("policy:partial")
     return seen
@@ -345,6 +348,7 @@ GATEWAY_VARIANTS = {
     "policy:Enforced:Unknown",
     "policy:no-status",
     "policy:partial",
+    "policy:stale",
 }
 
 

@@ -669,3 +669,29 @@ def test_relations_and_blocked_by(stack: Stack, page: Any) -> None:
     for name in unseen:
         assert name not in text
     shot(page, "relations-hidden")
+
+
+def test_download_csv_holds_every_row_of_the_current_filters(stack: Stack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto("/?limit=2&status=unhealthy,progressing")
+    expect(page.locator("#demo-user")).to_have_value("admin-0")
+    expect(page.locator(ROWS)).to_have_count(2)
+    with page.expect_download() as got:
+        page.locator("#download-csv").click()
+    download = got.value
+    assert download.suggested_filename == "fleetscope-objects.csv"
+    with open(download.path(), "rb") as f:
+        saved = f.read()
+    want = requests.get(
+        f"{stack.base}/api/v1/objects",
+        params={"status": "unhealthy,progressing"},
+        headers={**ADMIN, "Accept": "text/csv"},
+        timeout=10,
+    )
+    assert saved == want.content  # every page, not the two rows shown
+    assert (
+        saved.count(b"\r\n") - 1
+        == len(api_names(stack, ADMIN, status="unhealthy,progressing", limit=500))
+        > 2
+    )
