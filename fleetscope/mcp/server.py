@@ -78,7 +78,7 @@ def create_server(fleet: Fleet) -> Server[Any, Any]:
             for t in (await current()).values()
         ]
 
-    @server.call_tool()
+    @server.call_tool(validate_input=False)  # checked by each tool: errors in one shape
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         tool = tools.get(name) or (await current()).get(name)
         if tool is None:
