@@ -181,10 +181,12 @@ async def mcp_session(
         cwd=str(REPO),
     )
     with open(errlog or home / "mcp-stderr.log", "w") as err:
-        async with stdio_client(params, errlog=err) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
 
 
 def as_flags(stack: Stack, user: User) -> list[str]:
