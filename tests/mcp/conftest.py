@@ -200,3 +200,9 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> tuple[boo
     text = result.content[0].text  # type: ignore[union-attr]
     assert json.loads(text) == result.structuredContent
     return bool(result.isError), result.structuredContent
+
+
+def steady(status: dict[str, Any]) -> dict[str, Any]:
+    """A status answer without what moves between two reads (the RBAC data's age)."""
+    clusters = [{k: v for k, v in c.items() if k != "rbacAgeS"} for c in status["clusters"]]
+    return {**status, "clusters": clusters}
