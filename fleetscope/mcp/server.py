@@ -85,7 +85,9 @@ def create_server(fleet: Fleet) -> Server[Any, Any]:
             known = ", ".join(tools)
             return error_result(ToolError("bad_input", f"no tool {name[:80]!r}; tools: {known}"))
         try:
-            return text_result(clean(await tool.run(dict(arguments or {}))))
+            answer = text_result(clean(await tool.run(dict(arguments or {}))))
+            log.info("tool %s: ok", name)
+            return answer
         except ToolError as e:
             log.info("tool %s: %s", name, e.code)
             return error_result(e)
