@@ -111,3 +111,22 @@ def test_exec_plugin_gets_no_stdin(stack: Stack, home: Path) -> None:
 
     anyio.run(body)
     assert token not in errlog.read_text()
+
+
+def test_invalid_token_is_a_tool_error_with_the_apis_message(stack: Stack, home: Path) -> None:
+    bogus = "not-a-jwt-but-a-secret-all-the-same"
+    code, refused = stack.api(None, "/api/v1/status", token=bogus)
+    assert code == 401
+    errlog = home / "stderr.log"
+
+    async def body() -> None:
+        env = {"FLEETSCOPE_TOKEN": bogus}
+        args = ["--server", stack.oidc_base, "-v", "8"]
+        async with mcp_session(args, home, env=env, errlog=errlog) as s:
+            for tool in ("fleet_status", "explain_access"):
+                error, got = await call(s, tool)
+                assert error and got == {"error": "unauthenticated", "message": refused["message"]}
+
+    anyio.run(body)
+    assert "Bearer <masked>" in errlog.read_text()
+    assert bogus not in errlog.read_text()
