@@ -16,10 +16,12 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.shared.exceptions import McpError
 from pydantic import AnyUrl
 
-from fleetscope.mcp import catalog
+from fleetscope.client.features import Features
+from fleetscope.mcp import catalog, tools
 from fleetscope.mcp.fleet import SEGMENT, Fleet, ToolError
-from fleetscope.mcp.tools import Tool, build
+from fleetscope.mcp.tools import HISTORY, Tool
 from fleetscope.mcp.untrusted import clean
+from fleetscope.mcp.why import why_failing
 
 log = logging.getLogger("fleetscope.mcp")
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource URI
@@ -55,15 +57,29 @@ def error_result(e: ToolError) -> types.CallToolResult:
     return text_result(clean(e.as_dict()), is_error=True)
 
 
+def build(fleet: Fleet, features: Features) -> list[Tool]:
+    """The tools this server's API supports, in the order an assistant meets them."""
+    out = [
+        tools.fleet_status(fleet),
+        tools.list_objects(fleet),
+        tools.get_object(fleet, features),
+        tools.get_relations(fleet, features),
+        tools.list_groups(fleet, features),
+    ]
+    if features.offers(HISTORY):
+        out.append(tools.get_history(fleet, features))
+    return [*out, tools.explain_access(fleet), why_failing(fleet, features)]
+
+
 def create_server(fleet: Fleet) -> Server[Any, Any]:
     server: Server[Any, Any] = Server("fleetscope", version=_version(), instructions=INSTRUCTIONS)
-    tools: dict[str, Tool] = {}
+    known: dict[str, Tool] = {}
 
     async def current() -> dict[str, Tool]:
         built = build(fleet, await fleet.afeatures())
-        tools.clear()
-        tools.update((t.name, t) for t in built)
-        return tools
+        known.clear()
+        known.update((t.name, t) for t in built)
+        return known
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
@@ -80,10 +96,10 @@ def create_server(fleet: Fleet) -> Server[Any, Any]:
 
     @server.call_tool(validate_input=False)  # checked by each tool: errors in one shape
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        tool = tools.get(name) or (await current()).get(name)
+        tool = known.get(name) or (await current()).get(name)
         if tool is None:
-            known = ", ".join(tools)
-            return error_result(ToolError("bad_input", f"no tool {name[:80]!r}; tools: {known}"))
+            names = ", ".join(known)
+            return error_result(ToolError("bad_input", f"no tool {name[:80]!r}; tools: {names}"))
         try:
             answer = text_result(clean(await tool.run(dict(arguments or {}))))
             log.info("tool %s: ok", name)

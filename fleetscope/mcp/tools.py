@@ -30,23 +30,6 @@ class Tool:
     run: Run
 
 
-def build(fleet: Fleet, features: Features) -> list[Tool]:
-    """The tools this server's API supports, in the order an assistant meets them."""
-    from fleetscope.mcp import why  # why_failing composes the tools below
-
-    out = [
-        fleet_status(fleet),
-        list_objects(fleet),
-        get_object(fleet, features),
-        get_relations(fleet, features),
-        list_groups(fleet, features),
-    ]
-    if features.offers(HISTORY):
-        out.append(get_history(fleet, features))
-    out += [explain_access(fleet), why.why_failing(fleet, features)]
-    return out
-
-
 def _params(fleet: Fleet, path: str, basics: list[S]) -> list[S]:
     return fleet.parameters(path) or basics
 
@@ -68,7 +51,9 @@ def object_ref(args: dict[str, Any], features: Features, tail: str = "") -> str:
     return object_path(args.get("cluster"), args.get("namespace"), kind, args.get("name"), tail)
 
 
-def _checked(input_schema: S, body: Run) -> Run:
+def checked(input_schema: S, body: Run) -> Run:
+    """`body`, run only on arguments its schema accepts (else a bad_input ToolError)."""
+
     async def run(args: dict[str, Any]) -> dict[str, Any]:
         schemas.check(args, input_schema)
         return await body(args)
@@ -101,7 +86,7 @@ def list_objects(fleet: Fleet) -> Tool:
         "the last) and freshness (whether the index is complete right now). Use it for "
         "'what is failing', 'show me the HelmReleases in cluster X'.",
         s,
-        _checked(s, _paged_route(fleet, OBJECTS, props)),
+        checked(s, _paged_route(fleet, OBJECTS, props)),
     )
 
 
@@ -127,7 +112,7 @@ def get_object(fleet: Fleet, features: Features) -> Tool:
         "why a row says what it says. Very large objects lose their largest parts (listed in "
         "`truncated`).",
         s,
-        _checked(s, run),
+        checked(s, run),
     )
 
 
@@ -158,7 +143,7 @@ def get_relations(fleet: Fleet, features: Features) -> Tool:
         "status and exists (false: a dangling reference). Objects the user may not list are "
         "never named, only counted in `hidden`.",
         s,
-        _checked(s, run),
+        checked(s, run),
     )
 
 
@@ -175,7 +160,7 @@ def list_groups(fleet: Fleet, features: Features) -> Tool:
         "problems and to answer 'where else does this fail'. Takes the list filters of "
         "list_objects; pages with continue.",
         s,
-        _checked(s, _paged_route(fleet, GROUPS, props)),
+        checked(s, _paged_route(fleet, GROUPS, props)),
     )
 
 
@@ -197,7 +182,7 @@ def get_history(fleet: Fleet, features: Features) -> Tool:
         "suspension changes, appearing and disappearing, with their times. Use it for 'when "
         "did this start failing' and 'what changed'.",
         s,
-        _checked(s, run),
+        checked(s, run),
     )
 
 
@@ -221,7 +206,7 @@ def fleet_status(fleet: Fleet) -> Tool:
         "whether its RBAC data is fresh. Check it first: while degraded, lists may be "
         "incomplete or stale.",
         s,
-        _checked(s, run),
+        checked(s, run),
     )
 
 
@@ -248,7 +233,7 @@ def explain_access(fleet: Fleet) -> Tool:
         "grant it; rbacFresh false means the cluster is hidden until its RBAC data is fresh. "
         "Use it to explain why an object or cluster is not visible.",
         s,
-        _checked(s, run),
+        checked(s, run),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from fleetscope.client.features import OBJECTS, RELATIONS, Features
 from fleetscope.mcp import schemas
 from fleetscope.mcp.fleet import Fleet, ToolError
-from fleetscope.mcp.tools import HISTORY, Tool, _checked, object_properties, object_ref
+from fleetscope.mcp.tools import HISTORY, Tool, checked, object_properties, object_ref
 
 MAX_HOPS = 10
 EDGES_SHOWN = 50
@@ -45,7 +45,7 @@ def why_failing(fleet: Fleet, features: Features) -> Tool:
         "user may not list only counted) and, where the server records history, its last "
         "transitions; with a one-paragraph summary. Start here for 'why is X failing'.",
         s,
-        _checked(s, run),
+        checked(s, run),
     )
 
 
