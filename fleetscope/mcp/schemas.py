@@ -19,7 +19,7 @@ S = dict[str, Any]
 MAX_PAGE, DEFAULT_PAGE = 100, 20
 """Rows (groups, entries) per tool answer: a page an assistant can read, not the API's 500."""
 
-_LIST = {"type": "array", "items": {"type": "string"}}
+_LIST = {"type": "array", "items": {"type": "string"}}  # as an OpenAPI document declares it
 BASIC_FILTERS: list[S] = [
     {"name": "cluster", "description": "only these clusters", "schema": _LIST},
     {"name": "namespace", "description": "only these namespaces", "schema": _LIST},
@@ -54,8 +54,10 @@ def argument(p: Mapping[str, Any]) -> S:
     if schema.get("enum") == ["true", "false"]:
         schema = {"type": "boolean"}
     elif schema.get("type") == "array":
-        schema = {"type": "array", "items": dict(schema.get("items") or {"type": "string"})}
-        desc += " (a list)"
+        # a list, or the API's own comma-separated form (the items' rules apply to lists)
+        items = dict(schema.get("items") or {"type": "string"})
+        schema = {"type": ["array", "string"], "items": items}
+        desc += " (a list, or one comma-separated string)"
     elif not schema.get("type") and not schema.get("enum"):
         schema["type"] = "string"
     return {**schema, "description": desc}

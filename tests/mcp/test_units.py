@@ -66,9 +66,9 @@ def test_openapi_parameters_become_arguments() -> None:
         }
     )
     assert listed == {
-        "type": "array",
+        "type": ["array", "string"],
         "items": {"type": "string", "enum": ["A", "B"]},
-        "description": "only these kinds (a list)",
+        "description": "only these kinds (a list, or one comma-separated string)",
     }
     props = {"kind": listed, "suspended": {}, "limit": {}}
     args = {"kind": ["A", "B"], "suspended": False, "limit": 5, "other": "x", "name": ""}
