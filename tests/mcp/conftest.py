@@ -32,6 +32,7 @@ from tests.cli.conftest import User, serve
 from tests.query.test_oidc import Issuer
 
 REPO = Path(__file__).resolve().parents[2]
+DB = 7
 GITOPS = "source.toolkit.fluxcd.io/v1"
 KUSTOMIZE = "kustomize.toolkit.fluxcd.io/v1"
 TEAM_NS, OTHER_NS = "app-0001", "app-0000"  # on cluster-000: team-00's and team-01's
@@ -109,15 +110,17 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
     tmp = tmp_path_factory.mktemp("mcp")
     fleet = generate_fleet(clusters=3, namespaces=8, seed=3, teams=2)
     sim = KubeSim.start(fleet, kubeconfig_dir=tmp / "clusters")
-    r = redis.Redis.from_url(redis_server.url)
-    r.flushall()
+    # A database of its own: flushing it leaves other packages' fleets alone
+    url = f"{redis_server.url.rstrip('/')}/{DB}"
+    r = redis.Redis.from_url(url)
+    r.flushdb()
     issuer = Issuer()
     issuer.add_key("rsa1", "RS256")
     servers = []
     try:
         _prepare(sim)
         settings = Settings(
-            redis_url=redis_server.url,
+            redis_url=url,
             clusters_dir=str(tmp / "clusters"),
             auth_mode="header",
             trusted_proxy_cidrs=("127.0.0.1/32",),
@@ -131,7 +134,7 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
         assert all(o.ok for o in outcomes)
         servers.append(serve(settings))
         oidc = Settings(
-            redis_url=redis_server.url,
+            redis_url=url,
             clusters_dir=str(tmp / "clusters"),
             auth_mode="oidc",
             oidc_issuer_url=issuer.url,
