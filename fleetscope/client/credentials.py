@@ -110,6 +110,8 @@ def _env_pairs(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
 class ExecToken:
     config: ExecConfig
     _cached: str = field(default="", repr=False)
+    # False: the command gets no stdin (under `fleetscope mcp`, stdin is the protocol stream)
+    interactive: bool = True
 
     def token(self) -> str | None:
         if not self._cached:
@@ -121,12 +123,16 @@ class ExecToken:
         info = {
             "apiVersion": c.api_version,
             "kind": "ExecCredential",
-            "spec": {"interactive": sys.stdin.isatty()},
+            "spec": {"interactive": self.interactive and sys.stdin.isatty()},
         }
         env = {**os.environ, **dict(c.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
         try:
             done = subprocess.run(
-                [c.command, *c.args], env=env, stdout=subprocess.PIPE, check=False
+                [c.command, *c.args],
+                env=env,
+                stdin=None if self.interactive else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                check=False,
             )
         except OSError as e:
             hint = f" ({c.install_hint})" if c.install_hint else ""
