@@ -37,8 +37,14 @@ class Alertmanager:
     def start(self) -> Alertmanager:
         assert BINARY, "prometheus-alertmanager is not installed (.ci/run installs it)"
         storage = self.dir / f"data-{time.monotonic_ns()}"
-        log = (self.dir / "am.log").open("ab")
-        self.proc = subprocess.Popen(
+        with (self.dir / "am.log").open("ab") as log:  # the child keeps its own descriptor
+            self.proc = self._spawn(storage, log)
+        self._wait_ready()
+        return self
+
+    def _spawn(self, storage: Path, log: Any) -> subprocess.Popen[bytes]:
+        assert BINARY is not None
+        return subprocess.Popen(
             [
                 BINARY,
                 f"--config.file={self.dir / 'am.yml'}",
@@ -49,12 +55,14 @@ class Alertmanager:
             stdout=log,
             stderr=log,
         )
+
+    def _wait_ready(self) -> None:
         deadline = time.monotonic() + 30
         while True:
-            assert self.proc.poll() is None, self.log()
+            assert self.proc is not None and self.proc.poll() is None, self.log()
             try:
                 urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).read()
-                return self
+                return
             except OSError:
                 if time.monotonic() > deadline:
                     raise AssertionError(f"Alertmanager never got ready: {self.log()}") from None
