@@ -126,14 +126,15 @@ class AlertRuntime:
         )
         return outcome
 
-    def deliver(self, urls: list[str] | None) -> deliver.Delivery:
-        result = deliver.deliver(self.r, self.settings, urls)
+    def deliver(self, only: list[int] | None) -> deliver.Delivery:
+        result = deliver.deliver(self.r, self.settings, only)
         m = metrics()
-        for url in urls if urls is not None else self.settings.alertmanager_url:
-            if url in result.failed:
-                m["errors"].labels(deliver.target(url)).inc()
-            else:
-                m["sent"].labels(deliver.target(url)).inc(result.sent)
+        urls = self.settings.alertmanager_url
+        for i in range(len(urls)) if only is None else only:
+            if i in result.failed:
+                m["errors"].labels(deliver.target(urls[i])).inc()
+            elif i < len(urls):
+                m["sent"].labels(deliver.target(urls[i])).inc(result.sent)
         return result
 
 
@@ -148,8 +149,8 @@ def register(app: Celery, settings: Settings) -> None:
     interval = settings.alert_interval_s
 
     @app.task(name=DELIVER, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
-    def deliver_alerts(task: Any, urls: list[str] | None = None) -> None:
-        result = runtime().deliver(urls)
+    def deliver_alerts(task: Any, only: list[int] | None = None) -> None:
+        result = runtime().deliver(only)
         if not result.failed:
             return
         delay = min(2.0**task.request.retries, interval / 2)

@@ -40,7 +40,9 @@ class Delivery:
 
     sent: int = 0
     """Alerts sent to each URL that took them."""
-    failed: dict[str, str] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
+    """Why delivery failed, by the URL's position in FLEETSCOPE_ALERTMANAGER_URL (positions,
+    not URLs, travel in retried tasks: a URL may hold credentials)."""
     resolved_done: int = 0
 
 
@@ -82,11 +84,13 @@ def pending(
 
 
 def deliver(
-    r: redis.Redis, settings: Settings, urls: Sequence[str] | None = None, now: float | None = None
+    r: redis.Redis, settings: Settings, only: Sequence[int] | None = None, now: float | None = None
 ) -> Delivery:
-    """Send the pending alerts to `urls` (default: all configured ones)."""
+    """Send the pending alerts to the configured URLs (`only`: those at these positions)."""
     now = time.time() if now is None else now
-    urls = list(settings.alertmanager_url if urls is None else urls)
+    configured = settings.alertmanager_url
+    picked = range(len(configured)) if only is None else [i for i in only if i < len(configured)]
+    urls = {i: configured[i] for i in picked}
     result = Delivery()
     if not urls:
         return result
@@ -95,14 +99,14 @@ def deliver(
         session = _session(settings)
     except DeliveryFailed as e:
         log.warning("alert delivery: %s", e)
-        return Delivery(failed={url: str(e) for url in urls})
-    for url in urls:
+        return Delivery(failed={i: str(e) for i in urls})
+    for i, url in urls.items():
         try:
             for i in range(0, len(alerts), BATCH):
                 _post(session, url, alerts[i : i + BATCH], settings.alertmanager_timeout_s)
             result.sent = len(alerts)
         except DeliveryFailed as e:
-            result.failed[url] = str(e)
+            result.failed[i] = str(e)
             log.warning("alert delivery to %s failed: %s", target(url), e)
     if resolved_ids and not result.failed:
         r.hdel(keys.ALERT_RESOLVED, *resolved_ids)

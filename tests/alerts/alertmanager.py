@@ -11,8 +11,11 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from common.redis_server import free_port
 
@@ -99,3 +102,21 @@ class Alertmanager:
     def close(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def alertmanager_server() -> Iterator[Alertmanager]:
+    """The session's Alertmanager (registered for every test by tests/conftest.py)."""
+    if BINARY is None:
+        pytest.fail("prometheus-alertmanager is not installed (.ci/run installs it)")
+    am = Alertmanager().start()
+    yield am
+    am.close()
+
+
+@pytest.fixture
+def alertmanager(alertmanager_server: Alertmanager) -> Alertmanager:
+    """The session's Alertmanager with no alerts."""
+    if alertmanager_server.alerts():
+        alertmanager_server.clear()
+    return alertmanager_server

@@ -126,7 +126,7 @@ def test_a_down_alertmanager_is_reported_and_the_others_still_get_alerts(
     s = settings(redis_url, down, alertmanager.url)
     with caplog.at_level(logging.WARNING):
         got = deliver.deliver(rb, s)
-    assert list(got.failed) == [down]
+    assert list(got.failed) == [0]  # by position: a URL may hold credentials
     assert "SECRET-pw" not in caplog.text and "127.0.0.1" in caplog.text
     # The resolved alert waits until every Alertmanager took it.
     assert len(deliver.pending(rb, s, time.time())[1]) == 1
