@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "access": ("fleetscope.client.access", "what you may see, and the bindings behind it"),
     "groups": ("fleetscope.client.groups", "the same object across clusters, by status"),
     "completion": ("fleetscope.client.completion", "print a bash or zsh completion script"),
+    "alerts": ("fleetscope.client.alerts", "firing fleet alerts on objects you may list"),
 }
 # Not listed in --help: what the completion scripts call back.
 HIDDEN = {"__complete": ("fleetscope.client.complete", "candidates for shell completion")}
