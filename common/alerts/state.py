@@ -13,9 +13,10 @@ cross-cluster rules.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, TypedDict
+
+import orjson
 
 SEP = "\x00"
 
@@ -71,11 +72,11 @@ def rule_of(alert_or_field: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return orjson.dumps(value).decode()
 
 
 def loads(raw: bytes | str) -> Any:
-    return json.loads(raw)
+    return orjson.loads(raw)
 
 
 def text(raw: bytes | str) -> str:
