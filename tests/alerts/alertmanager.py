@@ -107,8 +107,8 @@ class Alertmanager:
 @pytest.fixture(scope="session")
 def alertmanager_server() -> Iterator[Alertmanager]:
     """The session's Alertmanager (registered for every test by tests/conftest.py)."""
-    if BINARY is None:
-        pytest.fail("prometheus-alertmanager is not installed (.ci/run installs it)")
+    if BINARY is None:  # the house rule for missing tools: skip and say so (.ci/run has it)
+        pytest.skip("prometheus-alertmanager is not installed (apt: prometheus-alertmanager)")
     am = Alertmanager().start()
     yield am
     am.close()
