@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery, signals
+from kombu import Queue  # type: ignore[attr-defined]
 
-from collector import gc_tuning, metrics, tasks
+from collector import alerts, gc_tuning, metrics, tasks
 from common import logs
 from common.settings import Settings
 
@@ -25,6 +26,13 @@ def create_celery(settings: Settings) -> Celery:
         # A killed worker's tasks come back after this long (ETA retries wait less than it).
         broker_transport_options={"visibility_timeout": int(hard_limit_s * 2), **transport},
         task_default_queue=QUEUE,
+        # Alert tasks have a queue of their own (collector.alerts); a worker started without
+        # `-Q` consumes both.
+        task_queues=[Queue(QUEUE), Queue(alerts.QUEUE)],  # type: ignore[no-untyped-call]
+        task_routes={
+            alerts.EVALUATE: {"queue": alerts.QUEUE},
+            alerts.DELIVER: {"queue": alerts.QUEUE},
+        },
         task_ignore_result=True,
         result_backend=None,
         task_acks_late=True,
@@ -44,13 +52,15 @@ def create_celery(settings: Settings) -> Celery:
         beat_schedule=beat_schedule(settings),
     )
     tasks.register(app, settings)
+    alerts.register(app, settings)
     _connect_signals(app, settings)
     return app
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """One entry per kind of work; each fans out one task per registered cluster."""
-    return {
+    """One entry per kind of work; each fans out one task per registered cluster (and, with a
+    rules file, the fleet's alert evaluation)."""
+    schedule = {
         "reconcile-registry": {
             "task": tasks.RECONCILE,
             "schedule": settings.registry_interval_s,
@@ -67,6 +77,13 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "options": {"expires": settings.rbac_sync_interval_s},
         },
     }
+    if settings.alert_rules_file:
+        schedule["evaluate-alerts"] = {
+            "task": alerts.EVALUATE,
+            "schedule": settings.alert_interval_s,
+            "options": {"expires": settings.alert_interval_s},
+        }
+    return schedule
 
 
 def _connect_signals(app: Celery, settings: Settings) -> None:
@@ -80,6 +97,7 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
             return
         metrics.prepare_worker(settings)
         metrics.serve(settings)
+        alerts.check_rules(settings)
         gc_tuning.tune()  # before the pool forks: children inherit it
 
     def worker_process_init(**_: Any) -> None:
@@ -89,6 +107,7 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
         # Start collecting at once instead of one interval after beat starts.
         if getattr(sender, "app", None) is not app:
             return
+        alerts.check_rules(settings)
         for name in (tasks.RECONCILE, tasks.FAN_OUT_RBAC, tasks.FAN_OUT_OBJECTS):
             celery_app.send_task(name)
 

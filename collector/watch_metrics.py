@@ -9,6 +9,7 @@ grow with the fleet (the query service reports per-cluster freshness from the sy
 | `fleetscope_watch_relists_total` | counter | lists after a cluster's first one (410 Gone, a broken stream) |
 | `fleetscope_watch_expired_total` | counter | watches the API server ended with 410 Gone (resourceVersion too old) |
 | `fleetscope_watch_event_lag_seconds` | histogram | from an event's arrival to its change committed in Redis |
+| `fleetscope_watch_leases_lost_total` | counter | cluster leases this replica lost while watching (expired or taken: a stall) |
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ RELISTS = Counter(
 )
 EXPIRED = Counter(
     "fleetscope_watch_expired", "Watches ended by 410 Gone (resourceVersion too old)."
+)
+LEASES_LOST = Counter(
+    "fleetscope_watch_leases_lost",
+    "Cluster leases lost while watching (not renewed in time, or taken by another replica).",
 )
 LAG = Histogram(
     "fleetscope_watch_event_lag_seconds",

@@ -133,6 +133,7 @@ class WatchReplica:
                 self.drop(name, release=True)
             elif watch.lost or name in lost:
                 log.warning("lost the watch lease", extra={"cluster": name})
+                watch_metrics.LEASES_LOST.inc()
                 self.drop(name, release=False)
         self._heartbeats()
         eligible = sorted(c for c in registered if c in configs)

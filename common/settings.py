@@ -203,6 +203,39 @@ class Settings:
     ui_demo_users_file: str = ""
     """Demo users for the switcher (kubesim's users JSON); empty = `kubesim-users.json` beside `clusters_dir`."""
 
+    alert_rules_file: str = ""
+    """YAML file of fleet alert rules (a top-level `rules:` list; docs/operations.md, Alerting); empty = no alerts. Re-read when it changes; a bad file keeps the previous rules."""
+
+    alert_interval_s: float = 30.0
+    """Seconds between alert evaluations (a Celery beat task; one evaluator at a time)."""
+
+    alertmanager_url: tuple[str, ...] = ()
+    """Alertmanager base URLs, comma-separated (each member of an HA pair is sent every alert), e.g. `http://alertmanager:9093`; empty = alerts are evaluated and listed at /api/v1/alerts only."""
+
+    alertmanager_timeout_s: float = 5.0
+    """Timeout of one request to an Alertmanager, in seconds (delivery never waits longer per attempt)."""
+
+    alertmanager_bearer_token_file: str = ""
+    """File holding a bearer token sent to Alertmanager (`Authorization: Bearer`); re-read at each delivery."""
+
+    alertmanager_username: str = ""
+    """User name for basic auth to Alertmanager (with `FLEETSCOPE_ALERTMANAGER_PASSWORD_FILE`)."""
+
+    alertmanager_password_file: str = ""
+    """File holding the basic-auth password for Alertmanager; re-read at each delivery."""
+
+    alertmanager_ca_file: str = ""
+    """CA bundle (PEM) that verifies Alertmanager's TLS certificate; empty = the system's CAs."""
+
+    alertmanager_cert_file: str = ""
+    """Client certificate (PEM) presented to Alertmanager (TLS client auth, with the key file)."""
+
+    alertmanager_key_file: str = ""
+    """Private key (PEM) of `FLEETSCOPE_ALERTMANAGER_CERT_FILE`."""
+
+    external_url: str = ""
+    """The URL users open the web view at, for alerts' `generatorURL` links; empty = `http://` + `FLEETSCOPE_BIND`."""
+
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
 
@@ -272,6 +305,7 @@ class Settings:
             raise ConfigError(
                 "page size, query workers/threads and worker memory must be at least 1"
             )
+        _check_alerting(self)
         topology = redis_urls.check(self.redis_url, env_name("redis_url"))
         if self.broker_url.startswith("sentinel://") and topology != "sentinel":
             raise ConfigError(
@@ -325,6 +359,27 @@ def _check_namespaces(s: Settings) -> None:
         value = getattr(s, name)
         if value and not _NAMESPACE.match(value):
             raise ConfigError(f"{env_name(name)}: {value!r} is not a namespace name")
+
+
+def _check_alerting(s: Settings) -> None:
+    """Alertmanager and web-view URLs are absolute http(s) URLs; one kind of credentials."""
+    for name, urls in (
+        ("alertmanager_url", s.alertmanager_url),
+        ("external_url", (s.external_url,)),
+    ):
+        for url in urls:
+            if url and not re.match(r"^https?://[^/\s]+", url):
+                raise ConfigError(f"{env_name(name)}: {url[:80]!r} is not an http(s) URL")
+    if s.alertmanager_bearer_token_file and s.alertmanager_password_file:
+        raise ConfigError(
+            f"set {env_name('alertmanager_bearer_token_file')} or "
+            f"{env_name('alertmanager_password_file')}, not both"
+        )
+    if bool(s.alertmanager_cert_file) != bool(s.alertmanager_key_file):
+        raise ConfigError(
+            f"{env_name('alertmanager_cert_file')} and {env_name('alertmanager_key_file')} "
+            "go together"
+        )
 
 
 def env_name(field_name: str) -> str:

@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "groups": ("fleetscope.client.groups", "the same object across clusters, by status"),
     "completion": ("fleetscope.client.completion", "print a bash or zsh completion script"),
     "mcp": ("fleetscope.mcp.command", "serve the fleet to AI assistants (MCP), as you"),
+    "alerts": ("fleetscope.client.alerts", "firing fleet alerts on objects you may list"),
 }
 # Not listed in --help: what the completion scripts call back.
 HIDDEN = {"__complete": ("fleetscope.client.complete", "candidates for shell completion")}

@@ -156,6 +156,30 @@ def registry_setup(registry: str, workdir: Path) -> tuple[list[str], dict[str, s
     return args, env
 
 
+DEMO_ALERT_RULES = """\
+# The demo's fleet alert rules (docs/operations.md, Alerting). Without an Alertmanager
+# (FLEETSCOPE_ALERTMANAGER_URL) they are still evaluated: GET /api/v1/alerts, `fleetscope alerts`.
+rules:
+  - name: FluxKustomizationFailing
+    match: {kind: Kustomization, status: unhealthy, suspended: false}
+    severity: warning
+    labels: {team: "{{ .namespace }}"}
+    annotations:
+      summary: "Kustomization {{ .namespace }}/{{ .name }} on {{ .cluster }}: {{ .reason }}"
+  - name: FluxHelmReleaseFailingOnManyClusters
+    match: {kind: HelmRelease, status: unhealthy}
+    minClusters: 2
+    severity: critical
+    annotations:
+      summary: "HelmRelease {{ .namespace }}/{{ .name }} fails on {{ .clusters }} clusters"
+  - name: IstioConfigInvalid
+    match: {kind: [VirtualService, DestinationRule, Gateway], status: unhealthy}
+    for: 5m
+    annotations:
+      summary: "{{ .kind }} {{ .namespace }}/{{ .name }} on {{ .cluster }}: {{ .message }}"
+"""
+
+
 def _child_env(redis_url: str, workdir: Path, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
     env.update(
@@ -170,8 +194,14 @@ def _child_env(redis_url: str, workdir: Path, port: int) -> dict[str, str]:
         FLEETSCOPE_REGISTRY_INTERVAL_S="10",
         FLEETSCOPE_WORKER_METRICS_PORT="0",
         FLEETSCOPE_METRICS_DIR=str(workdir / "metrics"),
+        FLEETSCOPE_ALERT_RULES_FILE=str(workdir / "alert-rules.yaml"),
+        FLEETSCOPE_ALERT_INTERVAL_S="15",
         PYTHONUNBUFFERED="1",
     )
+    (workdir / "alert-rules.yaml").write_text(DEMO_ALERT_RULES)
+    for passed in ("FLEETSCOPE_ALERTMANAGER_URL", "FLEETSCOPE_ALERT_RULES_FILE"):
+        if os.environ.get(passed):  # your Alertmanager, or your own rules
+            env[passed] = os.environ[passed]
     if os.environ.get("FLEETSCOPE_BROKER_URL"):  # beside a FLEETSCOPE_REDIS_URL of your own
         env["FLEETSCOPE_BROKER_URL"] = os.environ["FLEETSCOPE_BROKER_URL"]
     (workdir / "metrics").mkdir(exist_ok=True)
@@ -189,6 +219,7 @@ def _print_banner(base: str, users: list[DemoUser]) -> None:
     if users:  # the status, as the first user (every API call needs an identity)
         print(f"  {users[0].curl(base + '/api/v1/status')}")
         print(f"  {users[0].fleetscope('status', base)}")
+        print(f"  {users[0].fleetscope('alerts', base)}   # fleet alerts (demo rules)")
     print()
     sys.stdout.flush()
 

@@ -4,37 +4,128 @@ The query service exports them (one read of every cluster's status per scrape), 
 once however many Celery workers run, and keep moving while no worker does. Fleet-wide gauges
 are what dashboards and paging alerts use; the two per-cluster gauges (one series per cluster)
 say which cluster an alert is about.
+
+Object counts (`fleetscope_objects{kind,status}`, `fleetscope_cluster_objects{cluster,status}`)
+come from the clusters' count tables (the writer's `counts` hashes, never the rows), re-read
+at most every `COUNTS_REFRESH_S` and then only for clusters whose generation moved.
+`fleetscope_cluster_objects` has one series per cluster and status: where cluster names must
+stay out of /metrics, `FLEETSCOPE_METRICS_CLUSTER_LABELS` (when present) governs it too.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import redis
 
 from common import redis_client
-from common.index import syncstatus
+from common.index import keys, rows, syncstatus
 from common.index.syncstatus import STATES, ClusterSync
+from common.kinds.status import STATUSES as STATUSES_ALL
 from common.settings import Settings
+
+COUNTS_REFRESH_S = 15.0
+
+
+class ObjectCounts:
+    """Rows per (cluster, kind, status) from the count tables, refreshed at a bounded rate (one
+    per process, shared by scrapes)."""
+
+    def __init__(self, r: redis.Redis, refresh_s: float = COUNTS_REFRESH_S) -> None:
+        self.r, self.refresh_s = r, refresh_s
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._gens: dict[str, Any] = {}
+        self.tables: dict[str, Counter[tuple[str, str]]] = {}
+        self.reads = 0  # count hashes read so far (what the tests count)
+
+    def current(self, clusters: list[str]) -> dict[str, Counter[tuple[str, str]]]:
+        with self._lock:
+            if time.monotonic() - self._at < self.refresh_s:
+                return self.tables
+            gens = (
+                dict(
+                    zip(
+                        clusters,
+                        redis_client.mget(self.r, [keys.generation(c) for c in clusters]),
+                        strict=True,
+                    )
+                )
+                if clusters
+                else {}
+            )
+            moved = [c for c in clusters if c not in self.tables or gens[c] != self._gens.get(c)]
+            if moved:
+                replies = redis_client.pipelined(
+                    self.r, [("HGETALL", keys.counts(c)) for c in moved]
+                )
+                self.reads += len(moved)
+                for c, reply in zip(moved, replies, strict=True):
+                    self.tables[c] = _table(reply)
+            self.tables = {c: self.tables[c] for c in clusters}
+            self._gens, self._at = gens, time.monotonic()
+            return self.tables
+
+
+def _table(reply: Any) -> Counter[tuple[str, str]]:
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+    out: Counter[tuple[str, str]] = Counter()
+    for f, n in pairs:
+        kind, status, _suspended = rows.parse_count_field(f)
+        out[(kind, status)] += int(n)
+    return out
 
 
 class FleetCollector:
-    """A prometheus-client collector over `syncstatus`; yields nothing while Redis is down
-    (`fleetscope_query_redis_errors_total` and /readyz say so)."""
+    """A prometheus-client collector over `syncstatus` and the count tables; yields nothing
+    while Redis is down (`fleetscope_query_redis_errors_total` and /readyz say so)."""
 
-    def __init__(self, r: redis.Redis, settings: Settings) -> None:
-        self.r, self.settings = r, settings
+    def __init__(
+        self, r: redis.Redis, settings: Settings, counts: ObjectCounts | None = None
+    ) -> None:
+        self.r, self.settings, self.counts = r, settings, counts
 
     def collect(self) -> Iterator[Any]:
         try:
-            syncs = list(
-                syncstatus.read_all(self.r, syncstatus.registered_clusters(self.r)).values()
-            )
+            clusters = syncstatus.registered_clusters(self.r)
+            syncs = list(syncstatus.read_all(self.r, clusters).values())
+            tables = self.counts.current(clusters) if self.counts is not None else None
         except redis_client.ERRORS:
             return
         yield from fleet_families(syncs, self.settings, time.time())
+        if tables is not None:
+            yield from object_families(tables)
+
+
+def object_families(tables: dict[str, Counter[tuple[str, str]]]) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    fleet: Counter[tuple[str, str]] = Counter()
+    per_cluster = GaugeMetricFamily(
+        "fleetscope_cluster_objects",
+        "Rows stored for the cluster by status (from its count table).",
+        labels=["cluster", "status"],
+    )
+    for cluster, table in sorted(tables.items()):
+        fleet.update(table)
+        by_status: Counter[str] = Counter()
+        for (_kind, status), n in table.items():
+            by_status[status] += n
+        for status in STATUSES_ALL:
+            per_cluster.add_metric([cluster, status], float(by_status[status]))
+    objects = GaugeMetricFamily(
+        "fleetscope_objects",
+        "Rows stored for all clusters by kind and status (from the count tables).",
+        labels=["kind", "status"],
+    )
+    for (kind, status), n in sorted(fleet.items()):
+        objects.add_metric([kind, status], float(n))
+    yield objects
+    yield per_cluster
 
 
 def fleet_families(syncs: list[ClusterSync], settings: Settings, now: float) -> Iterator[Any]:

@@ -11,7 +11,7 @@ from common import redis_client
 from common.buildinfo import BuildInfoCollector
 from common.errors import RedisUnavailable
 from query import metrics, openapi
-from query.fleet_metrics import FleetCollector
+from query.fleet_metrics import FleetCollector, ObjectCounts
 from query.state import state
 
 bp = Blueprint("health", __name__)
@@ -34,7 +34,11 @@ def readyz() -> dict[str, Any]:
 @bp.get("/metrics")
 def metrics_route() -> Response:
     st = state()
-    body, content_type = metrics.render([BuildInfoCollector(), FleetCollector(st.r, st.settings)])
+    counts = st.extensions.get("object_counts")
+    if counts is None:
+        counts = st.extensions["object_counts"] = ObjectCounts(st.r)
+    fleet = FleetCollector(st.r, st.settings, counts)
+    body, content_type = metrics.render([BuildInfoCollector(), fleet])
     return Response(body, content_type=content_type)
 
 

@@ -244,6 +244,37 @@ SCHEMAS: S = {
     "Health": _obj({"status": _STR}),
 }
 
+# Fleet alerts (`GET /api/v1/alerts`): `cluster` on a row's alert, `clusters` (the ones the
+# caller may list it on) on a cross-cluster (`minClusters`) alert.
+_STRINGS = {"type": "object", "additionalProperties": _STR}
+SCHEMAS["Alert"] = _obj(
+    {
+        "rule": _STR,
+        "severity": _STR,
+        "cluster": _STR,
+        "clusters": {"type": "array", "items": _STR},
+        "namespace": _STR,
+        "kind": _STR,
+        "name": _STR,
+        "status": _STR,
+        "reason": _STR,
+        "message": _STR,
+        "labels": _STRINGS,
+        "annotations": _STRINGS,
+        "startsAt": _STR,
+        "generatorURL": _STR,
+    },
+    ["rule", "severity", "namespace", "kind", "name", "labels", "annotations", "startsAt"],
+)
+SCHEMAS["AlertList"] = _obj(
+    {
+        "items": _list("Alert"),
+        "rules": _obj({"count": _INT, "lastEvaluation": _NSTR, "error": _NSTR}),
+        "freshness": _ref("Freshness"),
+    },
+    ["items", "rules", "freshness"],
+)
+
 
 def _param(name: str, desc: str, schema: S, where: str = "query", **extra: Any) -> S:
     return {"name": name, "in": where, "description": desc, "schema": schema, **extra}
@@ -558,6 +589,14 @@ def document(registry: KindRegistry) -> S:
                 [],
                 "Access",
                 "access",
+                *common_codes,
+            ),
+            "/api/v1/alerts": _get(
+                "Firing fleet alerts on objects the caller may list, and the rules' state "
+                "(`rules.error`: a refused rules file; the previous rules keep running)",
+                [],
+                "AlertList",
+                "alerts",
                 *common_codes,
             ),
             "/api/v1/openapi.json": {

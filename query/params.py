@@ -13,17 +13,21 @@ from collections.abc import Iterable
 from werkzeug.datastructures import MultiDict
 
 from common.errors import InvalidInput, NotFound
-from common.index import keys
+from common.index import filter_values, keys
+from common.index.filter_values import (  # re-exported: the routes' checks
+    CLUSTER_SCOPED as CLUSTER_SCOPED,
+)
+from common.index.filter_values import DNS_LABEL as DNS_LABEL
+from common.index.filter_values import NAME_SUBSTRING as NAME_SUBSTRING
+from common.index.filter_values import check_kind as check_kind
+from common.index.filter_values import check_namespace as check_namespace
 from common.index.reader import Filters
 from common.kinds.registry import Kind, KindRegistry
-from common.kinds.status import STATUSES
 
 DEFAULT_LIMIT, MAX_LIMIT = 50, 500
 MAX_VALUES = 100  # values per repeatable filter
 MAX_VALUE_LEN = 253
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-NAME_SUBSTRING = re.compile(r"^[a-z0-9.-]{1,253}$")
 
 LIST_PARAMS = (
     "cluster",
@@ -47,8 +51,6 @@ FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "
 RELATIONS_PARAMS = ("depth",)
 DEFAULT_DEPTH, MAX_DEPTH = 1, 5
 _DEPTHS = frozenset(str(d) for d in range(1, MAX_DEPTH + 1))
-CLUSTER_SCOPED = "_"
-"""Stands for the empty namespace of cluster-scoped objects in paths and the namespace filter."""
 
 
 def check_known(args: MultiDict[str, str], allowed: Iterable[str]) -> None:
@@ -72,19 +74,6 @@ def values(args: MultiDict[str, str], name: str) -> tuple[str, ...]:
     if len(out) > MAX_VALUES:
         raise InvalidInput(name, f"at most {MAX_VALUES} values")
     return tuple(out)
-
-
-def check_namespace(ns: str, param: str = "namespace") -> str:
-    """A namespace name, or `_` (cluster-scoped objects) which becomes ""."""
-    if ns == CLUSTER_SCOPED:
-        return ""
-    if not DNS_LABEL.match(ns):
-        raise InvalidInput(
-            param,
-            f"{ns[:80]!r} is not a namespace name (DNS-1123 label, <= 63; `_` for "
-            "cluster-scoped objects)",
-        )
-    return ns
 
 
 def suspended(args: MultiDict[str, str]) -> bool | None:
@@ -140,31 +129,15 @@ def depth(args: MultiDict[str, str]) -> int:
     return int(raw[0])
 
 
-def check_kind(kind: str, registry: KindRegistry, param: str = "kind") -> str:
-    if registry.get(kind) is None:
-        raise InvalidInput(
-            param, f"unknown kind {kind[:80]!r}; accepts {', '.join(sorted(registry.keys()))}"
-        )
-    return kind
-
-
 def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
-    """The list/facet filters of a request."""
-    name = args.get("name", "").strip().lower()
-    if name and not NAME_SUBSTRING.match(name):
-        raise InvalidInput("name", "a substring of object names: lower-case letters, digits, '.-'")
-    statuses = values(args, "status")
-    for s in statuses:
-        if s not in STATUSES:
-            raise InvalidInput(
-                "status", f"unknown status {s[:40]!r}; accepts {', '.join(STATUSES)}"
-            )
-    return Filters(
-        clusters=tuple(keys.check_cluster_name(c) for c in values(args, "cluster")),
-        namespaces=tuple(check_namespace(ns) for ns in values(args, "namespace")),
-        kinds=tuple(check_kind(k, registry) for k in values(args, "kind")),
-        statuses=statuses,
-        name=name,
+    """The list/facet filters of a request (validated by common.index.filter_values)."""
+    return filter_values.build(
+        registry,
+        clusters=values(args, "cluster"),
+        namespaces=values(args, "namespace"),
+        kinds=values(args, "kind"),
+        statuses=values(args, "status"),
+        name=args.get("name", ""),
         suspended=suspended(args),
     )
 

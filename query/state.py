@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from flask import current_app, request
@@ -39,6 +40,8 @@ class QueryState:
     fleet: FleetView
     authenticate: Authenticator
     leaves: LeafPool
+    extensions: dict[str, Any] = field(default_factory=dict)
+    """Per-process state of later routes (e.g. query.alerts' view), built on first use."""
     _signer: TokenSigner | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -1,4 +1,5 @@
-"""The web view: `GET /` (the object list), `GET /status` (fleet status), assets under `/ui/`.
+"""The web view: `GET /` (the object list), `GET /status` (fleet status), `GET /alerts` (firing
+alerts; every page's header counts them), assets under `/ui/`.
 
 Pages are small server-rendered shells; their JavaScript reads everything from the public API
 (`/api/v1/...`) with the caller's own identity, so the view shows exactly what the API would.
@@ -47,6 +48,11 @@ def list_page() -> str:
 @bp.get("/status")
 def status_page() -> str:
     return render_template("ui/status.html", page="status", **_context())
+
+
+@bp.get("/alerts")
+def alerts_page() -> str:
+    return render_template("ui/alerts.html", page="alerts", **_context())
 
 
 @bp.after_request

@@ -18,6 +18,7 @@ from common.redis_server import (
 )
 from common.settings import Settings
 from tests import topology
+from tests.alerts.alertmanager import alertmanager, alertmanager_server  # noqa: F401  (fixtures)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -192,6 +192,14 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
         for e in rel["upstream"]
     ), "the cause is upstream of the row"
 
+    # The demo's alert rules run without an Alertmanager: firing alerts at /api/v1/alerts.
+    deadline = time.monotonic() + 90
+    while not (alerts := _get(f"{base}/api/v1/alerts", headers))["items"]:
+        assert time.monotonic() < deadline, f"no firing alert in the demo: {alerts['rules']}"
+        time.sleep(0.5)  # polling a condition (the first evaluations), not fixing a race
+    assert alerts["rules"]["count"] == 3 and alerts["rules"]["error"] is None
+    assert {a["rule"] for a in alerts["items"]} >= {"FluxKustomizationFailing"}
+
     children = _descendants(demo.proc.pid)
     assert len(children) >= 5  # redis, kubesim, worker, beat, query (+ their forks)
     demo.proc.send_signal(signal.SIGINT)

@@ -25,6 +25,15 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:registry-problems           | str  | -    | collector (registry)       | query (status)           |
 | fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
 | fs:token-key                   | str  | -    | query (SET NX once)        | query                    |
+| fs:{alerts}:lease              | str  | lease| alert evaluator            | alert evaluator          |
+| fs:{alerts}:meta               | hash | -    | alert evaluator            | evaluator, query (alerts)|
+| fs:{alerts}:gens               | hash | -    | alert evaluator            | alert evaluator          |
+| fs:{alerts}:cand:<cluster>     | hash | -    | alert evaluator            | alert evaluator          |
+| fs:{alerts}:due                | zset | -    | alert evaluator            | alert evaluator          |
+| fs:{alerts}:ripe               | hash | -    | alert evaluator            | alert evaluator          |
+| fs:{alerts}:firing             | hash | -    | alert evaluator            | delivery, query (alerts) |
+| fs:{alerts}:resolved           | hash | -    | evaluator, delivery (HDEL) | delivery                 |
+| fs:{alerts}:log                | list | -    | alert evaluator            | tests, operators         |
 
 `clusters` fields are cluster names, values their registry record and `registry-problems` a JSON
 list of what could not be registered (both: common.index.registry_record, never credentials).
@@ -41,6 +50,8 @@ by the next full sync. `tt` and `tt:<window>` are the time index (common.index.t
 windows in use with their versions, and each window's entries scored by transition time). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
+The `{alerts}` keys share one hash tag (one slot: the evaluator writes them in one transaction);
+their fields and values are common.alerts.state's.
 """
 
 from __future__ import annotations
@@ -57,6 +68,23 @@ VERSION = f"{PREFIX}:version"
 WATCHERS = f"{PREFIX}:watchers"
 """Live watcher replicas: a sorted set of their tokens, scored by when their presence expires."""
 TOKEN_KEY = f"{PREFIX}:token-key"
+_ALERTS = f"{PREFIX}:{{alerts}}"
+ALERT_LEASE = f"{_ALERTS}:lease"
+"""The alert evaluator's lease (common.lease): one evaluation at a time, fleet-wide."""
+ALERT_META = f"{_ALERTS}:meta"
+"""The rules in force (last good file text, its hash), the last rules-file error, counters."""
+ALERT_GENS = f"{_ALERTS}:gens"
+"""Per cluster, the generation (`generation`) the alert state was last computed at."""
+ALERT_DUE = f"{_ALERTS}:due"
+"""Matching rows whose `for` has not elapsed yet, scored by when it does."""
+ALERT_RIPE = f"{_ALERTS}:ripe"
+"""Cross-cluster (`minClusters`) rules: per object, the clusters whose row matched long enough."""
+ALERT_FIRING = f"{_ALERTS}:firing"
+"""Firing alerts by id: what Alertmanager is sent each evaluation and /api/v1/alerts lists."""
+ALERT_RESOLVED = f"{_ALERTS}:resolved"
+"""Resolved alerts not yet delivered to every Alertmanager."""
+ALERT_LOG = f"{_ALERTS}:log"
+"""The last evaluations (who, when), newest first, capped."""
 
 
 class GrantsVersion:
@@ -206,6 +234,12 @@ def handover(cluster: str) -> str:
     """A watcher replica's claim on a cluster another replica holds (collector.watch_replica):
     the claimant's token, then `<token> ready` once it has listed and watches the cluster."""
     return f"{_tag(cluster)}:handover"
+
+
+def alert_candidates(cluster: str) -> str:
+    """One cluster's rows matching an alert rule now (under the `{alerts}` tag, not the
+    cluster's: the evaluator writes every cluster's with the rest of its state at once)."""
+    return f"{_ALERTS}:cand:{check_cluster_name(cluster)}"
 
 
 def cluster_keys(cluster: str) -> list[str]:

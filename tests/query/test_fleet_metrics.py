@@ -85,3 +85,46 @@ def test_metrics_without_redis_still_answer(seeded: Seeded) -> None:
     families = _families(app.test_client())
     assert "fleetscope_build_info" in families
     assert "fleetscope_fleet_state" not in families
+
+
+def test_object_gauges_come_from_the_count_tables_at_a_bounded_rate(seeded: Seeded) -> None:
+    """`fleetscope_objects{kind,status}` and `fleetscope_cluster_objects{cluster,status}` equal
+    the rows; re-read only for clusters written since, and not more often than the refresh."""
+    from collections import Counter
+
+    from common.index import keys
+    from query.fleet_metrics import ObjectCounts, object_families
+    from tests.query.fleet import make_row, write_rows
+
+    counts = ObjectCounts(seeded.r, refresh_s=0)
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in object_families(counts.current(CLUSTERS))
+        for s in family.samples
+    }
+    by_kind = Counter((r["kind"], r["status"]) for r in seeded.rows)
+    for (kind, status), n in by_kind.items():
+        assert got[("fleetscope_objects", (("kind", kind), ("status", status)))] == n
+    per_cluster = Counter((r["cluster"], r["status"]) for r in seeded.rows)
+    for (cluster, status), n in per_cluster.items():
+        assert got[("fleetscope_cluster_objects", (("cluster", cluster), ("status", status)))] == n
+    assert counts.reads == len(CLUSTERS)
+    counts.current(CLUSTERS)
+    assert counts.reads == len(CLUSTERS)  # nothing written: no table read again
+    write_rows(seeded.r, [make_row("c01", "team-01", "Kustomization", "extra", "unhealthy")])
+    tables = counts.current(CLUSTERS)
+    assert counts.reads == len(CLUSTERS) + 1
+    assert tables["c01"][("Kustomization", "unhealthy")] == by_kind_in(seeded, "c01") + 1
+    slow = ObjectCounts(seeded.r, refresh_s=3600)
+    slow.current(CLUSTERS)
+    seeded.r.incr(keys.generation("c02"))
+    slow.current(CLUSTERS)
+    assert slow.reads == len(CLUSTERS)  # within the refresh interval: the cached tables
+
+
+def by_kind_in(seeded: Seeded, cluster: str) -> int:
+    return sum(
+        1
+        for r in seeded.rows
+        if r["cluster"] == cluster and (r["kind"], r["status"]) == ("Kustomization", "unhealthy")
+    )

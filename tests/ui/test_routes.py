@@ -135,3 +135,18 @@ def test_kind_url_templates_come_from_the_kinds_file(redis_url: str, tmp_path: P
     cfg = page_config(client(settings).get("/").get_data(as_text=True))
     assert cfg["uiUrlTemplates"] == {"Widget": "https://argo.example/{cluster}/{namespace}/{name}"}
     assert cfg["kinds"][-1] == "Widget"
+
+
+def test_alerts_page_and_the_header_count(redis_url: str) -> None:
+    """Every page's header links to /alerts with a count its header.js fills from the API."""
+    c = client(oidc(redis_url))
+    for path in ("/", "/status", "/alerts"):
+        html = c.get(path).get_data(as_text=True)
+        assert '<script type="module" src="/ui/header.js">' in html, path
+        assert 'href="/alerts" id="alerts-nav"' in html and 'id="alerts-count"' in html, path
+    html = c.get("/alerts").get_data(as_text=True)
+    assert '<script type="module" src="/ui/alerts.js">' in html
+    for name in ("header.js", "alerts.js"):
+        resp = c.get(f"/ui/{name}")
+        assert resp.status_code == 200 and resp.mimetype == "text/javascript", name
+        resp.close()

@@ -1,0 +1,157 @@
+"""Alert evaluation over a real Redis index with plain calls: `for` from the row's transition
+time or first observation, resolution, `minClusters`, templates, incremental reads (a count
+guard on Redis commands), rules changes and a refused rules file keeping the previous rules."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from common.index import keys
+from tests.alerts.fleet import Harness, put, row, rules_file
+from tests.query.costs import commands
+
+RULES = """
+rules:
+  - name: KustomizationFailing
+    match: {kind: Kustomization, status: unhealthy}
+    for: 10m
+    severity: critical
+    labels: {team: "{{ .namespace }}"}
+    annotations:
+      summary: "{{ .kind }} {{ .namespace }}/{{ .name }} on {{ .cluster }}: {{ .message }}"
+  - name: HelmReleaseFailingWidely
+    match: {kind: HelmRelease, status: [unhealthy]}
+    minClusters: 2
+    annotations: {summary: "{{ .name }} fails on {{ .clusters }} clusters: {{ .clusterNames }}"}
+"""
+
+
+@pytest.fixture
+def rb(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def test_a_rule_fires_only_after_for_and_resolves(rb: redis.Redis, tmp_path: Path) -> None:
+    h = Harness(rb, rules_file(tmp_path, RULES))
+    put(rb, "c1", row("c1", "team-a", "Kustomization", "apps", "unhealthy", "boom"))
+    t0 = time.time()
+    h.run(t0)
+    assert h.firing() == {}
+    h.run(t0 + 599)
+    assert h.firing() == {}
+    out = h.run(t0 + 600)
+    assert out.fired == 1 and out.changed == 0 and out.due == 1  # no cluster re-read
+    (alert,) = h.firing().values()
+    assert alert["labels"] == {
+        "alertname": "KustomizationFailing",
+        "severity": "critical",
+        "cluster": "c1",
+        "namespace": "team-a",
+        "kind": "Kustomization",
+        "name": "apps",
+        "team": "team-a",
+    }
+    assert alert["annotations"]["summary"] == "Kustomization team-a/apps on c1: boom"
+    assert alert["generatorURL"] == (
+        "http://fs.example/?cluster=c1&namespace=team-a&kind=Kustomization&name=apps"
+    )
+    put(rb, "c1", row("c1", "team-a", "Kustomization", "apps", "healthy"))
+    out = h.run(t0 + 700)
+    assert out.resolved == 1 and h.firing() == {}
+    (gone,) = h.resolved().values()
+    assert gone["endsAt"] and gone["labels"]["name"] == "apps"
+
+
+def test_for_counts_from_the_last_transition(rb: redis.Redis, tmp_path: Path) -> None:
+    h = Harness(rb, rules_file(tmp_path, RULES))
+    put(rb, "c1", row("c1", "team-a", "Kustomization", "old", "unhealthy", ago_s=3600))
+    put(rb, "c2", row("c2", "team-a", "Kustomization", "new", "unhealthy", ago_s=60))
+    h.run()
+    assert [a["name"] for a in h.firing().values()] == ["old"]
+
+
+def test_min_clusters_counts_clusters(rb: redis.Redis, tmp_path: Path) -> None:
+    h = Harness(rb, rules_file(tmp_path, RULES))
+    put(rb, "c1", row("c1", "apps", "HelmRelease", "podinfo", "unhealthy"))
+    put(rb, "c2", row("c2", "apps", "HelmRelease", "podinfo", "healthy"))
+    put(rb, "c3", row("c3", "apps", "HelmRelease", "other", "unhealthy"))
+    h.run()
+    assert h.firing() == {}  # one cluster each: below minClusters
+    put(rb, "c2", row("c2", "apps", "HelmRelease", "podinfo", "unhealthy"))
+    h.run()
+    (alert,) = h.firing().values()
+    assert alert["clusters"] == ["c1", "c2"] and "cluster" not in alert["labels"]
+    assert alert["annotations"]["summary"] == "podinfo fails on 2 clusters: c1,c2"
+    assert alert["generatorURL"].endswith(
+        "/?namespace=apps&kind=HelmRelease&name=podinfo&group=object"
+    )
+    put(rb, "c3", row("c3", "apps", "HelmRelease", "podinfo", "unhealthy"))
+    h.run()
+    (alert,) = h.firing().values()
+    assert alert["clusters"] == ["c1", "c2", "c3"]
+    put(rb, "c1")
+    put(rb, "c2")
+    h.run()
+    assert h.firing() == {} and len(h.resolved()) == 1
+
+
+@pytest.mark.standalone_only
+def test_evaluation_reads_only_changed_clusters(rb: redis.Redis, tmp_path: Path) -> None:
+    h = Harness(rb, rules_file(tmp_path, RULES))
+    for c in range(20):
+        put(
+            rb,
+            f"c{c}",
+            *(row(f"c{c}", "team-a", "Kustomization", f"k{i}", "unhealthy") for i in range(20)),
+        )
+    h.run()
+    rb.config_resetstat()
+    out = h.run()
+    idle = commands(rb)
+    assert out.changed == 0
+    assert sum(idle.values()) <= 12, idle  # no cluster read: generations, state, one write
+    assert "evalsha" not in idle and "zrangebylex" not in idle
+    put(rb, "c7", row("c7", "team-a", "Kustomization", "k0", "unhealthy"))
+    rb.config_resetstat()
+    out = h.run()
+    one = commands(rb)
+    assert out.changed == 1
+    assert sum(one.values()) <= 30, one  # one cluster's reads on top, whatever the fleet size
+
+
+def test_a_changed_rules_file_re_reads_everything(rb: redis.Redis, tmp_path: Path) -> None:
+    path = rules_file(tmp_path, RULES)
+    h = Harness(rb, path)
+    put(rb, "c1", row("c1", "team-a", "Kustomization", "apps", "unhealthy", ago_s=3600))
+    h.run()
+    assert len(h.firing()) == 1
+    path.write_text(RULES.replace("KustomizationFailing", "KsDown"))
+    out = h.run()
+    assert out.changed == 1 and out.resolved == 1
+    assert [a["rule"] for a in h.firing().values()] == ["KsDown"]
+
+
+def test_a_bad_rules_file_keeps_the_previous_rules(rb: redis.Redis, tmp_path: Path) -> None:
+    path = rules_file(tmp_path, RULES)
+    h = Harness(rb, path)
+    put(rb, "c1", row("c1", "team-a", "Kustomization", "apps", "unhealthy", ago_s=3600))
+    h.run()
+    path.write_text(RULES.replace("status: unhealthy", "status: broken"))
+    h.run()
+    assert [a["rule"] for a in h.firing().values()] == ["KustomizationFailing"]
+    error = rb.hget(keys.ALERT_META, "error").decode()
+    assert "rules[0] (KustomizationFailing): match.status: unknown status 'broken'" in error
+    # A restarted evaluator facing the bad file runs the last good rules from Redis.
+    again = Harness(rb, path)
+    put(rb, "c1", row("c1", "team-a", "Kustomization", "apps", "healthy"))
+    assert again.run().resolved == 1
+    path.write_text(RULES)
+    again.run()
+    assert rb.hget(keys.ALERT_META, "error") is None
