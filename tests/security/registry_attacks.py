@@ -46,7 +46,7 @@ def listener() -> Iterator[Listener]:
     seen = Listener()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             seen.requests.append((self.path, dict(self.headers.items())))
             body = b'{"kind":"Status","code":401,"message":"Unauthorized"}'
             self.send_response(401)
