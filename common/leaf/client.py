@@ -147,6 +147,9 @@ def _without_exec(kubeconfig: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
         user = ctx.get("context", {}).get("user")
     except AttributeError:
         user = None
+    current = _named(copied.get("users"), user).get("user") or {}
+    if isinstance(current, dict) and {"auth-provider", "token", "tokenFile"} & set(current):
+        return copied, None  # the client's precedence: these win over exec, which never runs
     return copied, plugins.get(user)
 
 

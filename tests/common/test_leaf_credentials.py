@@ -10,6 +10,7 @@ import pytest
 
 from common.errors import ClusterError, ConfigError
 from common.leaf import credentials, exec_plugin, registry
+from common.leaf.client import ClusterConfig, bearer_token
 from common.settings import Settings
 from tests.security.registry_attacks import EXEC_API, credential, kubeconfig, script
 
@@ -95,3 +96,21 @@ def test_registry_namespace_settings() -> None:
     assert Settings.from_env({"FLEETSCOPE_EXEC_COMMANDS": "/usr/bin/aws"}).exec_commands == (
         "/usr/bin/aws",
     )
+
+
+def test_an_expired_plugin_token_is_fetched_again_by_the_next_request(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    body = (
+        f"echo x >> {runs}\nn=$(wc -l < {runs} | tr -d ' ')\n"
+        'printf \'{"apiVersion":"%s","kind":"ExecCredential","status":{"token":"t%s",'
+        f'"expirationTimestamp":"2000-01-01T00:00:00Z"}}}}\\n\' "{EXEC_API}" "$n"\n'
+    )
+    plugin = script(tmp_path / "plugin.sh", body)
+    config = kubeconfig("https://x", {"exec": {"command": plugin, "apiVersion": EXEC_API}})
+    loaded = ClusterConfig("c", "dir", "c.yaml", config).configuration()  # an operator's file
+    assert bearer_token(loaded) == "Bearer t2"  # expired: the request ran it again
+    assert bearer_token(loaded) == "Bearer t3"
+    refused = ClusterConfig("c", "secret", "secret fleetscope/c", config)
+    with pytest.raises(ClusterError, match="users.0..user.exec"):
+        refused.configuration()
+    assert len(runs.read_text().splitlines()) == 3  # the Secret's copy never ran
