@@ -4,6 +4,7 @@ the settings that choose registry namespaces and allowed plugins."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,6 @@ def test_an_expired_plugin_token_is_fetched_again_by_the_next_request(tmp_path: 
     assert bearer_token(loaded) == "Bearer t2"  # expired: the request ran it again
     assert bearer_token(loaded) == "Bearer t3"
     refused = ClusterConfig("c", "secret", "secret fleetscope/c", config)
-    with pytest.raises(ClusterError, match="users.0..user.exec"):
+    with pytest.raises(ClusterError, match=re.escape("users[0].user.exec")):
         refused.configuration()
     assert len(runs.read_text().splitlines()) == 3  # the Secret's copy never ran
