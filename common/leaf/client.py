@@ -75,6 +75,16 @@ class ClusterConfig:
         if self.source in OPERATOR_SOURCES:
             object.__setattr__(self, "operator", True)
 
+    @property
+    def loaded(self) -> bool:
+        """Whether `configuration()` has run (it answers at once from now on)."""
+        return bool(self._loaded)
+
+    @property
+    def runs_plugin(self) -> bool:
+        """Whether loading runs an exec plugin (may take up to `exec_timeout_s`)."""
+        return _without_exec(self.kubeconfig)[1] is not None
+
     def refused(self) -> str:
         """Why this kubeconfig must not be loaded here ("" when it may)."""
         if self.operator:

@@ -3,7 +3,8 @@ the kubeconfig directory), tries to read fleetscope's secrets from its environme
 or hangs while other clusters wait behind it. The plugin sees PATH, HOME, its config's own
 variables and KUBERNETES_EXEC_INFO, never a `FLEETSCOPE_*` one; it is killed, with whatever it
 started, at `FLEETSCOPE_EXEC_TIMEOUT_S`; and while one hangs, a detail read and a sync of another,
-healthy cluster complete (shown by order of events, not by timing)."""
+healthy cluster complete, and the watcher watches the other clusters (shown by order of events,
+not by timing)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ import yaml
 
 from collector.clusters import ClusterSource
 from collector.jobs import Collector, collect_once
+from collector.watch_replica import WatchReplica
 from common.kinds.registry import builtin_registry
+from common.leaf import registry
 from common.redis_client import connect
 from common.settings import Settings
 from kubesim.server import KubeSim
@@ -113,14 +116,15 @@ def test_a_hung_plugin_delays_no_other_cluster(
     plugin = script(
         tmp_path / "slow.sh",
         f"if [ -e {hang} ]; then\n  touch {started}\n"
-        f"  i=0; while [ ! -e {release} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nfi\n"
+        f"  i=0; while [ ! -e {release} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\nfi\n"
         f"echo {credential(sim.collector_token)}\n",
     )
     slow = sim.kubeconfig("cluster-001")
     for user in slow["users"]:
         user["user"] = {"exec": {"command": plugin, "apiVersion": EXEC_API}}
     (clusters / "slow.yaml").write_text(yaml.safe_dump(slow))
-    settings = _settings(sim, tmp_path, redis_url, clusters_dir=str(clusters))
+    # a plugin timeout far beyond the waits below: the plugin hangs, it is not killed
+    settings = _settings(sim, tmp_path, redis_url, clusters_dir=str(clusters), exec_timeout_s=300)
     c = Collector(settings, connect(redis_url), REG, ClusterSource(settings, r=connect(redis_url)))
     assert all(o.ok for o in collect_once(c))  # the plugin answers at once: both synced
     c.source.close()
@@ -144,13 +148,13 @@ def test_a_hung_plugin_delays_no_other_cluster(
         slow_read = run("slow read", lambda: app.test_client().get(slow_path, headers=ADMIN))
         wait_for(started.exists, 30, "the slow plugin to start")
         healthy = run("healthy read", lambda: app.test_client().get(healthy_path, headers=ADMIN))
-        wait_for(lambda: "healthy read" in done, 30, "cluster-000's detail read, while slow hangs")
+        wait_for(lambda: "healthy read" in done, 20, "cluster-000's detail read, while slow hangs")
         assert done["healthy read"].status_code == 200
         started.unlink()
         slow_sync = run("slow sync", lambda: fresh.sync_objects("slow"))
         wait_for(started.exists, 30, "the slow plugin to start in the sync")
         run("healthy sync", lambda: fresh.sync_objects("cluster-000"))
-        wait_for(lambda: "healthy sync" in done, 30, "cluster-000's sync, while slow hangs")
+        wait_for(lambda: "healthy sync" in done, 20, "cluster-000's sync, while slow hangs")
         assert done["healthy sync"].ok, done["healthy sync"].error
         # the order of events: both healthy calls ended while the slow ones were still waiting
         assert "slow read" not in done and "slow sync" not in done
@@ -163,3 +167,47 @@ def test_a_hung_plugin_delays_no_other_cluster(
     assert done["slow read"].status_code == 200 and done["slow sync"].ok
     fresh.source.close()
     assert os.path.exists(release)
+
+
+def test_a_hung_plugin_delays_no_other_clusters_watch(
+    sim: KubeSim, tmp_path: Path, redis_url: str, r: redis.Redis
+) -> None:
+    """The watcher takes clusters in name order; `a-slow` comes first and its plugin hangs:
+    cluster-000 is watched meanwhile, and `a-slow` once its plugin answers."""
+    clusters = tmp_path / "dir"
+    clusters.mkdir()
+    (clusters / "cluster-000.yaml").write_text(
+        (sim.kubeconfig_dir / "cluster-000.yaml").read_text()
+    )
+    started, release = tmp_path / "started", tmp_path / "release"
+    plugin = script(
+        tmp_path / "slow.sh",
+        f"touch {started}\n"
+        f"i=0; while [ ! -e {release} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\n"
+        f"echo {credential(sim.collector_token)}\n",
+    )
+    slow = sim.kubeconfig("cluster-001")
+    for user in slow["users"]:
+        user["user"] = {"exec": {"command": plugin, "apiVersion": EXEC_API}}
+    (clusters / "a-slow.yaml").write_text(yaml.safe_dump(slow))
+    settings = _settings(  # a plugin timeout far beyond the waits below: the plugin hangs
+        sim, tmp_path, redis_url, clusters_dir=str(clusters), watch_lease_ttl_s=2.0,
+        exec_timeout_s=300,
+    )  # fmt: skip
+    registry.reconcile(r, registry.load_claims(settings))
+    source = ClusterSource(settings, r=connect(redis_url))
+    replica = WatchReplica(settings, connect(redis_url), REG, source, "a")
+    stop = threading.Event()
+    loop = threading.Thread(target=replica.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        wait_for(started.exists, 30, "the slow plugin to start")
+        wait_for(lambda: "cluster-000" in replica.watches, 20, "cluster-000 watched, slow hung")
+        assert not release.exists() and "a-slow" not in replica.watches  # the order of events
+        release.touch()
+        wait_for(lambda: "a-slow" in replica.watches, 30, "a-slow watched once its plugin ends")
+    finally:
+        release.touch()
+        stop.set()
+        loop.join(30)
+        source.close()
