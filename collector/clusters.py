@@ -94,12 +94,21 @@ class ClusterSource:
             raise ClusterError(f"cluster {name} is not configured (any more)")
         with self._lock:
             client = self._clients.get(name)
-            if client is None:
-                client = LeafClient(
-                    configs[name], self.settings.leaf_timeout_s, self.settings.leaf_page_size
-                )
-                self._clients[name] = client
-            return client
+            if client is not None:
+                return client
+        # Built outside the lock: loading may run an exec plugin, which must hold up no other
+        # cluster (the config's own lock serialises the loads of this one).
+        built = LeafClient(
+            configs[name], self.settings.leaf_timeout_s, self.settings.leaf_page_size
+        )
+        with self._lock:
+            client = self._clients.get(name)
+            if client is not None:
+                built.close()
+                return client
+            if self._configs.get(name) is configs[name]:
+                self._clients[name] = built
+            return built
 
     def close(self) -> None:
         with self._lock:

@@ -4,7 +4,9 @@ Each cluster's lease (`keys.lease`, a common.lease.Lease under the replica's tok
 every tick, all in one round trip, and released on hand-over. A replica that dies stops
 renewing, so another takes its clusters over within the lease TTL plus one tick. Every tick
 also follows the registry (`fs:clusters`) and kubeconfig changes, and, while a cluster's watches
-are healthy, refreshes its sync status so it is not reported stale.
+are healthy, refreshes its sync status so it is not reported stale. A kubeconfig whose exec
+plugin has not run yet is loaded in a thread of its own, and the cluster taken at a later tick:
+a slow or hung plugin never holds up the round, nor so the other clusters.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from common.errors import FleetscopeError
 from common.index import keys, store, store_events, syncstatus
 from common.kinds.registry import KindRegistry
 from common.leaf import registry
-from common.leaf.client import LeafClient
+from common.leaf.client import ClusterConfig, LeafClient
 from common.redis_client import text
 from common.settings import Settings
 
@@ -68,6 +70,7 @@ class WatchReplica:
         self._reconciled_at = float("-inf")
         self._retiring: list[threading.Thread] = []  # stopping watches (`drop`)
         self._free_seen: set[str] = set()  # free clusters left to the others last round
+        self._loading: dict[str, _Load] = {}  # exec plugins running (`_client`)
 
     @property
     def tick_s(self) -> float:
@@ -273,7 +276,8 @@ class WatchReplica:
         try:
             client = self.make_client(name)
         except FleetscopeError as e:
-            log.warning("cannot watch: %s", e, extra={"cluster": name})
+            level = logging.DEBUG if isinstance(e, _Loading) else logging.WARNING
+            log.log(level, "cannot watch: %s", e, extra={"cluster": name})
             if claimed_from:
                 _compare_delete(self.r, keys.handover(name), self.token)
             else:
@@ -298,6 +302,16 @@ class WatchReplica:
 
     def _client(self, name: str) -> LeafClient:
         config = self.source.configs()[name]
+        if config.runs_plugin and not config.loaded:
+            loading = self._loading.get(name)
+            if loading is not None and not loading.is_alive():
+                del self._loading[name]
+                if loading.error is not None:
+                    raise loading.error  # failed: said once, tried again next round
+            if name not in self._loading:
+                self._loading[name] = _Load(config)
+            raise _Loading(f"cluster {name}: its exec plugin is still running; taken when done")
+        self._loading.pop(name, None)
         pool = len(self.kinds) + len(RESOURCES) + 2  # one streaming connection per resource
         s = self.settings
         return LeafClient(config, s.leaf_timeout_s, s.leaf_page_size, pool_size=pool)
@@ -369,3 +383,23 @@ def _compare_delete(r: redis.Redis, key: str, value: str) -> None:
     """Delete `key` only while it holds `value` (`value` or `value ready`: ours)."""
     r.eval(_COMPARE_DELETE, 1, key, value)
     r.eval(_COMPARE_DELETE, 1, key, f"{value} ready")
+
+
+class _Loading(FleetscopeError):
+    """A cluster's exec plugin runs in the background: not taken this round."""
+
+
+class _Load(threading.Thread):
+    """Loads a kubeconfig (runs its exec plugin) off the replica's loop; keeps its error."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        super().__init__(name=f"{config.name}:credentials", daemon=True)
+        self.config = config
+        self.error: FleetscopeError | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.config.configuration()
+        except FleetscopeError as e:
+            self.error = e

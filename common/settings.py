@@ -51,7 +51,7 @@ class Settings:
     """Also read leaf clusters from Secrets labelled `fleetscope.io/cluster=true` (key `kubeconfig`)."""
 
     cluster_secrets_namespace: str = "fleetscope"
-    """Namespace of the management cluster where cluster Secrets live."""
+    """Namespaces (comma-separated) of the management cluster where cluster Secrets live; `*` = all namespaces (anyone who may create a Secret anywhere then registers clusters)."""
 
     management_kubeconfig: str = ""
     """Kubeconfig for the management cluster; empty = in-cluster service account."""
@@ -60,22 +60,31 @@ class Settings:
     """Also read leaf clusters from Weave GitOps `GitopsCluster` objects on the management cluster."""
 
     gitopsclusters_namespace: str = ""
-    """Namespace of the `GitopsCluster` objects to read; empty = all namespaces."""
+    """Namespaces (comma-separated) of the `GitopsCluster` objects to read; empty = none (the source reports it), `*` = all namespaces (anyone who may write a GitopsCluster and a Secret anywhere then registers clusters)."""
 
     capi_clusters: bool = False
     """Also read leaf clusters from Cluster API `Cluster` objects and their `<name>-kubeconfig` Secrets."""
 
     capi_clusters_namespace: str = ""
-    """Namespace of the Cluster API `Cluster` objects to read; empty = all namespaces."""
+    """Namespaces (comma-separated) of the Cluster API `Cluster` objects to read; empty = none (the source reports it), `*` = all namespaces (anyone who may write a Cluster and a Secret anywhere then registers clusters)."""
 
     argocd_clusters: bool = False
     """Also read leaf clusters from Argo CD cluster Secrets (`argocd.argoproj.io/secret-type=cluster`)."""
 
     argocd_clusters_namespace: str = "argocd"
-    """Namespace of the Argo CD cluster Secrets; empty = all namespaces."""
+    """Namespaces (comma-separated) of the Argo CD cluster Secrets; empty = none, `*` = all namespaces (anyone who may create a Secret anywhere then registers clusters)."""
 
     argocd_include_in_cluster: bool = False
     """Also register Argo CD's in-cluster entry, reached as the management cluster is."""
+
+    cluster_name_label_namespaces: tuple[str, ...] = ()
+    """Comma-separated namespaces whose registrations may name their cluster with the label `fleetscope.io/cluster-name` (`*` = all); elsewhere the label is ignored. Empty = none."""
+
+    exec_commands: tuple[str, ...] = ()
+    """Comma-separated absolute paths of the exec plugins Argo CD `execProviderConfig` and `awsAuthConfig` may run (e.g. `/usr/local/bin/aws`); empty = none. Kubeconfigs from other registry sources never run a command."""
+
+    exec_timeout_s: float = 30.0
+    """An exec credential plugin still running after this many seconds is killed (its cluster fails to load)."""
 
     kinds_file: str = ""
     """YAML file of extra kinds to collect, added to the built-in Flux and Istio kinds."""
@@ -350,15 +359,35 @@ _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def _check_namespaces(s: Settings) -> None:
-    """Namespaces of the cluster registry's sources must be namespace names (or empty)."""
+    """Namespaces of the cluster registry's sources must be namespace names (or `*` alone);
+    exec plugins are allowed by absolute path."""
     for name in (
+        "cluster_secrets_namespace",
         "gitopsclusters_namespace",
         "capi_clusters_namespace",
         "argocd_clusters_namespace",
+        "cluster_name_label_namespaces",
     ):
         value = getattr(s, name)
-        if value and not _NAMESPACE.match(value):
-            raise ConfigError(f"{env_name(name)}: {value!r} is not a namespace name")
+        parts = value if isinstance(value, tuple) else tuple(value.split(","))
+        parts = tuple(p.strip() for p in parts if p.strip())
+        if parts == ("*",):
+            continue
+        for part in parts:
+            if not _NAMESPACE.match(part):
+                raise ConfigError(
+                    f"{env_name(name)}: {part!r} is not a namespace name (comma-separated "
+                    "namespace names, or `*` alone for all namespaces)"
+                )
+    for command in s.exec_commands:
+        if not os.path.isabs(command):
+            raise ConfigError(f"{env_name('exec_commands')}: {command!r} is not an absolute path")
+
+
+def namespace_list(value: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The namespaces a registry source's setting names (`("*",)` = all namespaces)."""
+    parts = value if isinstance(value, tuple) else tuple(value.split(","))
+    return tuple(p.strip() for p in parts if p.strip())
 
 
 def _check_alerting(s: Settings) -> None:

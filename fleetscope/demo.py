@@ -152,6 +152,11 @@ def registry_setup(registry: str, workdir: Path) -> tuple[list[str], dict[str, s
         "FLEETSCOPE_MANAGEMENT_KUBECONFIG": str(kubeconfig),
         REGISTRY_SWITCHES[registry]: "true",
         "FLEETSCOPE_UI_DEMO_USERS_FILE": str(workdir / "kubesim-users.json"),
+        # kubesim's management cluster registers in these namespaces, and names each cluster
+        # with the label fleetscope.io/cluster-name (honoured only where allowed)
+        "FLEETSCOPE_GITOPSCLUSTERS_NAMESPACE": "fleet",
+        "FLEETSCOPE_CAPI_CLUSTERS_NAMESPACE": "fleet",
+        "FLEETSCOPE_CLUSTER_NAME_LABEL_NAMESPACES": "fleet,argocd,fleetscope",
     }
     return args, env
 

@@ -179,6 +179,16 @@ def fleet_families(syncs: list[ClusterSync], settings: Settings, now: float) -> 
         "Seconds since the oldest last successful RBAC sync among clusters that had one.",
         max(ages.values(), default=0.0),
     )
+    refused = GaugeMetricFamily(
+        "fleetscope_registry_refused_clusters",
+        "Registered clusters the registry refuses to sync: credentials holding more than inline "
+        "material (reason=credentials) or a name two sources claim (reason=conflict).",
+        labels=["reason"],
+    )
+    refused.add_metric(["credentials"], float(sum(1 for s in syncs if s.record.error)))
+    conflicts = sum(1 for s in syncs if s.record.conflict and not s.record.error)
+    refused.add_metric(["conflict"], float(conflicts))
+    yield refused
     yield gauge(
         "fleetscope_fleet_objects",
         "Rows stored for all clusters.",

@@ -35,7 +35,7 @@ def _cluster(scope: Scope, s: ClusterSync) -> dict[str, Any]:
         "source": s.record.source,
         "ready": s.ready,
         "notReadyReason": s.record.reason or None,
-        "registryError": s.record.conflict or None,
+        "registryError": s.record.error or s.record.conflict or None,
     }
 
 

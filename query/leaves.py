@@ -1,7 +1,9 @@
 """Leaf API clients of the query service, one per cluster, from the registry's kubeconfigs.
 
 Configs are loaded with common.leaf.registry (the collector's loader) and reloaded when `fs:version`
-moves (the collector bumps it on registry changes) or an unknown cluster is asked for.
+moves (the collector bumps it on registry changes) or an unknown cluster is asked for. A client
+is built (its kubeconfig loaded, an exec plugin run) outside the pool's lock: a slow or hung
+plugin holds up only the detail reads of its own cluster.
 """
 
 from __future__ import annotations
@@ -42,10 +44,19 @@ class LeafPool:
             if config is None:
                 raise UpstreamError(f"this query service has no credentials for cluster {cluster}")
             current = self._clients.get(cluster)
-            if current is None or current.config != config:
-                current = LeafClient(config, timeout_s=self.settings.leaf_timeout_s)
-                self._clients[cluster] = current
-            return current
+            if current is not None and current.config == config:
+                return current
+        # Outside the lock: loading may run an exec plugin (its config's own lock serialises
+        # the loads of one cluster; a second client built meanwhile is simply dropped).
+        built = LeafClient(config, timeout_s=self.settings.leaf_timeout_s)
+        with self._lock:
+            current = self._clients.get(cluster)
+            if current is not None and current.config == config:
+                built.close()
+                return current
+            if self._configs.get(cluster) == config:
+                self._clients[cluster] = built
+            return built
 
     def _reload(self, version: object) -> None:
         registered = {} if self.r is None else read_records(self.r)

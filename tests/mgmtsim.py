@@ -34,7 +34,12 @@ def management_settings(sim: KubeSim, tmp_path: Path, token: str = "", **changes
     """Settings reading `sim`'s management cluster (as the collector identity, or `token`)."""
     path = tmp_path / "management.yaml"
     path.write_text(yaml.safe_dump(sim.kubeconfig(MGMT, token)))
-    base = Settings(management_kubeconfig=str(path), registry_interval_s=3600.0)
+    base = Settings(
+        management_kubeconfig=str(path),
+        registry_interval_s=3600.0,
+        gitopsclusters_namespace="fleet",
+        capi_clusters_namespace="fleet",
+    )
     return base.replace(**changes)
 
 

@@ -3,7 +3,7 @@ registered cluster and the `fs:registry-problems` list. Written by `common.leaf.
 read by the collector (is a cluster ready to sync?) and the query service (`/api/v1/status`).
 
 Never credentials: a record holds where a cluster comes from (source, origin), its API server
-URL without user info, whether it is ready (and why not), a name conflict it won, and the
+URL without user info, whether it is ready (and why not), a name conflict or refused credentials, and the
 resourceVersion of what holds its credentials (so a rotated token changes the record).
 """
 
@@ -19,7 +19,7 @@ import redis
 from common.index import keys
 from common.redis_client import text
 
-PROBLEM_TYPES = ("conflict", "invalid-name", "source-error")
+PROBLEM_TYPES = ("conflict", "invalid-name", "source-error", "refused-credentials")
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,15 @@ class Record:
     server: str = ""
     ready: bool = True
     reason: str = ""  # why it is not ready ("" when ready)
-    conflict: str = ""  # another source claims the same name; this one was kept
+    conflict: str = ""  # another source claims the same name: refused until resolved
     revision: str = ""  # resourceVersion(s) of the objects holding its credentials
+    error: str = ""  # its credentials were refused (names the field; never a value)
 
     def encode(self) -> str:
         """JSON; fields at their default are left out (old records read the same)."""
         data: dict[str, Any] = {"source": self.source, "origin": self.origin}
         data["server"] = self.server
-        for name in ("ready", "reason", "conflict", "revision"):
+        for name in ("ready", "reason", "conflict", "revision", "error"):
             value = getattr(self, name)
             if value != getattr(Record, name):
                 data[name] = value
@@ -60,6 +61,7 @@ class Record:
             reason=str(data.get("reason", "")),
             conflict=str(data.get("conflict", "")),
             revision=str(data.get("revision", "")),
+            error=str(data.get("error", "")),
         )
 
 

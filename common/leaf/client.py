@@ -1,7 +1,10 @@
 """Leaf-cluster access: the only module that talks to a leaf cluster's Kubernetes API.
 
 `ClusterConfig` wraps one kubeconfig; the `kubernetes` client's own loader turns it into host,
-CA, client certificate and bearer token (exec plugins and token refresh included). `LeafClient`
+CA, client certificate and bearer token. A kubeconfig not written by the operator (a registry
+source's) is checked first by common.leaf.credentials: inline material only, so the loader never
+runs a command or reads a file for it. Exec plugins, where allowed, run through
+common.leaf.exec_plugin (scrubbed environment, timeout), never the client's own. `LeafClient`
 then sends raw HTTP through the client's urllib3 pool and parses raw JSON (typed models are far
 too slow at fleet scale). Credentials never reach logs, errors, reprs or Redis.
 """
@@ -12,6 +15,8 @@ import contextlib
 import copy
 import json
 import logging
+import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +39,7 @@ from common.errors import (
     UpstreamTimeout,
 )
 from common.kinds.registry import Kind, KindRegistry
+from common.leaf import credentials, exec_plugin
 
 log = logging.getLogger(__name__)
 # Where the kubeconfig loader leaves the bearer token ("Bearer ..."): api_key["authorization"]
@@ -43,19 +49,47 @@ TOKEN_KEYS = ("BearerToken", "authorization")
 ERROR_TEXT_MAX = 200
 MAX_RELISTS = 3
 RETRY_AFTER_MAX_S = 300.0
+OPERATOR_SOURCES = ("dir",)  # written by the operator: exec plugins and file paths allowed
 
 
 @dataclass(frozen=True, repr=False)
 class ClusterConfig:
-    """One leaf cluster's kubeconfig. `origin` says where it came from (a path or a Secret)."""
+    """One leaf cluster's kubeconfig. `origin` says where it came from (a path or a Secret).
+
+    `operator`: written by the operator or by fleetscope itself (the kubeconfig directory, Argo
+    CD's in-cluster entry), so it may run exec plugins and name files; otherwise only inline
+    material loads, and an exec plugin only when its command is in `exec_commands`."""
 
     name: str
-    source: str  # "dir" | "secret"
+    source: str  # dir | secret | gitopscluster | capi | argocd
     origin: str
     kubeconfig: dict[str, Any] = field(compare=False)
     base_path: str = ""
+    operator: bool = False
+    exec_commands: tuple[str, ...] = ()
+    exec_timeout_s: float = 30.0
     _loaded: list[Configuration] = field(default_factory=list, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.source in OPERATOR_SOURCES:
+            object.__setattr__(self, "operator", True)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether `configuration()` has run (it answers at once from now on)."""
+        return bool(self._loaded)
+
+    @property
+    def runs_plugin(self) -> bool:
+        """Whether loading runs an exec plugin (may take up to `exec_timeout_s`)."""
+        return _without_exec(self.kubeconfig)[1] is not None
+
+    def refused(self) -> str:
+        """Why this kubeconfig must not be loaded here ("" when it may)."""
+        if self.operator:
+            return ""
+        return credentials.check(self.kubeconfig, self.exec_commands)
 
     def __repr__(self) -> str:
         return f"ClusterConfig(name={self.name!r}, source={self.source!r}, server={self.server!r})"
@@ -79,10 +113,14 @@ class ClusterConfig:
             return self._loaded[0]
 
     def _load(self) -> Configuration:
+        refused = self.refused()
+        if refused:  # checked again here, whoever built this config: nothing runs, nothing read
+            raise ClusterError(f"cluster {self.name}: {refused}")
         config = Configuration()
+        kubeconfig, plugin = _without_exec(self.kubeconfig)
         try:
             loader = KubeConfigLoader(  # type: ignore[no-untyped-call]
-                self.kubeconfig, config_base_path=self.base_path or None
+                kubeconfig, config_base_path=self.base_path or None
             )
             loader.load_and_set(config)  # type: ignore[no-untyped-call]
         except (ConfigException, KeyError, TypeError, ValueError, OSError) as e:
@@ -90,10 +128,78 @@ class ClusterConfig:
                 f"cluster {self.name}: kubeconfig from {self.origin} is unusable "
                 f"({type(e).__name__}: {_cut(str(e))})"
             ) from None  # the loader's exception may carry config contents: do not chain
+        if plugin is not None:
+            _ExecAuth(self, plugin).attach(config)
         if not config.verify_ssl:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
             log.warning("TLS verification is off for this cluster", extra={"cluster": self.name})
         return config
+
+
+def _without_exec(kubeconfig: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The kubeconfig without its users' `exec` (run by common.leaf.exec_plugin instead of the
+    client's ExecProvider), and the current user's plugin spec."""
+    users = kubeconfig.get("users") if isinstance(kubeconfig, dict) else None
+    if not isinstance(users, list) or not any(
+        isinstance(u, dict) and isinstance(u.get("user"), dict) and "exec" in u["user"]
+        for u in users
+    ):
+        return kubeconfig, None
+    copied = copy.deepcopy(kubeconfig)
+    plugins: dict[Any, dict[str, Any]] = {}
+    for entry in copied["users"]:
+        if isinstance(entry, dict) and isinstance(entry.get("user"), dict):
+            spec = entry["user"].pop("exec", None)
+            if isinstance(spec, dict):
+                plugins[entry.get("name")] = spec
+    try:
+        ctx = _named(copied.get("contexts"), copied.get("current-context"))
+        user = ctx.get("context", {}).get("user")
+    except AttributeError:
+        user = None
+    current = _named(copied.get("users"), user).get("user") or {}
+    if isinstance(current, dict) and {"auth-provider", "token", "tokenFile"} & set(current):
+        return copied, None  # the client's precedence: these win over exec, which never runs
+    return copied, plugins.get(user)
+
+
+class _ExecAuth:
+    """An exec plugin's credential on a loaded Configuration: a token (re-run when it expires,
+    by whichever request needs it, under this cluster's own lock) or a client certificate."""
+
+    def __init__(self, cluster: ClusterConfig, spec: dict[str, Any]) -> None:
+        self.cluster, self.spec = cluster, spec
+        self.lock = threading.Lock()
+        self.credential = self._run()
+
+    def _run(self) -> exec_plugin.Credential:
+        c = self.cluster
+        return exec_plugin.run(self.spec, c.name, c.exec_timeout_s, c.base_path)
+
+    def attach(self, config: Configuration) -> None:
+        cred = self.credential
+        if cred.token:
+            config.api_key["BearerToken"] = f"Bearer {cred.token}"
+            config.api_key.pop("authorization", None)
+            if cred.expires_at is not None:
+                config.refresh_api_key_hook = self._refresh  # type: ignore[assignment]
+            return
+        config.cert_file = _private_file(cred.cert_pem)
+        config.key_file = _private_file(cred.key_pem)
+
+    def _refresh(self, config: Configuration) -> None:
+        with self.lock:
+            if self.credential.expired():
+                self.credential = self._run()
+        config.api_key["BearerToken"] = f"Bearer {self.credential.token}"
+
+
+def _private_file(content: str) -> str:
+    """A file only this user can read, holding a plugin's PEM (ssl wants paths)."""
+    fd, path = tempfile.mkstemp(prefix="fleetscope-exec-", suffix=".pem")
+    with os.fdopen(fd, "w") as f:
+        f.write(content)
+    return path
 
 
 def bearer_token(config: Configuration) -> str:

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
+import yaml
 from kubernetes.client import Configuration
 from kubernetes.client.rest import RESTClientObject
 
 from common.errors import ClusterError, ClusterUnreachable, ConfigError
-from common.leaf.client import bearer_token
+from common.leaf.client import ClusterConfig, bearer_token
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,12 +50,12 @@ class Management:
         configuration = Configuration()
         try:
             if settings.management_kubeconfig:
-                config.load_kube_config(  # type: ignore[no-untyped-call]
-                    settings.management_kubeconfig, client_configuration=configuration
-                )
+                configuration = _operator_kubeconfig(settings)
             else:
                 config.load_incluster_config(configuration)  # type: ignore[no-untyped-call]
-        except (config.ConfigException, OSError, KeyError, TypeError, ValueError) as e:
+        except (
+            config.ConfigException, OSError, KeyError, TypeError, ValueError, yaml.YAMLError
+        ) as e:  # fmt: skip
             raise ConfigError(
                 f"cannot load the management cluster config: {type(e).__name__}; set "
                 "FLEETSCOPE_MANAGEMENT_KUBECONFIG or run in-cluster"
@@ -151,3 +153,25 @@ class Management:
         except ValueError:
             raise ClusterUnreachable(f"the management cluster sent no JSON for {what}") from None
         return data if isinstance(data, dict) else {}
+
+
+def _operator_kubeconfig(settings: Settings) -> Configuration:
+    """`FLEETSCOPE_MANAGEMENT_KUBECONFIG`, loaded as an operator's kubeconfig file is (its exec
+    plugin, if any, through common.leaf.exec_plugin: scrubbed environment, timeout)."""
+    path = os.path.abspath(settings.management_kubeconfig)
+    with open(path, "rb") as f:
+        kubeconfig = yaml.safe_load(f)
+    if not isinstance(kubeconfig, dict):
+        raise ValueError("not a YAML mapping")
+    cfg = ClusterConfig(
+        "management",
+        "dir",
+        path,
+        kubeconfig,
+        os.path.dirname(path),
+        exec_timeout_s=settings.exec_timeout_s,
+    )
+    try:
+        return cfg.configuration()
+    except ClusterError as e:
+        raise ValueError(str(e)) from None

@@ -7,11 +7,17 @@ management cluster Weave GitOps `GitopsCluster`s (common.registry_gitops), Clust
 switched on by a setting; nothing is read from the management cluster for a source that is off.
 Each source yields `Claim`s: a name, where it comes from, a kubeconfig, and whether it is ready.
 
-Names (docs/operations.md): a file's stem; a Secret's label `fleetscope.io/cluster-name`, else its
-name; `<namespace>.<name>` for GitopsCluster and Cluster API objects; Argo CD's cluster `name`.
-The label `fleetscope.io/cluster-name` on any registering object overrides the rule. A name
-claimed by two sources is a conflict: the one already registered keeps it (reported), else
-neither is registered; claims that read the very same kubeconfig Secret are one cluster.
+Names (docs/operations.md): a file's stem; a Secret's name; `<namespace>.<name>` for
+GitopsCluster and Cluster API objects; Argo CD's cluster `name`. The label
+`fleetscope.io/cluster-name` overrides the rule only on objects in the namespaces of
+`FLEETSCOPE_CLUSTER_NAME_LABEL_NAMESPACES`. A name claimed by two sources is a conflict, refused
+for both until an operator resolves it: a registered cluster stays registered (its data kept)
+but not ready, a new one is not registered; claims that read the very same kubeconfig Secret
+are one cluster. Each source reads the namespaces its setting names (`*`: all of them).
+
+Kubeconfigs from the management cluster are data (common.leaf.credentials): one holding anything
+but inline credentials registers its cluster as not ready with the refused field as its
+`error`, checked here once for every management source, and again when it would be loaded.
 
 A cluster leaves the registry when its file or object goes away; `reconcile` then deletes its
 rows, grants and status. A source that cannot be read keeps its clusters as they were. An
@@ -39,7 +45,7 @@ from common.index.registry_record import Problem, Record, encode_problems
 from common.leaf.client import ClusterConfig
 from common.leaf.management import Management, Obj
 from common.redis_client import text
-from common.settings import Settings
+from common.settings import Settings, namespace_list
 
 log = logging.getLogger(__name__)
 SECRET_LABEL = "fleetscope.io/cluster=true"
@@ -60,7 +66,8 @@ class Claim:
     revision: str = ""  # resourceVersion(s) of what holds the credentials
     credentials: str = ""  # the Secret the kubeconfig was read from (same Secret = same cluster)
     server: str = ""  # the API server when there is no config
-    conflict: str = ""  # set by `settle` on a claim kept despite a conflict
+    conflict: str = ""  # set by `settle` on a registered claim refused for a conflict
+    error: str = ""  # its credentials were refused (the field), set by `load_claims`
 
     @property
     def ready(self) -> bool:
@@ -77,6 +84,7 @@ class Claim:
             reason=self.not_ready or ("" if self.config is not None else "no kubeconfig"),
             conflict=self.conflict,
             revision=self.revision,
+            error=self.error,
         )
 
 
@@ -100,7 +108,7 @@ def _loaders() -> dict[str, Loader]:
     from common.leaf import registry_argocd, registry_capi, registry_gitops
 
     return {
-        "secret": lambda m, s: (load_secrets(m, s.cluster_secrets_namespace), []),
+        "secret": load_secrets,
         "gitopscluster": registry_gitops.load,
         "capi": registry_capi.load,
         "argocd": registry_argocd.load,
@@ -123,7 +131,7 @@ def load_claims(settings: Settings, management: Management | None = None) -> Cla
     is reported and listed in `failed`; the others are read all the same."""
     out = Claims()
     if settings.clusters_dir:
-        out.claims += Claims.of(load_dir(settings.clusters_dir)).claims
+        out.claims += Claims.of(load_dir(settings.clusters_dir, settings.exec_timeout_s)).claims
     sources = enabled_sources(settings)
     if not sources:
         return out
@@ -138,8 +146,9 @@ def load_claims(settings: Settings, management: Management | None = None) -> Cla
                 out.failed.add(source)
                 out.problems.append(Problem("source-error", f"{source}: {e}", source=source))
                 continue
-            out.claims += claims
-            out.problems += problems
+            checked = [refuse_credentials(c) for c in claims]
+            out.claims += checked
+            out.problems += problems + [refused_problem(c) for c in checked if c.error]
     finally:
         if management is None:
             mgmt.close()
@@ -157,6 +166,44 @@ def load_cluster_configs(
     return {n: c.config for n, c in settled.items() if c.ready and c.config is not None}
 
 
+# -- credentials ------------------------------------------------------------------------
+
+
+def refuse_credentials(claim: Claim) -> Claim:
+    """The claim, not ready with the refused field as its `error` when its kubeconfig holds
+    more than inline material (nothing of it is run or read)."""
+    if claim.config is None or claim.error:  # no kubeconfig, or refused by its source already
+        return claim
+    reason = claim.config.refused()
+    if not reason:
+        return claim
+    return replace(claim, not_ready=reason, error=reason)
+
+
+def refused_problem(claim: Claim) -> Problem:
+    return Problem(
+        "refused-credentials",
+        f"{claim.origin}: {claim.error}",
+        cluster=claim.name,
+        source=claim.source,
+        origins=(claim.origin,),
+    )
+
+
+def source_namespaces(value: str | tuple[str, ...], setting: str, source: str) -> list[str]:
+    """The namespaces a source reads ("" = all, only for `*`); a ClusterError when none."""
+    names = namespace_list(value)
+    if names == ("*",):
+        return [""]
+    if not names:
+        raise ClusterError(
+            f"{setting} names no namespace: list the namespaces to read {source} registrations "
+            "from (comma-separated), or `*` for all (anyone who can write there registers "
+            "clusters)"
+        )
+    return list(names)
+
+
 # -- names ------------------------------------------------------------------------------
 
 
@@ -166,9 +213,22 @@ def qualified(namespace: str, name: str) -> str:
     return f"{namespace}.{name}"
 
 
-def claim_name(meta: Obj, default: str, source: str, origin: str) -> str | Problem:
-    """The label `fleetscope.io/cluster-name`, else `default`; a Problem when not valid."""
-    name = str((meta.get("labels") or {}).get(NAME_LABEL) or default)
+def claim_name(
+    meta: Obj,
+    default: str,
+    source: str,
+    origin: str,
+    label_namespaces: str | tuple[str, ...] = (),
+) -> str | Problem:
+    """The label `fleetscope.io/cluster-name`, honoured only on objects in `label_namespaces`
+    (`FLEETSCOPE_CLUSTER_NAME_LABEL_NAMESPACES`; `*` = all), else `default`; a Problem when
+    the name is not valid."""
+    label = str((meta.get("labels") or {}).get(NAME_LABEL) or "")
+    allowed = namespace_list(label_namespaces)
+    honoured = bool(label) and ("*" in allowed or str(meta.get("namespace", "")) in allowed)
+    name = label if honoured else default
+    if label and not honoured:
+        log.debug("%s: label %s ignored outside its allowed namespaces", origin, NAME_LABEL)
     if keys.valid_cluster_name(name):
         return name
     return Problem(
@@ -184,8 +244,9 @@ def settle(
     claims: Iterable[Claim], registered: Mapping[str, Record]
 ) -> tuple[dict[str, Claim], list[Problem]]:
     """One claim per name. Claims reading the same kubeconfig Secret are one cluster (the first
-    source's). Otherwise a name with several claims is a conflict: the claim matching the
-    registered record keeps it (marked with the conflict), else nobody gets it."""
+    source's). Otherwise a name with several claims is a conflict, refused for all of them: the
+    registered cluster stays registered (its data kept) but not ready, a new one is not
+    registered, until the claims are renamed or removed."""
     by_name: dict[str, list[Claim]] = {}
     for claim in claims:
         group = by_name.setdefault(claim.name, [])
@@ -207,12 +268,17 @@ def settle(
             None,
         )
         origins = tuple(c.origin for c in group)
-        message = f"cluster name {name} is claimed by {' and '.join(origins)}"
+        message = (
+            f"cluster name {name} is claimed by {' and '.join(origins)}; refused for all of "
+            "them until one claim is renamed or removed"
+        )
         if keep is not None:
-            message += f"; {keep.origin} keeps it (registered first)"
-            settled[name] = replace(keep, conflict=message)
+            message += f" ({keep.origin} stays registered, not ready, its data kept)"
+            settled[name] = replace(
+                keep, config=None, not_ready=message, conflict=message, server=keep.record().server
+            )
         else:
-            message += "; none is registered until one claim is renamed or removed"
+            message += "; none is registered"
         problems.append(Problem("conflict", message, cluster=name, origins=origins))
     return settled, problems
 
@@ -220,7 +286,7 @@ def settle(
 # -- the kubeconfig directory and fleetscope's Secrets ------------------------------------
 
 
-def load_dir(directory: str) -> dict[str, ClusterConfig]:
+def load_dir(directory: str, exec_timeout_s: float = 30.0) -> dict[str, ClusterConfig]:
     """One cluster per kubeconfig file (name = file name without extension; dotfiles skipped)."""
     root = Path(directory)
     if not root.is_dir():
@@ -234,24 +300,36 @@ def load_dir(directory: str) -> dict[str, ClusterConfig]:
             log.warning("skipping %s: %r is not a valid cluster name", path.name, name)
             continue
         kubeconfig = parse_kubeconfig(path.read_bytes(), str(path))
-        configs[name] = ClusterConfig(name, "dir", str(path), kubeconfig, str(root.resolve()))
+        configs[name] = ClusterConfig(
+            name, "dir", str(path), kubeconfig, str(root.resolve()), exec_timeout_s=exec_timeout_s
+        )
     return configs
 
 
-def load_secrets(mgmt: Management, namespace: str) -> list[Claim]:
-    """Clusters from Secrets labelled `fleetscope.io/cluster=true` (key `kubeconfig`)."""
+def load_secrets(mgmt: Management, settings: Settings) -> tuple[list[Claim], list[Problem]]:
+    """Clusters from Secrets labelled `fleetscope.io/cluster=true` (key `kubeconfig`) in the
+    namespaces of `FLEETSCOPE_CLUSTER_SECRETS_NAMESPACE`."""
     claims: list[Claim] = []
-    for secret in mgmt.list_objects("v1", "secrets", namespace, SECRET_LABEL):
-        meta = secret.get("metadata") or {}
-        origin = f"secret {namespace}/{meta.get('name')}"
-        name = claim_name(meta, str(meta.get("name", "")), "secret", origin)
-        if isinstance(name, Problem):
-            log.warning("skipping %s", name.message)
-            continue
-        kubeconfig = parse_kubeconfig(secret_value(secret, SECRET_KEY) or b"", origin)
-        config = ClusterConfig(name, "secret", origin, kubeconfig)
-        claims.append(Claim(name, "secret", origin, config, revision=revision(secret)))
-    return claims
+    problems: list[Problem] = []
+    setting = "FLEETSCOPE_CLUSTER_SECRETS_NAMESPACE"
+    for namespace in source_namespaces(settings.cluster_secrets_namespace, setting, "secret"):
+        for secret in mgmt.list_objects("v1", "secrets", namespace, SECRET_LABEL):
+            meta = secret.get("metadata") or {}
+            origin = f"secret {meta.get('namespace', namespace)}/{meta.get('name')}"
+            name = claim_name(
+                meta,
+                str(meta.get("name", "")),
+                "secret",
+                origin,
+                settings.cluster_name_label_namespaces,
+            )
+            if isinstance(name, Problem):
+                log.warning("skipping %s", name.message)
+                continue
+            kubeconfig = parse_kubeconfig(secret_value(secret, SECRET_KEY) or b"", origin)
+            config = ClusterConfig(name, "secret", origin, kubeconfig)
+            claims.append(Claim(name, "secret", origin, config, revision=revision(secret)))
+    return claims, problems
 
 
 # -- helpers for the sources --------------------------------------------------------------

@@ -5,9 +5,11 @@ The cluster's name is the Secret's `name` (Argo CD's own cluster name; the label
 `fleetscope.io/cluster-name` overrides it). `server` and `config` become a kubeconfig in memory,
 so the kubernetes client's loader in common.leaf does the rest as for any kubeconfig: bearer
 token, basic auth, TLS client certificate, CA data, server name, `insecure`, and
-`execProviderConfig` (an exec plugin). `awsAuthConfig` becomes `aws eks get-token`. Credentials
-that cannot work here (an exec command or the aws CLI not on PATH) register the cluster as not
-ready, with why. Argo CD's in-cluster entry (`https://kubernetes.default.svc`) is skipped
+`execProviderConfig` (an exec plugin). `awsAuthConfig` becomes `aws eks get-token`. A plugin
+runs only when its command's absolute path is in `FLEETSCOPE_EXEC_COMMANDS` (the operator's
+allow-list, empty by default); otherwise the cluster is registered as not ready with why, as
+when the aws CLI is not on PATH. Secrets are read in the namespaces of
+`FLEETSCOPE_ARGOCD_CLUSTERS_NAMESPACE`. Argo CD's in-cluster entry (`https://kubernetes.default.svc`) is skipped
 unless `FLEETSCOPE_ARGOCD_INCLUDE_IN_CLUSTER`; then it is reached as the management cluster is.
 """
 
@@ -25,7 +27,7 @@ import yaml
 from common.index.registry_record import Problem
 from common.leaf.client import ClusterConfig
 from common.leaf.management import Management, Obj
-from common.leaf.registry import Claim, claim_name, revision, secret_value
+from common.leaf.registry import Claim, claim_name, revision, secret_value, source_namespaces
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,12 +41,14 @@ EXEC_API = "client.authentication.k8s.io/v1beta1"
 def load(mgmt: Management, settings: Settings) -> tuple[list[Claim], list[Problem]]:
     claims: list[Claim] = []
     problems: list[Problem] = []
-    for secret in mgmt.list_objects("v1", "secrets", settings.argocd_clusters_namespace, LABEL):
-        claim = _claim(secret, settings)
-        if isinstance(claim, Problem):
-            problems.append(claim)
-        elif claim is not None:
-            claims.append(claim)
+    setting = "FLEETSCOPE_ARGOCD_CLUSTERS_NAMESPACE"
+    for namespace in source_namespaces(settings.argocd_clusters_namespace, setting, SOURCE):
+        for secret in mgmt.list_objects("v1", "secrets", namespace, LABEL):
+            claim = _claim(secret, settings)
+            if isinstance(claim, Problem):
+                problems.append(claim)
+            elif claim is not None:
+                claims.append(claim)
     return claims, problems
 
 
@@ -58,14 +62,22 @@ def _claim(secret: Obj, settings: Settings) -> Claim | Problem | None:
     if in_cluster and not settings.argocd_include_in_cluster:
         return None
     default = _text(secret, "name") or ("in-cluster" if in_cluster else "")
-    name = claim_name(meta, default, SOURCE, origin)
+    name = claim_name(meta, default, SOURCE, origin, settings.cluster_name_label_namespaces)
     if isinstance(name, Problem):
         return name
     if in_cluster:
         return _in_cluster(name, origin, settings, revision(secret))
-    kubeconfig, unusable = argocd_kubeconfig(name, server, _config(secret))
-    config = ClusterConfig(name, SOURCE, origin, kubeconfig)
-    return Claim(name, SOURCE, origin, config, unusable, revision(secret), ref)
+    allowed = settings.exec_commands
+    kubeconfig, unusable = argocd_kubeconfig(name, server, _config(secret), allowed)
+    config = ClusterConfig(
+        name,
+        SOURCE,
+        origin,
+        kubeconfig,
+        exec_commands=allowed,
+        exec_timeout_s=settings.exec_timeout_s,
+    )
+    return Claim(name, SOURCE, origin, config, unusable, revision(secret), ref, error=unusable)
 
 
 def _text(secret: Obj, key: str) -> str:
@@ -80,8 +92,11 @@ def _config(secret: Obj) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
-def argocd_kubeconfig(name: str, server: str, config: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """A kubeconfig from Argo CD's cluster `config`, and why it cannot work here ("" if it can)."""
+def argocd_kubeconfig(
+    name: str, server: str, config: dict[str, Any], allowed: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], str]:
+    """A kubeconfig from Argo CD's cluster `config`, and why it cannot work here ("" if it can):
+    an exec plugin needs its command's absolute path in `allowed`."""
     tls = config.get("tlsClientConfig") or {}
     cluster: dict[str, Any] = {"server": server}
     if tls.get("insecure"):
@@ -99,9 +114,9 @@ def argocd_kubeconfig(name: str, server: str, config: dict[str, Any]) -> tuple[d
         user["username"], user["password"] = config["username"], config["password"]
     unusable = ""
     if config.get("execProviderConfig"):
-        user["exec"], unusable = _exec(config["execProviderConfig"])
+        user["exec"], unusable = _exec(config["execProviderConfig"], allowed)
     elif config.get("awsAuthConfig"):
-        user["exec"], unusable = _aws(config["awsAuthConfig"])
+        user["exec"], unusable = _aws(config["awsAuthConfig"], allowed)
     return _kubeconfig(name, cluster, user), unusable
 
 
@@ -116,43 +131,53 @@ def _kubeconfig(name: str, cluster: dict[str, Any], user: dict[str, Any]) -> dic
     }
 
 
-def _exec(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _exec(spec: Any, allowed: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    spec = spec if isinstance(spec, dict) else {}
     command = str(spec.get("command") or "")
+    env = spec.get("env") if isinstance(spec.get("env"), dict) else {}
     plugin = {
-        "command": command,
+        "command": _resolve(command) or command,
         "args": [str(a) for a in spec.get("args") or []],
-        "env": [{"name": str(k), "value": str(v)} for k, v in (spec.get("env") or {}).items()],
+        "env": [{"name": str(k), "value": str(v)} for k, v in env.items()],
         "apiVersion": str(spec.get("apiVersion") or EXEC_API),
     }
-    if spec.get("installHint"):
-        plugin["installHint"] = str(spec["installHint"])
-    if not command or not _on_path(command):
-        hint = f" ({spec['installHint']})" if spec.get("installHint") else ""
-        return plugin, f"execProviderConfig: command {command!r} is not on PATH here{hint}"
+    if plugin["command"] not in allowed:
+        return plugin, (
+            f"execProviderConfig: command {command[:80]!r} is refused: its absolute path is not "
+            "in FLEETSCOPE_EXEC_COMMANDS (the operator's allow-list of exec plugins)"
+        )
     return plugin, ""
 
 
-def _aws(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _aws(spec: Any, allowed: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     """Argo CD runs `argocd-k8s-auth aws`; the aws CLI's `eks get-token` gives the same token."""
+    spec = spec if isinstance(spec, dict) else {}
     args = ["eks", "get-token", "--cluster-name", str(spec.get("clusterName") or "")]
     if spec.get("roleARN"):
         args += ["--role-arn", str(spec["roleARN"])]
     env = [{"name": "AWS_PROFILE", "value": str(spec["profile"])}] if spec.get("profile") else []
+    aws = _resolve("aws")
     plugin = {
-        "command": "aws",
+        "command": aws or "aws",
         "args": [*args, "--output", "json"],
         "env": env,
         "apiVersion": EXEC_API,
     }
-    if not _on_path("aws"):
+    if not aws:
         return plugin, "awsAuthConfig needs the aws CLI, which is not on PATH here"
+    if aws not in allowed:
+        return plugin, (
+            f"awsAuthConfig is refused: it runs {aws}, which FLEETSCOPE_EXEC_COMMANDS (the "
+            "operator's allow-list of exec plugins) does not list"
+        )
     return plugin, ""
 
 
-def _on_path(command: str) -> bool:
+def _resolve(command: str) -> str:
+    """The absolute path `command` runs ("" when it is not found or not absolute)."""
     if os.sep in command:
-        return os.access(command, os.X_OK)
-    return shutil.which(command) is not None
+        return command if os.path.isabs(command) else ""
+    return shutil.which(command) or ""
 
 
 def _in_cluster(name: str, origin: str, settings: Settings, rev: str) -> Claim:
@@ -170,9 +195,12 @@ def _in_cluster(name: str, origin: str, settings: Settings, rev: str) -> Claim:
             origin,
             kubeconfig if isinstance(kubeconfig, dict) else {},
             str(path.parent),
+            operator=True,  # the operator's own file, not the Secret's content
+            exec_timeout_s=settings.exec_timeout_s,
         )
         return Claim(name, SOURCE, origin, config, "", rev, "management")
+    # fleetscope's own service account: files of the pod, whatever the Secret says
     cluster = {"server": IN_CLUSTER, "certificate-authority": f"{SA_DIR}/ca.crt"}
     kubeconfig = _kubeconfig(name, cluster, {"tokenFile": f"{SA_DIR}/token"})
-    config = ClusterConfig(name, SOURCE, origin, kubeconfig)
+    config = ClusterConfig(name, SOURCE, origin, kubeconfig, operator=True)
     return Claim(name, SOURCE, origin, config, "", rev, "management")

@@ -1,6 +1,7 @@
 """Registry source: Cluster API `Cluster` objects (cluster.x-k8s.io) on the management cluster.
 
-A Cluster `<ns>/<name>` is registered as `<ns>.<name>` (or its label `fleetscope.io/cluster-name`)
+A Cluster `<ns>/<name>` in the namespaces of `FLEETSCOPE_CAPI_CLUSTERS_NAMESPACE` is registered
+as `<ns>.<name>` (or its label `fleetscope.io/cluster-name`, where allowed)
 with the kubeconfig Cluster API writes into the Secret `<name>-kubeconfig` of its namespace (key
 `value`). Only a Cluster whose control plane is ready is synced (`status.controlPlaneReady`, or
 the condition `ControlPlaneReady`/`Ready`; v1beta2's `controlPlaneInitialized` and
@@ -22,6 +23,7 @@ from common.leaf.registry import (
     qualified,
     revision,
     secret_value,
+    source_namespaces,
 )
 from common.settings import Settings
 
@@ -37,17 +39,23 @@ def load(mgmt: Management, settings: Settings) -> tuple[list[Claim], list[Proble
         return [], [not_served("capi")]
     claims: list[Claim] = []
     problems: list[Problem] = []
-    for cluster in mgmt.list_objects(
-        f"{GROUP}/{version}", "clusters", settings.capi_clusters_namespace
-    ):
-        meta = cluster.get("metadata") or {}
-        ns, obj_name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        origin = f"capi cluster {ns}/{obj_name}"
-        name = claim_name(meta, qualified(ns, obj_name), "capi", origin)
-        if isinstance(name, Problem):
-            problems.append(name)
-            continue
-        claims.append(kubeconfig_claim(mgmt, name, "capi", origin, ns, obj_name, cluster))
+    setting = "FLEETSCOPE_CAPI_CLUSTERS_NAMESPACE"
+    for where in source_namespaces(settings.capi_clusters_namespace, setting, "capi"):
+        for cluster in mgmt.list_objects(f"{GROUP}/{version}", "clusters", where):
+            meta = cluster.get("metadata") or {}
+            ns, obj_name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+            origin = f"capi cluster {ns}/{obj_name}"
+            name = claim_name(
+                meta,
+                qualified(ns, obj_name),
+                "capi",
+                origin,
+                settings.cluster_name_label_namespaces,
+            )
+            if isinstance(name, Problem):
+                problems.append(name)
+                continue
+            claims.append(kubeconfig_claim(mgmt, name, "capi", origin, ns, obj_name, cluster))
     return claims, problems
 
 

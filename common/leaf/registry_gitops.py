@@ -1,8 +1,8 @@
 """Registry source: Weave GitOps `GitopsCluster` objects (gitops.weave.works) on the management
 cluster, read at the version discovery serves (v1alpha1 preferred).
 
-A GitopsCluster `<ns>/<name>` is registered as `<ns>.<name>` (or its label
-`fleetscope.io/cluster-name`). As Weave GitOps' cluster controller does: `spec.secretRef.name`
+A GitopsCluster `<ns>/<name>` in the namespaces of `FLEETSCOPE_GITOPSCLUSTERS_NAMESPACE` is
+registered as `<ns>.<name>` (or its label `fleetscope.io/cluster-name`, where allowed). As Weave GitOps' cluster controller does: `spec.secretRef.name`
 names a Secret of the same namespace holding a kubeconfig under `value` or `value.yaml`;
 `spec.capiClusterRef.name` names a Cluster API cluster of the same namespace, whose
 `<name>-kubeconfig` Secret is read (and whose control plane must be ready). A GitopsCluster
@@ -15,7 +15,14 @@ from __future__ import annotations
 from common.index.registry_record import Problem
 from common.leaf import registry_capi
 from common.leaf.management import Management, Obj
-from common.leaf.registry import Claim, claim_name, condition, condition_text, qualified
+from common.leaf.registry import (
+    Claim,
+    claim_name,
+    condition,
+    condition_text,
+    qualified,
+    source_namespaces,
+)
 from common.leaf.registry_capi import kubeconfig_claim, secret_claim, secrets_in
 from common.settings import Settings
 
@@ -35,15 +42,23 @@ def load(mgmt: Management, settings: Settings) -> tuple[list[Claim], list[Proble
     claims: list[Claim] = []
     problems: list[Problem] = []
     api_version = f"{GROUP}/{version}"
-    for gc in mgmt.list_objects(api_version, "gitopsclusters", settings.gitopsclusters_namespace):
-        meta = gc.get("metadata") or {}
-        ns, obj_name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        origin = f"{SOURCE} {ns}/{obj_name}"
-        name = claim_name(meta, qualified(ns, obj_name), SOURCE, origin)
-        if isinstance(name, Problem):
-            problems.append(name)
-            continue
-        claims.append(_claim(mgmt, name, origin, ns, gc))
+    setting = "FLEETSCOPE_GITOPSCLUSTERS_NAMESPACE"
+    for where in source_namespaces(settings.gitopsclusters_namespace, setting, SOURCE):
+        for gc in mgmt.list_objects(api_version, "gitopsclusters", where):
+            meta = gc.get("metadata") or {}
+            ns, obj_name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+            origin = f"{SOURCE} {ns}/{obj_name}"
+            name = claim_name(
+                meta,
+                qualified(ns, obj_name),
+                SOURCE,
+                origin,
+                settings.cluster_name_label_namespaces,
+            )
+            if isinstance(name, Problem):
+                problems.append(name)
+                continue
+            claims.append(_claim(mgmt, name, origin, ns, gc))
     return claims, problems
 
 

@@ -102,8 +102,12 @@ def _claim(name: str, source: str, origin: str, credentials: str = "", **kw: Any
 
 def test_names_follow_the_label_else_the_rule_and_must_be_valid() -> None:
     assert registry.qualified("fleet", "prod-eu") == "fleet.prod-eu"
-    meta = {"name": "x", "labels": {"fleetscope.io/cluster-name": "edge-7"}}
-    assert registry.claim_name(meta, "fleet.x", "capi", "capi cluster fleet/x") == "edge-7"
+    meta = {"name": "x", "namespace": "fleet", "labels": {"fleetscope.io/cluster-name": "edge-7"}}
+    # the label counts only in the namespaces FLEETSCOPE_CLUSTER_NAME_LABEL_NAMESPACES lists
+    assert registry.claim_name(meta, "fleet.x", "capi", "capi cluster fleet/x") == "fleet.x"
+    assert registry.claim_name(meta, "fleet.x", "capi", "o", ("other",)) == "fleet.x"
+    assert registry.claim_name(meta, "fleet.x", "capi", "o", ("other", "fleet")) == "edge-7"
+    assert registry.claim_name(meta, "fleet.x", "capi", "o", "*") == "edge-7"
     assert registry.claim_name({"name": "x"}, "fleet.x", "capi", "o") == "fleet.x"
     long = registry.claim_name(
         {}, registry.qualified("n" * 40, "c" * 40), "capi", "capi cluster n/c"
@@ -127,8 +131,10 @@ def test_settle_one_claim_per_name() -> None:
 
     registered = {"prod": Record(source="dir", origin="/k/prod.yaml")}
     settled, problems = registry.settle([b, a, c], registered)
-    assert settled["prod"].origin == "/k/prod.yaml"  # the registered one keeps it
-    assert "registered first" in settled["prod"].conflict
+    # refused for both: the registered one stays registered (its data kept), not ready
+    assert settled["prod"].origin == "/k/prod.yaml" and not settled["prod"].ready
+    assert settled["prod"].config is None
+    assert "refused for all of them" in settled["prod"].conflict
     assert settled["prod"].record().conflict == settled["prod"].conflict
     assert len(problems) == 1
 
@@ -154,6 +160,7 @@ def test_reconcile_reports_conflicts_once_and_keeps_the_registered_cluster(
     assert result.updated == ["prod"]  # its record now names the conflict
     record = Record.decode(r.hget(keys.CLUSTERS, "prod"))
     assert record.source == "dir" and "argocd secret argocd/prod" in record.conflict
+    assert not record.ready  # refused until an operator resolves it
     assert [p.cluster for p in read_problems(r)] == ["prod"]
     assert "cluster name prod is claimed by" in caplog.text
     caplog.clear()
@@ -266,7 +273,7 @@ def test_argocd_config_becomes_a_kubeconfig_the_client_loads() -> None:
     assert bearer_token(cfg.configuration()) == f"Bearer {TOKEN}"
 
 
-def test_argocd_exec_and_aws_need_their_commands(tmp_path: Path, monkeypatch) -> None:
+def test_argocd_exec_and_aws_need_their_commands_allow_listed(tmp_path: Path, monkeypatch) -> None:
     exec_cfg = {
         "execProviderConfig": {
             "command": "argocd-k8s-auth",
@@ -278,7 +285,7 @@ def test_argocd_exec_and_aws_need_their_commands(tmp_path: Path, monkeypatch) ->
     }
     monkeypatch.setenv("PATH", str(tmp_path))
     kc, unusable = registry_argocd.argocd_kubeconfig("p", "https://x", exec_cfg)
-    assert "argocd-k8s-auth" in unusable and "not on PATH" in unusable
+    assert "argocd-k8s-auth" in unusable and "FLEETSCOPE_EXEC_COMMANDS" in unusable
     assert kc["users"][0]["user"]["exec"]["env"] == [{"name": "X", "value": "1"}]
     _, unusable = registry_argocd.argocd_kubeconfig(
         "p", "https://x", {"awsAuthConfig": {"clusterName": "eks-1", "roleARN": "arn:x"}}
@@ -288,12 +295,19 @@ def test_argocd_exec_and_aws_need_their_commands(tmp_path: Path, monkeypatch) ->
         tool = tmp_path / name
         tool.write_text("#!/bin/sh\n")
         tool.chmod(0o755)
-    assert registry_argocd.argocd_kubeconfig("p", "https://x", exec_cfg)[1] == ""
+    # on PATH is not enough: the absolute path must be in the operator's allow-list
+    assert (
+        "FLEETSCOPE_EXEC_COMMANDS"
+        in registry_argocd.argocd_kubeconfig("p", "https://x", exec_cfg)[1]
+    )
+    allowed = (str(tmp_path / "argocd-k8s-auth"), str(tmp_path / "aws"))
+    kc, unusable = registry_argocd.argocd_kubeconfig("p", "https://x", exec_cfg, allowed)
+    assert unusable == "" and kc["users"][0]["user"]["exec"]["command"] == allowed[0]
     kc, unusable = registry_argocd.argocd_kubeconfig(
-        "p", "https://x", {"awsAuthConfig": {"clusterName": "eks-1", "profile": "ops"}}
+        "p", "https://x", {"awsAuthConfig": {"clusterName": "eks-1", "profile": "ops"}}, allowed
     )
     plugin = kc["users"][0]["user"]["exec"]
-    assert unusable == "" and plugin["command"] == "aws"
+    assert unusable == "" and plugin["command"] == allowed[1]
     assert plugin["args"][:4] == ["eks", "get-token", "--cluster-name", "eks-1"]
     assert plugin["env"] == [{"name": "AWS_PROFILE", "value": "ops"}]
 

@@ -72,7 +72,7 @@ def test_nothing_is_read_from_the_management_cluster_when_every_source_is_off(
             "gitopsclusters",
             {
                 "/apis/gitops.weave.works",
-                "/apis/gitops.weave.works/v1alpha1/gitopsclusters",
+                "/apis/gitops.weave.works/v1alpha1/namespaces/fleet/gitopsclusters",
                 "/api/v1/namespaces/fleet/secrets",
             },
         ),
@@ -80,7 +80,7 @@ def test_nothing_is_read_from_the_management_cluster_when_every_source_is_off(
             "capi_clusters",
             {
                 "/apis/cluster.x-k8s.io",
-                "/apis/cluster.x-k8s.io/v1beta1/clusters",
+                "/apis/cluster.x-k8s.io/v1beta1/namespaces/fleet/clusters",
                 "/api/v1/namespaces/fleet/secrets",
             },
         ),
@@ -125,7 +125,7 @@ def test_gitopsclusters_by_secret_or_capi_reference(sim: KubeSim, tmp_path: Path
     labels = {"fleetscope.io/cluster-name": "edge-7"}
     apply(mgmtsim.gitopscluster("i", secret_ref="a-kc", labels=labels))
     apply(mgmtsim.gitopscluster("x" * 60, secret_ref="a-kc"))
-    claims = _claims(sim, tmp_path, gitopsclusters=True)
+    claims = _claims(sim, tmp_path, gitopsclusters=True, cluster_name_label_namespaces=("fleet",))
     got = _by_name(claims)
     ready = sorted(n for n, c in got.items() if c.ready)
     assert ready == ["edge-7", "fleet.a", "fleet.b", "fleet.c"]
@@ -199,8 +199,8 @@ def test_versions_are_the_ones_discovery_serves(tmp_path: Path) -> None:
         got = _by_name(_claims(sim, tmp_path, gitopsclusters=True, capi_clusters=True))
         assert sorted(n for n, c in got.items() if c.ready) == ["fleet.a", "fleet.b"]
         paths = set(_paths(sim))
-        assert "/apis/gitops.weave.works/v1beta1/gitopsclusters" in paths
-        assert "/apis/cluster.x-k8s.io/v1beta2/clusters" in paths
+        assert "/apis/gitops.weave.works/v1beta1/namespaces/fleet/gitopsclusters" in paths
+        assert "/apis/cluster.x-k8s.io/v1beta2/namespaces/fleet/clusters" in paths
 
 
 def test_a_group_not_served_is_reported_and_registers_nothing(tmp_path: Path) -> None:
@@ -296,4 +296,4 @@ def test_without_its_component_a_source_is_refused_and_says_so(
         "argocd: the management cluster refused to list secrets in namespace argocd "
         "(HTTP 403): check fleetscope's RBAC there (docs/operations.md)"
     )
-    assert "gitopsclusters in all namespaces (HTTP 403)" in messages[2]
+    assert "gitopsclusters in namespace fleet (HTTP 403)" in messages[2]

@@ -252,15 +252,22 @@ def test_managed_redis_example_drops_the_bundled_redis() -> None:
 REGISTRY_COMPONENTS = {
     "gitopsclusters": (
         "FLEETSCOPE_GITOPSCLUSTERS",
-        {("gitops.weave.works", "gitopsclusters", None), ("cluster.x-k8s.io", "clusters", None),
-         ("", "secrets", None)},
+        {("gitops.weave.works", "gitopsclusters", "fleet"), ("cluster.x-k8s.io", "clusters", "fleet"),
+         ("", "secrets", "fleet")},
     ),
     "capi-clusters": (
         "FLEETSCOPE_CAPI_CLUSTERS",
-        {("cluster.x-k8s.io", "clusters", None), ("", "secrets", None)},
+        {("cluster.x-k8s.io", "clusters", "fleet"), ("", "secrets", "fleet")},
     ),
     "argocd-clusters": ("FLEETSCOPE_ARGOCD_CLUSTERS", {("", "secrets", "argocd")}),
 }  # fmt: skip
+# The namespaces each component's source reads (its setting), exactly where it grants reads
+# (issue #35: never cluster-wide; `*` only when asked for).
+COMPONENT_NAMESPACES = {
+    "gitopsclusters": ("FLEETSCOPE_GITOPSCLUSTERS_NAMESPACE", "fleet"),
+    "capi-clusters": ("FLEETSCOPE_CAPI_CLUSTERS_NAMESPACE", "fleet"),
+    "argocd-clusters": ("FLEETSCOPE_ARGOCD_CLUSTERS_NAMESPACE", "argocd"),
+}
 PROBES = [
     ("", "secrets"),
     ("", "configmaps"),
@@ -322,6 +329,11 @@ def test_registry_component_adds_exactly_what_its_source_reads(
                 assert not authz.allowed(sa, verb, group, resource, ns), (verb, resource, ns)
     for obj in objects:
         assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fleetscope"
+    # no cluster-wide grant, and the setting names the namespaces the Roles grant
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    setting, namespace = COMPONENT_NAMESPACES[component]
+    assert config["data"].get(setting, Settings().argocd_clusters_namespace) == namespace
+    assert Settings.from_env({setting: config["data"].get(setting, namespace)})
 
 
 def test_registry_sources_example_switches_every_source_on() -> None:
@@ -332,3 +344,14 @@ def test_registry_sources_example_switches_every_source_on() -> None:
     }
     # the base itself stays namespace-bound (components add the rest)
     assert find(objects, "Role", "fleetscope-argocd-clusters")["metadata"]["namespace"] == "argocd"
+    # GitopsClusters in two namespaces: both listed, a Role and RoleBinding in each, no more
+    assert data["FLEETSCOPE_GITOPSCLUSTERS_NAMESPACE"] == "fleet,fleet-eu"
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    authz = _management_authorizer(objects)
+    sa = service_account_user("fleetscope", "fleetscope")
+    for ns in ("fleet", "fleet-eu"):
+        assert authz.allowed(sa, "list", "gitops.weave.works", "gitopsclusters", ns)
+        assert authz.allowed(sa, "list", "", "secrets", ns)
+    for ns in ("default", "kube-system", None):
+        assert not authz.allowed(sa, "list", "", "secrets", ns), ns
+        assert not authz.allowed(sa, "list", "gitops.weave.works", "gitopsclusters", ns), ns
