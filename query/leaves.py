@@ -44,17 +44,17 @@ class LeafPool:
             if config is None:
                 raise UpstreamError(f"this query service has no credentials for cluster {cluster}")
             current = self._clients.get(cluster)
-            if current is not None and current.config == config:
+            if current is not None and _same(current.config, config):
                 return current
         # Outside the lock: loading may run an exec plugin (its config's own lock serialises
         # the loads of one cluster; a second client built meanwhile is simply dropped).
         built = LeafClient(config, timeout_s=self.settings.leaf_timeout_s)
         with self._lock:
             current = self._clients.get(cluster)
-            if current is not None and current.config == config:
+            if current is not None and _same(current.config, config):
                 built.close()
                 return current
-            if self._configs.get(cluster) == config:
+            if _same(self._configs.get(cluster), config):
                 self._clients[cluster] = built
             return built
 
@@ -63,3 +63,9 @@ class LeafPool:
         self._configs = registry.load_cluster_configs(self.settings, registered=registered)
         self._clients = {c: v for c, v in self._clients.items() if c in self._configs}
         self._version, self._loaded_at = version, time.monotonic()
+
+
+def _same(a: ClusterConfig | None, b: ClusterConfig) -> bool:
+    """The same cluster with the same kubeconfig (equality of configs ignores the kubeconfig
+    itself, so a rotated token would otherwise keep the old client)."""
+    return a is not None and a == b and a.kubeconfig == b.kubeconfig
