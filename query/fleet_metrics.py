@@ -3,7 +3,7 @@
 The query service exports them (one read of every cluster's status per scrape), so they exist
 once however many Celery workers run, and keep moving while no worker does. Fleet-wide gauges
 are what dashboards and paging alerts use; the two per-cluster gauges (one series per cluster)
-say which cluster an alert is about.
+say which cluster an alert is about, and exist only with FLEETSCOPE_METRICS_CLUSTER_LABELS=true.
 """
 
 from __future__ import annotations
@@ -93,6 +93,8 @@ def fleet_families(syncs: list[ClusterSync], settings: Settings, now: float) -> 
         "Rows stored for all clusters.",
         float(sum(s.objects for s in syncs)),
     )
+    if not settings.metrics_cluster_labels:
+        return  # cluster names are for operators who opted in (docs/security.md#edges)
     yield _per_cluster(
         "fleetscope_cluster_sync_lag_seconds",
         "Seconds since the cluster's last successful object sync (absent: never).",

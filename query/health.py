@@ -34,7 +34,8 @@ def readyz() -> dict[str, Any]:
 @bp.get("/metrics")
 def metrics_route() -> Response:
     st = state()
-    body, content_type = metrics.render([BuildInfoCollector(), FleetCollector(st.r, st.settings)])
+    collectors = [BuildInfoCollector(), FleetCollector(st.r, st.settings)]
+    body, content_type = metrics.render(collectors, st.settings.metrics_cluster_labels)
     return Response(body, content_type=content_type)
 
 

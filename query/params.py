@@ -2,7 +2,8 @@
 
 Unknown parameters, unknown filter values, out-of-range limits and over-long values are 400s
 naming the parameter and what it accepts. Names follow Kubernetes: namespaces and names are
-DNS-1123 (labels / subdomains) with their length limits.
+DNS-1123 (labels / subdomains) with their length limits. Patterns are applied with `fullmatch`:
+with `match`, `$` also matches before a final newline, and `apps\n` would pass.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def check_namespace(ns: str, param: str = "namespace") -> str:
     """A namespace name, or `_` (cluster-scoped objects) which becomes ""."""
     if ns == CLUSTER_SCOPED:
         return ""
-    if not DNS_LABEL.match(ns):
+    if not DNS_LABEL.fullmatch(ns):
         raise InvalidInput(
             param,
             f"{ns[:80]!r} is not a namespace name (DNS-1123 label, <= 63; `_` for "
@@ -98,7 +99,7 @@ def suspended(args: MultiDict[str, str]) -> bool | None:
 
 
 def check_object_name(name: str, param: str = "name") -> str:
-    if len(name) > MAX_VALUE_LEN or not DNS_SUBDOMAIN.match(name):
+    if len(name) > MAX_VALUE_LEN or not DNS_SUBDOMAIN.fullmatch(name):
         raise InvalidInput(
             param, f"{name[:80]!r} is not an object name (DNS-1123 subdomain, <= 253)"
         )
@@ -151,7 +152,7 @@ def check_kind(kind: str, registry: KindRegistry, param: str = "kind") -> str:
 def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
     """The list/facet filters of a request."""
     name = args.get("name", "").strip().lower()
-    if name and not NAME_SUBSTRING.match(name):
+    if name and not NAME_SUBSTRING.fullmatch(name):
         raise InvalidInput("name", "a substring of object names: lower-case letters, digits, '.-'")
     statuses = values(args, "status")
     for s in statuses:

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TextIO
 import yaml
 
 from fleetscope.client.table import NONE, age_since, cell, write_table
+from fleetscope.client.terminal import escape, json_text
 
 Row = dict[str, Any]
 COLUMNS = ("CLUSTER", "NAMESPACE", "KIND", "NAME", "STATUS", "AGE")
@@ -87,7 +88,7 @@ class NamePrinter:
         self.out = out
 
     def page(self, rows: Sequence[Row]) -> None:
-        self.out.writelines(object_name(r) + "\n" for r in rows)
+        self.out.writelines(escape(object_name(r)) + "\n" for r in rows)
         self.out.flush()
 
     def done(self) -> None:
@@ -134,7 +135,7 @@ class ListPrinter:
 
     def _item(self, item: Row, more: bool) -> str:
         if self.fmt == "json":
-            text = json.dumps(item, indent=4, ensure_ascii=False)
+            text = json_text(json.dumps(item, indent=4, ensure_ascii=False))
             body = "\n".join("        " + line for line in text.splitlines())
             return body + (",\n" if more else "\n")
         lead = "" if self.written else "items:\n"
@@ -159,7 +160,9 @@ def print_document(body: Any, fmt: str, out: TextIO | None = None) -> None:
     """An API answer as it came, in JSON or YAML."""
     out = out or sys.stdout
     out.write(
-        json.dumps(body, indent=4, ensure_ascii=False) + "\n" if fmt == "json" else dump_yaml(body)
+        json_text(json.dumps(body, indent=4, ensure_ascii=False)) + "\n"
+        if fmt == "json"
+        else dump_yaml(body)
     )
 
 
