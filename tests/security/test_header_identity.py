@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim.server import KubeSim
+from tests.cli.fakeapi import FakeApi
 from tests.query.conftest import make_app
 from tests.reliability.http import serve
 from tests.security.conftest import Headers, leaf_requests, request
@@ -81,3 +82,29 @@ def test_identities_that_are_not_header_safe_are_401(
         assert answer.status == 401, answer.body
         assert answer.body["error"] == "unauthenticated" and answer.body["message"]
     assert leaf_requests(collected) == 0
+
+
+def test_the_cli_sends_each_group_as_its_own_field(cli) -> None:
+    """`--as-group` twice is two X-Remote-Group fields (a comma stays inside its group), so
+    the header mode above reads the groups the user gave."""
+    status = {"state": "ready", "collected": 0, "total": 0, "clusters": []}
+    api = FakeApi({"/api/v1/status": (200, status)})
+    try:
+        res = cli(
+            "status",
+            "--server",
+            api.url,
+            "--as",
+            "dana",
+            "--as-group",
+            "cn=devs,ou=x",
+            "--as-group",
+            "sre",
+        )
+        assert res.code == 0, res.err
+        [fields] = api.fields
+    finally:
+        api.close()
+    groups = [v for k, v in fields if k.lower() == "x-remote-group"]
+    assert groups == ["cn=devs,ou=x", "sre"]
+    assert [v for k, v in fields if k.lower() == "x-remote-user"] == ["dana"]
