@@ -149,11 +149,32 @@ _JSON_HEAD = (
 _YAML_HEAD = 'apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: ""\n'
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper, but a string holding NEL, LS or PS is written double-quoted: PyYAML would
+    otherwise write them raw in a plain or single-quoted scalar, where YAML folds them (the
+    document would load as another string)."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = '"' if any(c in text for c in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def dump_yaml(data: Any) -> str:
-    """YAML as kubectl writes it: keys in the given order, long strings not folded."""
-    return yaml.safe_dump(
-        data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=2**31 - 1
+    """YAML as kubectl writes it: keys in the given order, long strings not folded; exact for
+    every string (control characters are escapes in double-quoted scalars)."""
+    text: str = yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=2**31 - 1,
     )
+    return text
 
 
 def print_document(body: Any, fmt: str, out: TextIO | None = None) -> None:

@@ -20,7 +20,7 @@ from tests.cli.fakeapi import FakeApi
 from tests.query.conftest import make_app
 from tests.reliability.http import serve
 
-EVIL = "boom\x1b]52;c;ZXZpbA==\x07\x1b[2K\rall good\x9b31m\x7f\x00end"
+EVIL = "boom\x1b]52;c;ZXZpbA==\x07\x1b[2K\rall good\x9b31m\x7f\x00end\x85"
 RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # any control character but the newline
 AS = ["--as", "admin-0", "--as-group", "fleet-admins"]
 
@@ -55,6 +55,7 @@ def test_get_prints_leaf_messages_escaped(server: tuple[str, str], cli) -> None:
         assert not RAW.search(res.out), (fmt, res.out)
         if fmt != "name":
             shown = "boom\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K all good\\x9b31m\\x7f end"
+            assert "\\x85" not in res.out  # NEL is whitespace: folded like CR
             assert shown in res.out  # CR and NUL became blanks on the way (cells fold them)
 
 
