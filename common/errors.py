@@ -10,6 +10,7 @@
     |   +-- ClusterError            leaf refused us (401/403), bad kubeconfig, bad data
     +-- RequestError                the caller's fault or a refusal, mapped to HTTP
         +-- InvalidInput(param)     400: a parameter is malformed or out of range
+        +-- ForeignHost             400: a `Host` the service does not answer to
         +-- Unauthenticated         401: missing or bad credentials
         +-- Forbidden               403: authenticated but not allowed
         +-- NotFound                404
@@ -79,6 +80,13 @@ class InvalidInput(RequestError):
     def __init__(self, param: str, message: str) -> None:
         super().__init__(f"{param}: {message}")
         self.param = param
+
+
+class ForeignHost(RequestError):
+    """The request's `Host` is not one of FLEETSCOPE_ALLOWED_HOSTS (DNS rebinding)."""
+
+    status = 400
+    code = "invalid_host"
 
 
 class Unauthenticated(RequestError):

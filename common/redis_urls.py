@@ -104,7 +104,7 @@ def _split(
         password = urllib.parse.unquote(pw) or None
     found = []
     for part in hosts.split(","):
-        m = _HOST_PORT.match(part)
+        m = _HOST_PORT.fullmatch(part)
         if not m or not 0 < int(m.group(3)) < 65536:
             raise ConfigError(f"{where}: {part!r} is not a {what} HOST:PORT")
         found.append((m.group(1) or m.group(2), int(m.group(3))))

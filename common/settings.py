@@ -144,7 +144,13 @@ class Settings:
     """Header carrying the user name in `header` mode."""
 
     remote_group_header: str = "X-Remote-Group"
-    """Header carrying groups in `header` mode (repeatable or comma-separated)."""
+    """Header carrying groups in `header` mode: each value is one group, commas included (repeat the header for more), as kube-apiserver's `--requestheader-group-headers` reads it."""
+
+    header_group_separator: str = ""
+    """`header` mode: split each group header value on this string, for proxies that join groups into one header (e.g. `,`); empty = never split (kube-apiserver's behaviour)."""
+
+    allowed_hosts: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+    """`header` and `anonymous` modes: comma-separated `Host` names (any port; `NAME:PORT` for one port) the API answers, so a DNS-rebinding page cannot use it; `*` = any (no check). Set the names your proxy serves."""
 
     oidc_issuer_url: str = ""
     """OIDC issuer (`iss`); its discovery document gives the JWKS unless a JWKS is configured."""
@@ -170,6 +176,9 @@ class Settings:
     oidc_groups_prefix: str = ""
     """Prefix added to each group (kube-apiserver `--oidc-groups-prefix`)."""
 
+    oidc_allowed_system_names: tuple[str, ...] = ()
+    """Comma-separated `system:` user and group names (after prefixes) a token may carry; any other `system:` name in a token is refused (401). `system:authenticated` is added by fleetscope, never taken from a token."""
+
     oidc_leeway_s: float = 30.0
     """Clock-skew leeway for `exp` and `nbf`, in seconds."""
 
@@ -184,6 +193,9 @@ class Settings:
 
     query_threads: int = 4
     """Threads per gunicorn worker of the query service."""
+
+    metrics_cluster_labels: bool = False
+    """The query service's /metrics carries per-cluster series (a `cluster` label) only when true: cluster names are otherwise not shown to whoever can scrape it."""
 
     metrics_dir: str = ""
     """Directory for prometheus-client multiprocess files (gunicorn and Celery prefork)."""
@@ -282,6 +294,7 @@ class Settings:
     def validate(self) -> None:
         """Fail fast on values that parse but make no sense."""
         _check_namespaces(self)
+        _check_identity(self)
         for f in setting_fields():
             value = getattr(self, f.name)
             if f.name.endswith("_s") and value <= 0:
@@ -374,7 +387,7 @@ def _check_namespaces(s: Settings) -> None:
         if parts == ("*",):
             continue
         for part in parts:
-            if not _NAMESPACE.match(part):
+            if not _NAMESPACE.fullmatch(part):
                 raise ConfigError(
                     f"{env_name(name)}: {part!r} is not a namespace name (comma-separated "
                     "namespace names, or `*` alone for all namespaces)"
@@ -409,6 +422,20 @@ def _check_alerting(s: Settings) -> None:
             f"{env_name('alertmanager_cert_file')} and {env_name('alertmanager_key_file')} "
             "go together"
         )
+
+
+# Added by fleetscope (or the anonymous mode) itself: never something a token may claim.
+_NEVER_FROM_TOKENS = ("system:authenticated", "system:unauthenticated", "system:anonymous")
+
+
+def _check_identity(s: Settings) -> None:
+    """The `system:` allow-list names only `system:` names a token may really carry."""
+    var = env_name("oidc_allowed_system_names")
+    for name in s.oidc_allowed_system_names:
+        if not name.startswith("system:"):
+            raise ConfigError(f"{var}: {name!r} does not start with `system:`")
+        if name in _NEVER_FROM_TOKENS:
+            raise ConfigError(f"{var}: {name!r} is set by fleetscope, never taken from a token")
 
 
 def env_name(field_name: str) -> str:

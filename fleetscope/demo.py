@@ -192,6 +192,10 @@ def _child_env(redis_url: str, workdir: Path, port: int) -> dict[str, str]:
         FLEETSCOPE_CLUSTERS_DIR=str(workdir / "clusters"),
         FLEETSCOPE_AUTH_MODE="header",
         FLEETSCOPE_TRUSTED_PROXY_CIDRS="127.0.0.1/32,::1/128",
+        # Only the loopback names: a page whose DNS name rebinds to 127.0.0.1 is refused.
+        FLEETSCOPE_ALLOWED_HOSTS="localhost,127.0.0.1,::1",
+        # The web view's user switcher joins groups into one header (fetch cannot repeat one).
+        FLEETSCOPE_HEADER_GROUP_SEPARATOR=",",
         FLEETSCOPE_BIND=f"127.0.0.1:{port}",
         FLEETSCOPE_UI_DEMO_MODE="true",
         FLEETSCOPE_SYNC_INTERVAL_S="30",

@@ -105,8 +105,8 @@ class ClusterAuthorizer:
 
     def impersonate(self, req: Request, user: UserInfo) -> UserInfo:
         """The identity to act as: `user`, or the one its Impersonate-* headers name."""
-        target = req.header("impersonate-user")
-        groups = tuple(g for v in req.header_all("impersonate-group") for g in v.split(",") if g)
+        target = next(iter(req.text_all("impersonate-user")), "")
+        groups = tuple(g for g in req.text_all("impersonate-group") if g)  # each value whole
         if not target:
             if groups:
                 raise KubeError.bad_request("requested impersonation of groups without a user")

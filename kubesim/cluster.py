@@ -63,14 +63,14 @@ class SimCluster:
         return await handle(self, req)
 
     def record(self, req: Request, status: int, info: dict[str, Any]) -> None:
-        groups = tuple(g for v in req.header_all("impersonate-group") for g in v.split(",") if g)
+        groups = tuple(g for g in req.text_all("impersonate-group") if g)  # each value whole
         self.log.append(
             RequestRecord(
                 method=req.method,
                 path=req.path,
                 query=dict(req.query),
                 user=info.get("user", ""),
-                impersonate_user=req.header("impersonate-user"),
+                impersonate_user=next(iter(req.text_all("impersonate-user")), ""),
                 impersonate_groups=groups,
                 status=status,
                 verb=info.get("verb", ""),

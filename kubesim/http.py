@@ -36,6 +36,11 @@ class Request:
     def header_all(self, name: str) -> list[str]:
         return self.headers.get(name.lower(), [])
 
+    def text_all(self, name: str) -> list[str]:
+        """Every value of a header as text, its bytes read as UTF-8 as a Go server reads
+        them (invalid bytes become U+FFFD)."""
+        return [v.encode("latin-1").decode("utf-8", "replace") for v in self.header_all(name)]
+
     def disconnected(self) -> bool:
         if self.transport is not None and self.transport.is_closing():
             return True

@@ -39,7 +39,7 @@ def _term(term: str) -> LabelTest:
             if op == "!=":
                 return lambda labels: labels.get(key) != value
             return lambda labels: labels.get(key) == value
-    m = _SET_RE.match(term)
+    m = _SET_RE.fullmatch(term)
     if not m:
         raise KubeError.bad_request(f"unable to parse requirement: {term!r}")
     negate, key, op, values = m.groups()

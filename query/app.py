@@ -13,7 +13,7 @@ from typing import Any
 from flask import Flask, Response, g, request
 
 from common.settings import Settings
-from query import alerts, api, detail, errors, groups, health, info, metrics, relations
+from query import alerts, api, detail, edges, errors, groups, health, info, metrics, relations
 from query.state import QueryState
 
 
@@ -50,6 +50,7 @@ def create_app(settings: Settings) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["fleetscope"] = QueryState.build(settings)
     errors.register(app)
+    edges.install(app, settings)
     _observe(app)
     register_blueprints(app)
     return app

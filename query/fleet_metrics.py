@@ -8,8 +8,8 @@ say which cluster an alert is about.
 Object counts (`fleetscope_objects{kind,status}`, `fleetscope_cluster_objects{cluster,status}`)
 come from the clusters' count tables (the writer's `counts` hashes, never the rows), re-read
 at most every `COUNTS_REFRESH_S` and then only for clusters whose generation moved.
-`fleetscope_cluster_objects` has one series per cluster and status: where cluster names must
-stay out of /metrics, `FLEETSCOPE_METRICS_CLUSTER_LABELS` (when present) governs it too.
+`fleetscope_cluster_objects` has one series per cluster and status, and like every series with a
+`cluster` label exists only with FLEETSCOPE_METRICS_CLUSTER_LABELS=true.
 """
 
 from __future__ import annotations
@@ -194,6 +194,8 @@ def fleet_families(syncs: list[ClusterSync], settings: Settings, now: float) -> 
         "Rows stored for all clusters.",
         float(sum(s.objects for s in syncs)),
     )
+    if not settings.metrics_cluster_labels:
+        return  # cluster names are for operators who opted in (docs/security.md#edges)
     yield _per_cluster(
         "fleetscope_cluster_sync_lag_seconds",
         "Seconds since the cluster's last successful object sync (absent: never).",

@@ -29,7 +29,11 @@ _settings = Settings.from_env()
 bind = [_settings.bind]
 workers = _settings.query_workers
 threads = _settings.query_threads
-worker_class = "gthread"
+worker_class = "query.gunicorn_worker.JsonErrorWorker"  # gthread, its own errors as JSON
+# What gunicorn refuses before the app runs (answered 414 / 431 as JSON by the worker class).
+limit_request_line = 8190
+limit_request_fields = 100
+limit_request_field_size = 8190
 timeout = 60
 graceful_timeout = 20
 keepalive = 5

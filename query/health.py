@@ -38,7 +38,9 @@ def metrics_route() -> Response:
     if counts is None:
         counts = st.extensions["object_counts"] = ObjectCounts(st.r)
     fleet = FleetCollector(st.r, st.settings, counts)
-    body, content_type = metrics.render([BuildInfoCollector(), fleet])
+    body, content_type = metrics.render(
+        [BuildInfoCollector(), fleet], st.settings.metrics_cluster_labels
+    )
     return Response(body, content_type=content_type)
 
 

@@ -9,11 +9,12 @@ by the worker answering the scrape, so they appear once, not once per worker.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Histogram,
@@ -38,16 +39,33 @@ ROWS_SCANNED = Counter(
 )
 
 
-def render(scraped: Iterable[Any] = ()) -> tuple[bytes, str]:
+CLUSTER_LABEL = "cluster"
+
+
+class _Without:
+    """A collector passing on `source`'s samples except those carrying `label`."""
+
+    def __init__(self, source: Any, label: str) -> None:
+        self.source, self.label = source, label
+
+    def collect(self) -> Iterator[Any]:
+        for family in self.source.collect():
+            family.samples = [s for s in family.samples if self.label not in s.labels]
+            yield family
+
+
+def render(scraped: Iterable[Any] = (), cluster_labels: bool = True) -> tuple[bytes, str]:
     """The exposition text: every worker's metrics in multiprocess mode, else this process's,
-    then the `scraped` collectors (computed now, in this process only)."""
+    then the `scraped` collectors (computed now, in this process only). Without
+    `cluster_labels`, no sample with a `cluster` label (whichever process wrote it into a shared
+    metrics directory) is shown."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        body = generate_latest(registry)
+        source = CollectorRegistry()
+        multiprocess.MultiProcessCollector(source)  # type: ignore[no-untyped-call]
     else:
-        body = generate_latest()
-    now = CollectorRegistry()
+        source = REGISTRY
+    registry = CollectorRegistry()
+    registry.register(source if cluster_labels else _Without(source, CLUSTER_LABEL))
     for collector in scraped:
-        now.register(collector)
-    return body + generate_latest(now), CONTENT_TYPE_LATEST
+        registry.register(collector if cluster_labels else _Without(collector, CLUSTER_LABEL))
+    return generate_latest(registry), CONTENT_TYPE_LATEST

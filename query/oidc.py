@@ -150,6 +150,8 @@ class OidcVerifier:
         user = claims.get(s.oidc_username_claim)
         if not isinstance(user, str) or not user:
             raise Unauthenticated(f"the token has no {s.oidc_username_claim!r} claim")
+        if s.oidc_username_claim == "email":
+            _check_email_verified(claims)
         raw_groups = claims.get(s.oidc_groups_claim) or []
         if isinstance(raw_groups, str):
             raw_groups = [raw_groups]
@@ -158,4 +160,22 @@ class OidcVerifier:
         groups = tuple(s.oidc_groups_prefix + g for g in raw_groups if isinstance(g, str) and g)
         # kube-apiserver prefixes non-email claims with the issuer by default; here the
         # prefix is explicit (empty = none), so the names match the leaf's RBAC subjects as set.
-        return s.oidc_username_prefix + user, groups
+        name = s.oidc_username_prefix + user
+        for what, value in (("user name", name), *(("group", g) for g in groups)):
+            if value.startswith(SYSTEM_PREFIX) and value not in s.oidc_allowed_system_names:
+                raise Unauthenticated(
+                    f"the token's {what} {value[:80]!r} is a reserved `system:` name; an "
+                    "operator may allow it with FLEETSCOPE_OIDC_ALLOWED_SYSTEM_NAMES"
+                )
+        return name, groups
+
+
+SYSTEM_PREFIX = "system:"
+
+
+def _check_email_verified(claims: dict[str, Any]) -> None:
+    """kube-apiserver's rule for `--oidc-username-claim=email`: when the token carries
+    `email_verified`, it must be the JSON boolean true (a string or false is refused); a
+    token without the claim is accepted, as there."""
+    if "email_verified" in claims and claims["email_verified"] is not True:
+        raise Unauthenticated("the token's email is not verified (email_verified)")

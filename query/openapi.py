@@ -637,6 +637,12 @@ def markdown(doc: S) -> str:
         "`FLEETSCOPE_QUERY_WORKERS` / `FLEETSCOPE_QUERY_THREADS`). Set `FLEETSCOPE_METRICS_DIR`",
         "so `/metrics` adds up every gunicorn worker (exported as `PROMETHEUS_MULTIPROC_DIR`).",
         "",
+        "Every answer carries `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`.",
+        "On any route: a request line over 8190 bytes is a 414 (`uri_too_long`), more than 100",
+        "header fields or one over 8190 bytes a 431 (`request_header_fields_too_large`); in",
+        "`header` and `anonymous` modes a `Host` not in `FLEETSCOPE_ALLOWED_HOSTS` is a 400",
+        "(`invalid_host`) (docs/security.md#edges).",
+        "",
     ]
     for path, item in doc["paths"].items():
         op = item["get"]

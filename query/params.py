@@ -2,7 +2,8 @@
 
 Unknown parameters, unknown filter values, out-of-range limits and over-long values are 400s
 naming the parameter and what it accepts. Names follow Kubernetes: namespaces and names are
-DNS-1123 (labels / subdomains) with their length limits.
+DNS-1123 (labels / subdomains) with their length limits. Patterns are applied with `fullmatch`:
+with `match`, `$` also matches before a final newline, and `apps\n` would pass.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def suspended(args: MultiDict[str, str]) -> bool | None:
 
 
 def check_object_name(name: str, param: str = "name") -> str:
-    if len(name) > MAX_VALUE_LEN or not DNS_SUBDOMAIN.match(name):
+    if len(name) > MAX_VALUE_LEN or not DNS_SUBDOMAIN.fullmatch(name):
         raise InvalidInput(
             param, f"{name[:80]!r} is not an object name (DNS-1123 subdomain, <= 253)"
         )

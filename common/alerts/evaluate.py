@@ -337,7 +337,7 @@ class Evaluator:
             q.append(("group", "object"))
         else:
             q.insert(0, ("cluster", ident["cluster"]))
-        query = "&".join(f"{k}={v if _PLAIN.match(v) else quote(v, safe='')}" for k, v in q)
+        query = "&".join(f"{k}={v if _PLAIN.fullmatch(v) else quote(v, safe='')}" for k, v in q)
         return f"{self.external_url}/?{query}"
 
     # -- the one write -----------------------------------------------------------------------

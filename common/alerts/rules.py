@@ -128,7 +128,7 @@ def parse_duration(value: Any, what: str = "for") -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     else:
-        m = _DURATION.match(str(value).strip()) if isinstance(value, str) else None
+        m = _DURATION.fullmatch(str(value).strip()) if isinstance(value, str) else None
         if not m or not value.strip() or not any(m.groups()):
             raise InvalidInput(what, f"{str(value)[:40]!r} is not a duration like 30s, 15m, 1h30m")
         d, h, mi, s = (int(g or 0) for g in m.groups())
@@ -173,7 +173,7 @@ def _templates(value: Any, what: str, labels: bool) -> dict[str, Template]:
     out: dict[str, Template] = {}
     for key, text in value.items():
         name = str(key)
-        if not _LABEL_NAME.match(name):
+        if not _LABEL_NAME.fullmatch(name):
             raise InvalidInput(f"{what}.{name[:40]}", "a label name ([A-Za-z_][A-Za-z0-9_]*)")
         if labels and name in IDENTITY_LABELS:
             raise InvalidInput(
@@ -193,14 +193,14 @@ def parse_rule(raw: Any, registry: KindRegistry) -> Rule:
         if key not in RULE_FIELDS:
             raise InvalidInput(str(key)[:40], f"unknown field; a rule has {', '.join(RULE_FIELDS)}")
     name = raw.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidInput("name", "required: letters, digits, '_' and ':' (<= 128)")
     min_clusters = raw.get("minClusters", 0)
     bad = isinstance(min_clusters, bool) or not isinstance(min_clusters, int) or min_clusters < 1
     if "minClusters" in raw and bad:
         raise InvalidInput("minClusters", "an integer >= 1 (leave it out for one per row)")
     severity = raw.get("severity", "warning")
-    if not isinstance(severity, str) or not _SEVERITY.match(severity):
+    if not isinstance(severity, str) or not _SEVERITY.fullmatch(severity):
         raise InvalidInput("severity", "a word such as critical, warning or info")
     return Rule(
         name=name,

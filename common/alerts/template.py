@@ -69,7 +69,7 @@ def parse(text: str) -> Template:
     parts: list[str] = []
     pos = 0
     for m in _ACTION.finditer(text):
-        field = _FIELD.match(m.group(1))
+        field = _FIELD.fullmatch(m.group(1))
         if field is None:
             raise TemplateError(
                 f"{m.group(0)[:60]!r}: only field substitution like {{{{ .cluster }}}} is "

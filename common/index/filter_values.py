@@ -25,7 +25,7 @@ def check_namespace(ns: str, param: str = "namespace") -> str:
     """A namespace name, or `_` (cluster-scoped objects) which becomes ""."""
     if ns == CLUSTER_SCOPED:
         return ""
-    if not DNS_LABEL.match(ns):
+    if not DNS_LABEL.fullmatch(ns):
         raise InvalidInput(
             param,
             f"{ns[:80]!r} is not a namespace name (DNS-1123 label, <= 63; `_` for "
@@ -50,7 +50,7 @@ def check_status(status: str, param: str = "status") -> str:
 
 def check_name_substring(name: str, param: str = "name") -> str:
     name = name.strip().lower()
-    if name and not NAME_SUBSTRING.match(name):
+    if name and not NAME_SUBSTRING.fullmatch(name):
         raise InvalidInput(param, "a substring of object names: lower-case letters, digits, '.-'")
     return name
 

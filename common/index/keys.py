@@ -113,7 +113,7 @@ CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 
 
 def valid_cluster_name(name: str) -> bool:
-    return bool(CLUSTER_NAME_RE.match(name))
+    return bool(CLUSTER_NAME_RE.fullmatch(name))
 
 
 def check_cluster_name(name: str) -> str:

@@ -338,15 +338,15 @@ def parse_kind(entry: Any, index: int = 0, builtins: KindRegistry | None = None)
     except KeyError as e:
         raise ConfigError(f"{where}: missing field {e.args[0]!r}") from e
     versions = _versions(versions, where)
-    if group and not _DNS_SUBDOMAIN.match(group):
+    if group and not _DNS_SUBDOMAIN.fullmatch(group):
         raise ConfigError(f"{where}: group {group!r} is not a DNS subdomain")
-    if not _DNS_SUBDOMAIN.match(plural) or "." in plural:
+    if not _DNS_SUBDOMAIN.fullmatch(plural) or "." in plural:
         raise ConfigError(f"{where}: plural {plural!r} must be lower-case like `httproutes`")
     rule = str(entry.get("status_rule", "conditions"))
     if rule not in STATUS_RULES:
         raise ConfigError(f"{where}: status_rule must be one of {', '.join(STATUS_RULES)}")
     key = str(entry.get("key") or kind)
-    if not _KEY_RE.match(key) or not _KEY_RE.match(kind):
+    if not _KEY_RE.fullmatch(key) or not _KEY_RE.fullmatch(kind):
         raise ConfigError(f"{where}: kind/key {key!r} must be alphanumeric, starting with a letter")
     namespaced = entry.get("namespaced", True)
     if not isinstance(namespaced, bool):

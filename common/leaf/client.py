@@ -382,9 +382,9 @@ class LeafClient:
         path = f"{_collection_path(api_version, kind.plural, namespace)}/{quote(name, safe='')}"
         headers = urllib3.HTTPHeaderDict()
         if impersonate_user:
-            headers.add("Impersonate-User", impersonate_user)
+            headers.add("Impersonate-User", header_value(impersonate_user))
             for group in impersonate_groups:
-                headers.add("Impersonate-Group", group)
+                headers.add("Impersonate-Group", header_value(group))
         try:
             return self._get_json(path, headers, detail=True)
         except ClusterError as e:
@@ -423,6 +423,13 @@ class LeafClient:
         if not isinstance(data, dict):
             raise ClusterError(f"cluster {self.name}: {path.split('?')[0]} sent no JSON object")
         return data
+
+
+def header_value(name: str) -> str:
+    """An identity as the header value a Go API server reads back as the same string: its UTF-8
+    bytes (http.client sends a str's characters as Latin-1 bytes, so "é" would arrive as the
+    invalid byte 0xE9). The query service refuses names with control characters first."""
+    return name if name.isascii() else name.encode("utf-8").decode("latin-1")
 
 
 class _Gone(Exception):

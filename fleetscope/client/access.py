@@ -11,6 +11,7 @@ from typing import Any
 from fleetscope.client.command import add_connection_flags, connect, run_command
 from fleetscope.client.printers import print_document
 from fleetscope.client.table import cell, write_table
+from fleetscope.client.terminal import escape
 
 COLUMNS = ("CLUSTER", "NAMESPACE", "KINDS", "BINDING", "SUBJECT")
 ALL_NAMESPACES = "*"
@@ -34,8 +35,8 @@ def _access(args: argparse.Namespace) -> int:
         return 0
     user = body.get("user") or {}
     out = sys.stdout
-    out.write(f"User:    {user.get('name')}\n")
-    out.write(f"Groups:  {', '.join(user.get('groups') or []) or '<none>'}\n")
+    out.write(f"User:    {escape(str(user.get('name')))}\n")
+    out.write(f"Groups:  {escape(', '.join(user.get('groups') or [])) or '<none>'}\n")
     clusters = [c for c in body.get("clusters") or [] if isinstance(c, dict)]
     every = frozenset(api.features().kinds)
     rows = [r for c in clusters for r in grant_rows(c, every)]
@@ -46,7 +47,7 @@ def _access(args: argparse.Namespace) -> int:
     write_table(out, None if args.no_headers else COLUMNS, rows)
     hidden = [str(c.get("cluster")) for c in clusters if c.get("rbacFresh") is False]
     if hidden:
-        out.write(f"\nHidden until their RBAC data is fresh again: {', '.join(hidden)}\n")
+        out.write(f"\nHidden until their RBAC data is fresh again: {escape(', '.join(hidden))}\n")
     return 0
 
 

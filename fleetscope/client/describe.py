@@ -20,6 +20,7 @@ from fleetscope.client.errors import BadInput
 from fleetscope.client.features import RELATIONS
 from fleetscope.client.printers import CLUSTER_SCOPED, dump_yaml
 from fleetscope.client.table import cell, write_table
+from fleetscope.client.terminal import escape, json_text
 
 EDGE_COLUMNS = ("relation", "cluster", "namespace", "kind", "name", "status", "exists", "depth")
 
@@ -64,7 +65,7 @@ def _describe(args: argparse.Namespace) -> int:
     )
     obj = api.get(path).get("object", {})
     if args.output == "json":
-        print(json.dumps(obj, indent=4, ensure_ascii=False))
+        print(json_text(json.dumps(obj, indent=4, ensure_ascii=False)))
         return 0
     sys.stdout.write(dump_yaml(obj))
     if api.features().offers(RELATIONS):
@@ -99,7 +100,7 @@ def relations_comment(body: dict[str, Any]) -> str:
     )
     if isinstance(count, int) and count:
         lines.append(f"  and {count} related object(s) you may not list")
-    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+    return "".join(f"# {escape(line)}\n" if line else "#\n" for line in lines)
 
 
 def _table_lines(header: list[str], rows: list[list[str]]) -> list[str]:

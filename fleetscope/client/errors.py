@@ -12,6 +12,8 @@ Messages are one line and never contain a credential.
 
 from __future__ import annotations
 
+from fleetscope.client.terminal import escape
+
 
 class ClientError(Exception):
     exit_code = 1
@@ -25,8 +27,8 @@ class ClientError(Exception):
         return str(self.args[0])
 
     def line(self) -> str:
-        """What the user sees on stderr."""
-        return f"error: {self.label}: {self.message}"
+        """What the user sees on stderr (a leaf's words may be in it: escaped)."""
+        return escape(f"error: {self.label}: {self.message}")
 
 
 class BadInput(ClientError):

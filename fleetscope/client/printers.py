@@ -16,6 +16,7 @@ from typing import Any, Protocol, TextIO
 import yaml
 
 from fleetscope.client.table import NONE, age_since, cell, write_table
+from fleetscope.client.terminal import escape, json_text
 
 Row = dict[str, Any]
 COLUMNS = ("CLUSTER", "NAMESPACE", "KIND", "NAME", "STATUS", "AGE")
@@ -87,7 +88,7 @@ class NamePrinter:
         self.out = out
 
     def page(self, rows: Sequence[Row]) -> None:
-        self.out.writelines(object_name(r) + "\n" for r in rows)
+        self.out.writelines(escape(object_name(r)) + "\n" for r in rows)
         self.out.flush()
 
     def done(self) -> None:
@@ -134,7 +135,7 @@ class ListPrinter:
 
     def _item(self, item: Row, more: bool) -> str:
         if self.fmt == "json":
-            text = json.dumps(item, indent=4, ensure_ascii=False)
+            text = json_text(json.dumps(item, indent=4, ensure_ascii=False))
             body = "\n".join("        " + line for line in text.splitlines())
             return body + (",\n" if more else "\n")
         lead = "" if self.written else "items:\n"
@@ -148,18 +149,41 @@ _JSON_HEAD = (
 _YAML_HEAD = 'apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: ""\n'
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper, but a string holding NEL, LS or PS is written double-quoted: PyYAML would
+    otherwise write them raw in a plain or single-quoted scalar, where YAML folds them (the
+    document would load as another string)."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = '"' if any(c in text for c in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def dump_yaml(data: Any) -> str:
-    """YAML as kubectl writes it: keys in the given order, long strings not folded."""
-    return yaml.safe_dump(
-        data, sort_keys=False, default_flow_style=False, allow_unicode=True, width=2**31 - 1
+    """YAML as kubectl writes it: keys in the given order, long strings not folded; exact for
+    every string (control characters are escapes in double-quoted scalars)."""
+    text: str = yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=2**31 - 1,
     )
+    return text
 
 
 def print_document(body: Any, fmt: str, out: TextIO | None = None) -> None:
     """An API answer as it came, in JSON or YAML."""
     out = out or sys.stdout
     out.write(
-        json.dumps(body, indent=4, ensure_ascii=False) + "\n" if fmt == "json" else dump_yaml(body)
+        json_text(json.dumps(body, indent=4, ensure_ascii=False)) + "\n"
+        if fmt == "json"
+        else dump_yaml(body)
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from fleetscope.client.command import add_connection_flags, connect, run_command
 from fleetscope.client.printers import print_document
 from fleetscope.client.table import age_since, cell, human_age, write_table
+from fleetscope.client.terminal import escape
 
 COLUMNS = ("CLUSTER", "STATE", "OBJECTS", "LAST-SYNC", "RBAC", "LAST-ERROR")
 
@@ -32,8 +33,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     out = sys.stdout
     collected = f"{body.get('collected')} of {body.get('total')} clusters collected"
-    out.write(f"State:    {body.get('state')}\n")
-    out.write(f"Message:  {' '.join(str(body.get('message') or collected).split())}\n")
+    out.write(f"State:    {escape(str(body.get('state')))}\n")
+    out.write(f"Message:  {escape(' '.join(str(body.get('message') or collected).split()))}\n")
     clusters = [c for c in body.get("clusters") or [] if isinstance(c, dict)]
     if clusters:
         out.write("\n")
@@ -59,7 +60,7 @@ def write_registry(out: TextIO, registry: dict[str, Any]) -> None:
     if registry.get("hidden"):
         lines.append(f"  ({registry['hidden']} more not visible to you)")
     if lines:
-        out.write("\nRegistry:\n" + "\n".join(lines) + "\n")
+        out.write("\nRegistry:\n" + "\n".join(escape(line) for line in lines) + "\n")
 
 
 def cluster_cells(c: dict[str, Any]) -> list[str]:

@@ -7,6 +7,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TextIO
 
+from fleetscope.client.terminal import escape
+
 NONE = "<none>"
 GAP = "   "
 
@@ -55,9 +57,10 @@ def age_since(timestamp: str | None, now: dt.datetime | None = None) -> str:
 
 
 def cell(value: object) -> str:
-    """One table cell: empty becomes `<none>`, whitespace (newlines too) single spaces."""
+    """One table cell: empty becomes `<none>`, whitespace (newlines too) single spaces, other
+    control characters visible escapes (fleetscope.client.terminal)."""
     text = " ".join(str(value).split()) if value is not None else ""
-    return text or NONE
+    return escape(text) or NONE
 
 
 def write_table(
@@ -69,8 +72,8 @@ def write_table(
     """Rows aligned on their own widths (and the header's, when given), never narrower than
     `widths` (those of earlier pages, so columns only ever widen as pages arrive). The last
     column is not padded: a long message does not put trailing spaces on every line.
-    Returns the widths used."""
-    lines = ([list(header)] if header else []) + [list(r) for r in rows]
+    Returns the widths used. Every cell is escaped (fleetscope.client.terminal), whoever built it."""
+    lines = [[escape(c) for c in line] for line in ([header] if header else []) + list(rows)]
     if not lines:
         return list(widths)
     used = [max(len(line[i]) for line in lines) for i in range(len(lines[0]) - 1)]

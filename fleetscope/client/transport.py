@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import requests
+import urllib3
+from requests.adapters import HTTPAdapter
 
 from fleetscope.client.config import Target
 from fleetscope.client.errors import (
@@ -37,6 +39,10 @@ class Api:
         self.verbosity = verbosity
         self.log = log or sys.stderr
         self.session = requests.Session()
+        if target.as_groups:
+            adapter = RepeatedGroups(tuple(target.as_groups))
+            self.session.mount("http://", adapter)
+            self.session.mount("https://", adapter)
         self._headers: dict[str, str] | None = None
         self._features: Features | None = None
 
@@ -107,8 +113,6 @@ class Api:
                 headers["Authorization"] = f"Bearer {token}"
             if self.target.as_user:
                 headers[USER_HEADER] = self.target.as_user
-            if self.target.as_groups:
-                headers[GROUP_HEADER] = ",".join(self.target.as_groups)
             self._headers = headers
         return self._headers
 
@@ -129,6 +133,27 @@ class Api:
             for name, value in headers.items():
                 shown = "Bearer <masked>" if name == "Authorization" else value
                 print(f"    {name}: {shown}", file=self.log)
+            for group in self.target.as_groups:  # each its own field (RepeatedGroups)
+                print(f"    {GROUP_HEADER}: {group}", file=self.log)
+
+
+class RepeatedGroups(HTTPAdapter):
+    """Sends each `--as-group` as its own X-Remote-Group field, as kube-apiserver's request-header
+    authenticator (and fleetscope's header mode) reads groups: one per field, commas included.
+    requests keeps one value per header name, so the fields are added here, just before
+    sending, to the urllib3 header dict that sends every value of a name as its own line."""
+
+    def __init__(self, groups: tuple[str, ...]) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> Any:
+        headers = urllib3.HTTPHeaderDict(dict(request.headers))
+        headers.discard(GROUP_HEADER)
+        for group in self.groups:
+            headers.add(GROUP_HEADER, group)
+        request.headers = headers  # type: ignore[assignment]
+        return super().send(request, *args, **kwargs)
 
 
 def answer(resp: requests.Response) -> dict[str, Any]:

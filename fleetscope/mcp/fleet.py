@@ -69,7 +69,7 @@ def tool_error(e: ClientError) -> ToolError:
 
 
 def segment(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not SEGMENT.match(value):
+    if not isinstance(value, str) or not SEGMENT.fullmatch(value):
         shown = repr(value)[:80]
         raise bad_input(f"{what} {shown} is not a valid name (letters, digits, '.', '-', '_')")
     return quote(value, safe="")
@@ -98,7 +98,7 @@ def is_read_route(path: str) -> bool:
     return (
         path.startswith(OBJECTS + "/")
         and len(parts) in (8, 9)
-        and all(SEGMENT.match(p) for p in parts[4:8])
+        and all(SEGMENT.fullmatch(p) for p in parts[4:8])
         and (len(parts) == 8 or "/" + parts[8] in OBJECT_TAILS)
     )
 

@@ -155,7 +155,7 @@ def create_server(fleet: Fleet) -> Server[Any, Any]:
             )
         args = arguments or {}
         for key, value in args.items():
-            if key not in ("cluster", "kind") or (value and not SEGMENT.match(value)):
+            if key not in ("cluster", "kind") or (value and not SEGMENT.fullmatch(value)):
                 raise McpError(
                     types.ErrorData(
                         code=types.INVALID_PARAMS,

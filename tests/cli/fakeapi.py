@@ -19,6 +19,7 @@ class FakeApi:
     def __init__(self, routes: dict[str, Route]) -> None:
         self.routes = routes
         self.requests: list[tuple[str, dict[str, list[str]], dict[str, str]]] = []
+        self.fields: list[list[tuple[str, str]]] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -26,6 +27,7 @@ class FakeApi:
                 url = urlsplit(self.path)
                 query = parse_qs(url.query)
                 fake.requests.append((url.path, query, dict(self.headers)))
+                fake.fields.append(list(self.headers.items()))  # repeated fields kept
                 route = fake.routes.get(
                     url.path, (404, {"error": "not_found", "message": "no route"})
                 )

@@ -1,6 +1,6 @@
 """docker-compose.yml: `docker-compose config` accepts it, and the stack it describes starts in
-order (health-gated), publishes the API on loopback only, sets only known settings, and takes
-its images from variables (Docker Hub's by default, local ones offline). `.ci/docker-stack` runs
+order (health-gated), publishes the API on loopback only, sets only known settings, runs Redis
+with a password generated at first start, and takes its images from variables (Docker Hub's by default, local ones offline). `.ci/docker-stack` runs
 it for real.
 """
 
@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from common.settings import Settings, env_name, setting_fields
+from common.settings import SECRET_SETTINGS, Settings, env_name, setting_fields
 from tests.deploy.render import compose_config
 
 KNOWN_ENV = {env_name(f.name) for f in setting_fields()}
+SECRET_FILES = {env_name(name) + "_FILE" for name in SECRET_SETTINGS}
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +22,13 @@ def services() -> dict[str, Any]:
     return dict(compose_config()["services"])
 
 
-def test_stack_has_the_six_services_on_one_image(services: dict[str, Any]) -> None:
-    assert set(services) == {"redis", "kubesim", "query", "worker", "beat", "watcher"}
-    images = {s["image"] for name, s in services.items() if name != "redis"}
+def test_stack_services_and_their_images(services: dict[str, Any]) -> None:
+    assert set(services) == {"secrets", "redis", "kubesim", "query", "worker", "beat", "watcher"}
+    images = {s["image"] for name, s in services.items() if name not in ("redis", "secrets")}
     assert images == {"fleetscope:local"}
-    assert services["redis"]["image"] == "redis:7.2-alpine"
+    assert services["redis"]["image"] == services["secrets"]["image"] == "redis:7.2-alpine"
     for name, service in services.items():
-        if name != "redis":
+        if name not in ("redis", "secrets"):
             assert service["build"]["args"] == {"PYTHON_IMAGE": "python:3.11-slim-bookworm"}
 
 
@@ -41,7 +42,7 @@ def test_images_can_be_local_ones() -> None:
         }
     )
     services = config["services"]
-    assert services["redis"]["image"] == "fleetscope-local/redis:7"
+    assert services["redis"]["image"] == services["secrets"]["image"] == "fleetscope-local/redis:7"
     for name in ("kubesim", "query", "worker", "beat", "watcher"):
         assert services[name]["image"] == "fleetscope:ci"
         assert services[name]["build"]["args"]["PYTHON_IMAGE"].startswith("fleetscope-local/")
@@ -89,12 +90,31 @@ def test_settings_are_known_and_valid(services: dict[str, Any]) -> None:
     for name, service in services.items():
         env = {k: v for k, v in (service.get("environment") or {}).items()}
         fleetscope_env = {k: str(v) for k, v in env.items() if k.startswith("FLEETSCOPE_")}
-        assert set(fleetscope_env) <= KNOWN_ENV, (name, set(fleetscope_env) - KNOWN_ENV)
-        Settings.from_env(fleetscope_env)  # raises ConfigError on a bad value
+        known = KNOWN_ENV | SECRET_FILES
+        assert set(fleetscope_env) <= known, (name, set(fleetscope_env) - known)
+        files = {k: v for k, v in fleetscope_env.items() if k in SECRET_FILES}
+        # raises ConfigError on a bad value (the secret files exist only in the stack)
+        Settings.from_env({k: v for k, v in fleetscope_env.items() if k not in files})
     query_env = services["query"]["environment"]
     assert query_env["FLEETSCOPE_AUTH_MODE"] == "header"
     assert query_env["FLEETSCOPE_CLUSTERS_DIR"] == "/kubesim/clusters"
-    assert query_env["FLEETSCOPE_REDIS_URL"] == "redis://redis:6379/0"
+    assert "FLEETSCOPE_REDIS_URL" not in query_env
+
+
+def test_redis_requires_a_password_generated_at_first_start(services: dict[str, Any]) -> None:
+    """The `secrets` service writes Redis' `requirepass` and fleetscope's Redis URL into a
+    volume once; Redis starts from that config; the others read the URL from the file."""
+    init = " ".join(services["secrets"]["command"])
+    assert "/dev/urandom" in init and "requirepass" in init and "redis://:" in init
+    assert "[ -s redis-password ] && exit 0" in init  # kept across restarts
+    redis = services["redis"]
+    assert redis["command"][:2] == ["redis-server", "/run/fleetscope-secrets/redis.conf"]
+    assert redis["depends_on"]["secrets"]["condition"] == "service_completed_successfully"
+    assert "REDISCLI_AUTH" in " ".join(redis["healthcheck"]["test"])
+    for name in ("query", "worker", "beat", "watcher"):
+        env = services[name]["environment"]
+        assert env["FLEETSCOPE_REDIS_URL_FILE"] == "/run/fleetscope-secrets/redis-url", name
+        assert "FLEETSCOPE_REDIS_URL" not in env, name
 
 
 def test_kubeconfigs_are_shared_read_only_with_query_and_worker(services: dict[str, Any]) -> None:
@@ -104,6 +124,8 @@ def test_kubeconfigs_are_shared_read_only_with_query_and_worker(services: dict[s
             if isinstance(v, str):  # docker-compose v1: "source:target:mode"
                 source, target, mode = [*v.split(":"), "rw"][:3]
                 v = {"source": source, "target": target, "read_only": mode == "ro"}
+            if v["source"] == "secrets":
+                continue
             assert v["source"] == "kubesim", (name, v)
             found[v["target"]] = bool(v.get("read_only"))
         return found

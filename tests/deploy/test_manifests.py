@@ -14,10 +14,13 @@ import pytest
 
 from common.kinds.registry import builtin_registry
 from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo, service_account_user
-from common.settings import Settings, env_name, setting_fields
+from common.settings import SECRET_SETTINGS, Settings, env_name, setting_fields
 from tests.deploy.render import K8S_VERSIONS, ROOT, find, kustomize
 
-KNOWN_ENV = {env_name(f.name) for f in setting_fields()}
+# Settings, and the files secrets may be read from (FLEETSCOPE_REDIS_URL_FILE, ...).
+KNOWN_ENV = {env_name(f.name) for f in setting_fields()} | {
+    env_name(name) + "_FILE" for name in SECRET_SETTINGS
+}
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +106,30 @@ def test_worker_beat_and_redis(base: list[dict[str, Any]]) -> None:
     assert args[args.index("--save") + 1] == ""  # ephemeral: rebuilt from the clusters
     service = find(base, "Service", "fleetscope-redis")
     config = find(base, "ConfigMap", "fleetscope-config")
-    assert config["data"]["FLEETSCOPE_REDIS_URL"] == (
-        f"redis://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}/0"
-    )
+    assert "FLEETSCOPE_REDIS_URL" not in config["data"]
+    assert config["data"]["FLEETSCOPE_REDIS_URL_FILE"] == "/var/run/secrets/fleetscope-redis/url"
+    # The password: the init container creates the Secret (its URL names this Service), Redis
+    # reads the config it writes, and the others mount the Secret's `url`.
+    [init] = redis["spec"]["template"]["spec"]["initContainers"]
+    cmd = init["command"]
+    assert cmd[:3] == ["python", "-m", "common.redis_auth"]
+    assert cmd[cmd.index("--secret") + 1] == "fleetscope-redis"
+    host = f"{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    assert cmd[cmd.index("--host") + 1] == host
+    assert args[0] == cmd[cmd.index("--config") + 1]  # redis-server's config file
+    pod = redis["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False  # the token: init container only
+    assert "token" not in {m["name"] for m in _container(redis)["volumeMounts"]}
+    role = find(base, "Role", "fleetscope-redis")
+    assert {"verbs": ["get"], "resourceNames": ["fleetscope-redis"]}.items() <= role["rules"][
+        0
+    ].items()
+    for name in ("fleetscope-query", "fleetscope-worker", "fleetscope-beat", "fleetscope-watcher"):
+        spec = deployments[name]["spec"]["template"]["spec"]
+        [volume] = [v for v in spec["volumes"] if v["name"] == "redis-auth"]
+        assert volume["secret"]["secretName"] == "fleetscope-redis"
+        mounts = {m["name"]: m["mountPath"] for m in _container(deployments[name])["volumeMounts"]}
+        assert mounts["redis-auth"] + "/url" == config["data"]["FLEETSCOPE_REDIS_URL_FILE"]
 
 
 def test_watcher_has_two_replicas_probes_resources_metrics_and_pdb(

@@ -12,9 +12,9 @@ from common.buildinfo import version
 from common.index.syncstatus import ClusterSync
 from common.settings import Settings
 from query.fleet_metrics import fleet_families
-from tests.query.conftest import CLUSTERS, Seeded, mark_synced
+from tests.query.conftest import CLUSTERS, Seeded, make_app, mark_synced
 
-SETTINGS = Settings(stale_after_s=100.0, rbac_max_age_s=50.0)
+SETTINGS = Settings(stale_after_s=100.0, rbac_max_age_s=50.0, metrics_cluster_labels=True)
 NOW = 1_000_000.0
 
 
@@ -59,7 +59,14 @@ def _families(client) -> dict[str, object]:
     return {f.name: f for f in text_string_to_metric_families(text)}
 
 
-def test_metrics_route_serves_build_info_and_fleet_gauges(client, seeded: Seeded) -> None:
+def test_metrics_route_serves_build_info_and_fleet_gauges(seeded: Seeded, redis_url: str) -> None:
+    settings = Settings(
+        redis_url=redis_url,
+        auth_mode="header",
+        trusted_proxy_cidrs=("127.0.0.1/32",),
+        metrics_cluster_labels=True,  # the per-cluster gauges are opt-in (tests/security)
+    )
+    client = make_app(settings).test_client()
     client.get("/api/v1/objects", headers={"X-Remote-User": "root", "X-Remote-Group": "admins"})
     mark_synced(seeded.r, "c02", last_success=time.time() - 1000)
     families = _families(client)

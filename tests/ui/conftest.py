@@ -139,6 +139,7 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
             trusted_proxy_cidrs=("127.0.0.1/32",),
             ui_demo_mode=True,
             ui_demo_users_file=str(_users_file(fleet, tmp / "users.json")),
+            header_group_separator=",",  # as `fleetscope demo`: the switcher joins groups
             leaf_timeout_s=3.0,
         )
         server = serve(settings)
