@@ -200,6 +200,12 @@ class Settings:
     ui_demo_users_file: str = ""
     """Demo users for the switcher (kubesim's users JSON); empty = `kubesim-users.json` beside `clusters_dir`."""
 
+    history_max: int = 50
+    """Transitions kept per object (its history: status, reason, suspension, revision, appearing, disappearing)."""
+
+    history_days: float = 14.0
+    """Days an object's transitions are kept, also after the object was deleted."""
+
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
 
@@ -263,11 +269,14 @@ class Settings:
                 self.query_workers,
                 self.query_threads,
                 self.worker_max_memory_mib,
+                self.history_max,
+                self.history_days,
             )
             < 1
         ):
             raise ConfigError(
-                "page size, query workers/threads and worker memory must be at least 1"
+                "page size, query workers/threads, worker memory and history retention must be "
+                "at least 1"
             )
         topology = redis_urls.check(self.redis_url, env_name("redis_url"))
         if self.broker_url.startswith("sentinel://") and topology != "sentinel":

@@ -15,6 +15,8 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:dep:long      | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:tt            | hash | -    | collector, watcher         | query (time order)       |
 | fs:{c:<cluster>}:tt:<window>   | zset | -    | collector, watcher         | query (time order)       |
+| fs:{c:<cluster>}:h:<identity>  | str  | days | collector, watcher         | query (history)          |
+| fs:{c:<cluster>}:hk            | set  | -    | collector, watcher         | collector, watcher       |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -38,7 +40,11 @@ which also says which of the 64 hashes holds a namespace).
 those rows, both in common.index.graph's compact form; one logical hash spread over 64
 (common.index.buckets), values over 64 bytes in `dep:long`. `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
 by the next full sync. `tt` and `tt:<window>` are the time index (common.index.timeline: the
-windows in use with their versions, and each window's entries scored by transition time). `rbac`
+windows in use with their versions, and each window's entries scored by transition time).
+`h:<identity>` is one object's transition history (common.index.history: its identity is the
+row's sort key, NUL-separated; it expires `FLEETSCOPE_HISTORY_DAYS` after its newest entry, so
+it outlives a deleted row for that window) and `hk` the kinds whose rows' appearing is recorded
+(a kind's first rows in a cluster are not: they were found, not seen appearing). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 """
@@ -169,6 +175,22 @@ def timeline_window(cluster: str, suffix: str) -> str:
     return f"{_tag(cluster)}:tt:{suffix}"
 
 
+def history(cluster: str, identity: str) -> str:
+    """One object's transition history (common.index.history); `identity` is the row's sort
+    key (`namespace NUL kind NUL name NUL`, common.index.rows.sort_key)."""
+    return f"{_tag(cluster)}:h:{identity}"
+
+
+def history_pattern(cluster: str) -> str:
+    """A SCAN MATCH pattern for every history key of a cluster (deleting the cluster)."""
+    return f"{_tag(cluster)}:h:*"
+
+
+def history_kinds(cluster: str) -> str:
+    """The kinds whose rows' appearing is recorded as `created` (common.index.history)."""
+    return f"{_tag(cluster)}:hk"
+
+
 def generation(cluster: str) -> str:
     return f"{_tag(cluster)}:gen"
 
@@ -210,9 +232,10 @@ def handover(cluster: str) -> str:
 
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry),
-    but the time index's windows (named in its directory, `timeline`)."""
+    but the time index's windows (named in its directory, `timeline`) and the histories
+    (found with `history_pattern`)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
-    fixed += [generation(cluster), sync(cluster), timeline(cluster)]
+    fixed += [generation(cluster), sync(cluster), timeline(cluster), history_kinds(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]
     deps = [dependents(cluster, b) for b in range(DEPENDENTS_BUCKETS)]

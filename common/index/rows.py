@@ -525,6 +525,16 @@ def suspended_of(member: str | bytes) -> bool:
     return member.split(SEP, 4)[3] in SUSPENDED_CODES
 
 
+def decode_reason(stored: str) -> str:
+    """A reason as stored in a member (coded or escaped) made plain again."""
+    return _reason(stored)
+
+
+def decode_message(stored: str, rev: str) -> str:
+    """A message as stored in a member (coded, escaped, its revision marked) made plain again."""
+    return _message(stored, rev)
+
+
 def _code(value: str, codes: dict[str, str]) -> str:
     """`value` as stored: its code, or itself (escaped with one more `~` if it starts with one)."""
     code = codes.get(value)

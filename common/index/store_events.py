@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from common.index import keys, rows, syncstatus, writer
+from common.index import history, keys, rows, syncstatus, writer
 from common.lease import Fence
 from common.redis_client import text
 
@@ -55,6 +55,8 @@ class _Events:
     """The writer plan of a batch of changes: read each identity's stored member (ZRANGEBYLEX on
     its prefix), keep only the changes that alter something."""
 
+    source = "watch"
+
     def __init__(self, latest: dict[str, str | None]) -> None:
         self.latest = latest
         self.names = sorted({rows.split_identity(i)[2] for i in latest})
@@ -91,11 +93,12 @@ def apply_changes(
     changes: Sequence[Change],
     fence: Fence | None = None,
     sync_fields: dict[str, Any] | None = None,
+    retention: history.Retention = history.DEFAULT,
 ) -> EventStats:
     """Apply `changes` in order (the last change of an identity wins); also HSET `sync_fields`
     (sync status). Raises LockBusy when the fence (the watcher's lease) is no longer ours."""
     plan = _Events({c.identity: c.member for c in changes})
-    done = writer.write(r, cluster, plan, fence, sync_fields)
+    done = writer.write(r, cluster, plan, fence, sync_fields, retention=retention)
     st = plan.stats
     return EventStats(st["added"], st["removed"], st["updated"], done.total, done.graph_reads)
 
