@@ -241,6 +241,29 @@ SCHEMAS: S = {
         {"namespace": _STR, **_GROUP, "objects": _INT, **_page_of("GroupCluster")}
     ),
     "Detail": _obj({"cluster": _STR, "object": {"type": "object"}}),
+    "Transition": _obj(
+        {
+            "at": _STR,
+            "status": _STATUS,
+            "suspended": _BOOL,
+            "reason": _STR,
+            "message": _STR,
+            "revision": _STR,
+            "source": {"type": "string", "enum": ["watch", "sync", "created", "deleted"]},
+            "position": _INT,
+        }
+    ),
+    "History": _obj(
+        {
+            # null when the object was deleted (its history is kept for the retention window)
+            "object": {
+                **_obj({**_ROW, "blockedBy": _ref("Blocker")}, list(_ROW)),
+                "nullable": True,
+            },
+            "items": _list("Transition"),
+            "continue": _NSTR,
+        }
+    ),
     "Health": _obj({"status": _STR}),
 }
 
@@ -353,8 +376,23 @@ group with its objects by status, both worst first and paginated. `GET /api/v1/f
 (or `namespace`) counts groups instead of objects: per cluster, kind, status and suspension, the
 groups that value's filter would return."""
 
+_HISTORY = """\
+`GET /api/v1/objects/{cluster}/{namespace}/{kind}/{name}/history` answers the object's recorded
+transitions, newest first: a change of `status`, `reason`, suspension or `revision`, and its
+appearing (`source: created`) and disappearing (`deleted`). `at` is the leaf's
+lastTransitionTime when the change moved it, else when fleetscope observed the change; `source`
+says which writer saw it (`watch`, or `sync` for a full sync, e.g. after a missed watch event);
+`position` is the cluster's write generation that recorded it (higher is newer). Each object
+keeps its last `FLEETSCOPE_HISTORY_MAX` transitions, none older than `FLEETSCOPE_HISTORY_DAYS`;
+a deleted object's history stays readable for that window, with `object` null. The objects a
+cluster's first sync finds (or a kind's first list) record no `created` entry. The answer is
+visible exactly when the row would be: a caller who may not list the kind in that namespace
+gets the same 404 as for an unknown object, deleted or not. Pages are keyset-paginated with
+signed tokens."""
+
 TAGS = [
     {"name": "Relations", "description": " ".join(_RELATIONS.split())},
+    {"name": "History", "description": " ".join(_HISTORY.split())},
     {"name": "Groups", "description": " ".join(_GROUPS.split())},
 ]
 """Topics the docs explain once, in their own section (OpenAPI tags with a description)."""
@@ -434,6 +472,21 @@ def document(registry: KindRegistry) -> S:
                 404,
                 503,
                 tag="Relations",
+            ),
+            "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}/history": _get(
+                "The object's recorded transitions, newest first, from the index",
+                [
+                    *path_params,
+                    _param("limit", f"transitions per page, 1..{MAX_LIMIT}", limit),
+                    page[1],
+                ],
+                "History",
+                "the object's row (null when deleted) and a page of its transitions",
+                400,
+                401,
+                404,
+                503,
+                tag="History",
             ),
             "/api/v1/groups": _get(
                 "The same object (or namespace) across the caller's clusters, with how many "

@@ -199,6 +199,14 @@ def decode(entry: str) -> Entry:
     )
 
 
+def served(
+    value: str | bytes | None, retention: Retention = DEFAULT, now: float | None = None
+) -> list[Entry]:
+    """The entries of a stored history as served: newest first, none older than the window."""
+    oldest = (time.time() if now is None else now) - retention.window_s
+    return [decode(e) for e in split(value) if _at(e) >= oldest]
+
+
 def read(
     r: Any,
     cluster: str,
@@ -207,6 +215,4 @@ def read(
     now: float | None = None,
 ) -> list[Entry]:
     """An object's history, newest first, none older than the retention window (one GET)."""
-    oldest = (time.time() if now is None else now) - retention.window_s
-    entries = split(r.get(keys.history(cluster, identity)))
-    return [decode(e) for e in entries if _at(e) >= oldest]
+    return served(r.get(keys.history(cluster, identity)), retention, now)
