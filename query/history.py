@@ -63,7 +63,7 @@ def _read(cluster: str, identity: str) -> tuple[str | None, bytes | None]:
     prefix = identity.encode()
     pipe: Any = state().r.pipeline(transaction=False)
     pipe.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + _TOP, 0, 1)
-    pipe.get(keys.history(cluster, identity))
+    pipe.get(history.key(cluster, identity))
     found, stored = pipe.execute()
     member = found[0].decode() if found and rows.is_member(found[0]) else None
     return member, stored

@@ -6,7 +6,7 @@ A transition is found by comparing the stored member with the new one inside the
 atomic write (under its WATCH on the generation), never against a writer's memory: a retried
 write, a full sync repeating what the watcher wrote, or a second writer finds the row already
 as it wants it and records nothing. Each object's history is one string key
-(`fs:{c:<cluster>}:h:<identity>`) holding its entries newest first, trimmed to the last
+(`fs:{c:<cluster>}:h:<identity>`, built-in kinds as their short code: `key`) holding its entries newest first, trimmed to the last
 `Retention.max_entries` and to `Retention.days` on every write, and expiring `days` after its
 newest entry, so a deleted object's history stays readable for the window and then goes.
 
@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from common.index import keys, rows
+from common.index import keys, rows, timeline
 from common.redis_client import text
 
 SEP = "\x00"
@@ -140,11 +140,18 @@ def new_kinds(
     return {*stored_kinds, *(rows.kind_of(m) for m in added)} - set(baseline)
 
 
+def key(cluster: str, identity: str) -> str:
+    """The history key of a row identity (`rows.sort_key`), the built-in kinds shortened to
+    their time-index code (common.index.timeline.KIND_CODES: ~11 bytes a key)."""
+    ns, kind, name = rows.split_identity(identity)
+    return keys.history(cluster, rows.sort_key(ns, timeline.KIND_CODES.get(kind, kind), name))
+
+
 def queue_read(reads: Any, cluster: str, found: Iterable[Transition]) -> list[str]:
     """Queue a GET of each changed object's stored history; the identities, in reply order."""
     identities = sorted({t.identity for t in found})
     for identity in identities:
-        reads.get(keys.history(cluster, identity))
+        reads.get(key(cluster, identity))
     return identities
 
 
@@ -168,7 +175,7 @@ def queue_write(
     for identity, fresh in by_identity.items():
         kept = [e for e in split(stored.get(identity, "")) if _at(e) >= oldest]
         entries = (fresh + kept)[: retention.max_entries]
-        tx.set(keys.history(cluster, identity), SEP.join(entries), pxat=expire_ms)
+        tx.set(key(cluster, identity), SEP.join(entries), pxat=expire_ms)
 
 
 def split(value: str | bytes | None) -> list[str]:
@@ -215,4 +222,4 @@ def read(
     now: float | None = None,
 ) -> list[Entry]:
     """An object's history, newest first, none older than the retention window (one GET)."""
-    return served(r.get(keys.history(cluster, identity)), retention, now)
+    return served(r.get(key(cluster, identity)), retention, now)

@@ -137,7 +137,7 @@ def test_created_and_deleted_and_history_outlives_the_row(r: redis.Redis) -> Non
     events(r, None)
     assert r.zcard(keys.rows("c1")) == 1
     assert [e["source"] for e in entries(r)] == ["deleted", "created", "deleted"]
-    ttl_s = r.pttl(keys.history("c1", IDENTITY)) / 1000
+    ttl_s = r.pttl(history.key("c1", IDENTITY)) / 1000
     assert 13.9 * 86400 < ttl_s <= 14 * 86400
 
 
@@ -194,15 +194,15 @@ def test_retention_by_age(r: redis.Redis) -> None:
     tx = r.pipeline(transaction=True)
     history.queue_write(tx, "c1", [old], {}, 1, history.DEFAULT, now=then)
     tx.execute()
-    stored = r.get(keys.history("c1", IDENTITY))
+    stored = r.get(history.key("c1", IDENTITY))
     assert stored is not None
-    assert 3.9 * 86400 < r.pttl(keys.history("c1", IDENTITY)) / 1000 <= 4 * 86400
+    assert 3.9 * 86400 < r.pttl(history.key("c1", IDENTITY)) / 1000 <= 4 * 86400
     assert len(history.read(r, "c1", IDENTITY, now=now)) == 1
     assert history.read(r, "c1", IDENTITY, now=later) == []  # past the window: not served
     tx = r.pipeline(transaction=True)
     history.queue_write(tx, "c1", [new], {IDENTITY: stored}, 2, history.DEFAULT, now=later)
     tx.execute()
-    raw = r.get(keys.history("c1", IDENTITY))
+    raw = r.get(history.key("c1", IDENTITY))
     assert len(history.split(raw)) == 1  # the old entry was dropped when written again
     assert [e["position"] for e in history.read(r, "c1", IDENTITY, now=later)] == [2]
 
@@ -210,7 +210,7 @@ def test_retention_by_age(r: redis.Redis) -> None:
 def test_deleting_the_cluster_deletes_its_histories(r: redis.Redis) -> None:
     bootstrap(r)
     events(r, None)
-    assert r.exists(keys.history("c1", IDENTITY))
+    assert r.exists(history.key("c1", IDENTITY))
     store.delete_cluster(r, "c1")
     assert not r.keys(keys.history_pattern("c1"))
     assert not r.exists(keys.history_kinds("c1"))

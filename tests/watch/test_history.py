@@ -54,7 +54,7 @@ def test_watcher_records_once_and_a_sync_finding_the_same_adds_nothing(
     poll(lambda: status(rb, c) == "unhealthy", what="the event applied")
     full_sync(wsettings, rb, c)  # repeats what the watcher wrote
     assert sources(rb, c) == [("watch", "unhealthy")]
-    assert [h.decode() for h in histories(rb, c)] == [keys.history(c, APP)]
+    assert [h.decode() for h in histories(rb, c)] == [history.key(c, APP)]
 
 
 def test_a_missed_event_is_recorded_by_the_sync(
