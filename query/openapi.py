@@ -61,6 +61,10 @@ _ROW = {
     "lastTransitionTime": _NSTR,
     "revision": _STR,
     "uiUrl": _NSTR,
+    # the start of the current run of non-healthy statuses (null when healthy); the row's
+    # recorded transitions in the last 24 hours (at most FLEETSCOPE_HISTORY_MAX)
+    "failingSince": _NSTR,
+    "transitions24h": {"type": "integer", "minimum": 0},
 }
 _EDGE = {
     "relation": {"type": "string", "enum": list(RELATIONS)},

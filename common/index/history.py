@@ -133,6 +133,52 @@ def _entry(identity: str, parts: list[str], source: str, at: int) -> Transition:
     return Transition(identity, at, source, f[_CODE], f[_REASON], f[_MESSAGE], f[_REVISION])
 
 
+def with_recent(
+    removed: Iterable[str],
+    added: Iterable[str],
+    found: Iterable[Transition],
+    max_times: int,
+    now: float | None = None,
+) -> list[str]:
+    """`added` with each member's `recent` field (common.index.rows): carried over from the
+    stored member of the same identity, moved by its transition if it has one."""
+    now_s = int(time.time() if now is None else now)
+    old = {rows.identity(m): m for m in removed}
+    moved = {t.identity: t for t in found if t.source != "deleted"}
+    out = []
+    for m in added:
+        identity = rows.identity(m)
+        before = old.get(identity)
+        recent = rows.recent_of(before) if before is not None else ""
+        t = moved.get(identity)
+        if t is not None:
+            recent = _next_recent(before, m, recent, t, max_times, now_s)
+        out.append(m if recent == rows.recent_of(m) else rows.with_recent(m, recent))
+    return out
+
+
+def _next_recent(
+    before: str | None, after: str, recent: str, t: Transition, max_times: int, now_s: int
+) -> str:
+    """The `recent` field after transition `t`: its time in front of the last day's, and the
+    start of the current run of non-healthy statuses (empty once healthy)."""
+    since, times = rows.recent_times(recent)
+    kept = [x for x in times if x >= now_s - DAY_S]
+    times = [t.at, *kept][:max_times]
+    new = after.split(SEP, 7)
+    if rows.CODE_STATUS[new[_CODE]] == "healthy":
+        since = ""
+    elif before is None:  # appeared failing: since the leaf says so, else since now
+        since = str(min(int(new[_LTT]), now_s)) if new[_LTT] else str(t.at)
+    else:
+        old = before.split(SEP, 7)
+        if rows.CODE_STATUS[old[_CODE]] == "healthy":
+            since = str(t.at)
+        else:  # still failing: the run started earlier (before fleetscope saw it: its time)
+            since = since or old[_LTT] or str(t.at)
+    return ",".join([since, *map(str, times)])
+
+
 def new_kinds(
     baseline: Collection[str], stored_kinds: Iterable[str], added: Iterable[str]
 ) -> set[str]:

@@ -16,7 +16,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:tt            | hash | -    | collector, watcher         | query (time order)       |
 | fs:{c:<cluster>}:tt:<window>   | zset | -    | collector, watcher         | query (time order)       |
 | fs:{c:<cluster>}:h:<identity>  | str  | days | collector, watcher         | query (history)          |
-| fs:{c:<cluster>}:hk            | set  | -    | collector, watcher         | collector, watcher       |
+| fs:{c:<cluster>}:hk            | hash | -    | collector, watcher         | collector, watcher       |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -43,7 +43,8 @@ by the next full sync. `tt` and `tt:<window>` are the time index (common.index.t
 windows in use with their versions, and each window's entries scored by transition time).
 `h:<identity>` is one object's transition history (common.index.history: its identity is the
 row's sort key, NUL-separated; it expires `FLEETSCOPE_HISTORY_DAYS` after its newest entry, so
-it outlives a deleted row for that window) and `hk` the kinds whose rows' appearing is recorded
+it outlives a deleted row for that window) and `hk` the kinds (fields; values `1`) whose rows'
+appearing is recorded
 (a kind's first rows in a cluster are not: they were found, not seen appearing). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.

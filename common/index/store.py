@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from common.index import graph, history, keys, syncstatus, writer
+from common.index import graph, history, keys, rows, syncstatus, writer
 from common.lease import Fence
 from common.redis_client import text
 
@@ -54,10 +54,12 @@ class _Snapshot:
         reads.zrange(keys.rows(cluster), 0, -1)
 
     def delta(self, replies: list[Any]) -> writer.Delta:
-        current = {text(m) for m in replies[0]}
-        return writer.Delta(
-            current - self.members, self.members - current, self.members, self.dependents
-        )
+        # Stored rows carry what the writer adds from their history (`recent`): compared
+        # without it, so only what the leaf changed is a difference (the writer carries it on).
+        current = {rows.without_recent(m): m for m in map(text, replies[0])}
+        removed = [m for bare, m in current.items() if bare not in self.members]
+        added = self.members - current.keys()
+        return writer.Delta(removed, added, self.members, self.dependents)
 
 
 def replace_rows(

@@ -74,8 +74,9 @@ class _Events:
         self.stats = Counter()
         for new, old_raw in zip(self.latest.values(), replies, strict=True):
             old = [text(m) for m in old_raw]
-            # New members carry no blockedBy yet (the writer fills it in): compare without it.
-            if [rows.with_blocked(m, "") for m in old] == ([new] if new is not None else []):
+            # New members carry no blockedBy nor recent yet (the writer fills them in): compare
+            # without them.
+            if [rows.bare(m) for m in old] == ([rows.bare(new)] if new is not None else []):
                 continue  # nothing visible changed (e.g. a resync event)
             removed.extend(old)
             if new is not None:
@@ -116,7 +117,7 @@ def kind_changes(
             continue
         identity = rows.identity(m)
         want = new.pop(identity, None)
-        if want != rows.with_blocked(m, ""):
+        if want is None or rows.bare(want) != rows.bare(m):
             changes.append(Change(identity, want))
     changes.extend(Change(i, m) for i, m in new.items())
     return changes

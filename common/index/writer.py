@@ -124,7 +124,7 @@ def _write(
         if fence is not None:
             reads.execute_command("MGET", fence.key, fence.owner)  # one slot; not mget(): see lease
         reads.get(keys.generation(cluster))
-        reads.smembers(keys.history_kinds(cluster))
+        reads.hkeys(keys.history_kinds(cluster))
         reads.hgetall(keys.counts(cluster))
         reads.hmget(keys.sync(cluster), [nscounts.READY, timeline.READY])
         names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
@@ -186,6 +186,12 @@ def _write(
             graph_reads = settled.reads
         else:
             deps_set, deps_gone = {}, []
+        # Kinds with rows stored before this write were seen: their new rows were created.
+        seen = baseline | set(_kinds(old_counts))
+        found = history.transitions(delta.removed, delta.added, plan_source(plan), seen)
+        if delta.added and (delta.removed or found):  # rows keep (and move) their transitions
+            added = history.with_recent(delta.removed, delta.added, found, retention.max_entries)
+            delta = Delta(delta.removed, added, delta.snapshot, delta.dependents)
         counts = _new_counts(old_counts, delta)
         names_set, names_gone = _new_names(stored_names, delta)
         ns_set, ns_gone = _new_ns_counts(r, cluster, ns_ready, stored_ns, ns_groups, delta)
@@ -193,9 +199,6 @@ def _write(
         counts_gone = [k for k in old_counts if k not in counts]
         kinds = _kinds(counts)
         totals = syncstatus.encode(objects=sum(kinds.values()), kinds=kinds)
-        # Kinds with rows stored before this write were seen: their new rows were created.
-        seen = baseline | set(_kinds(old_counts))
-        found = history.transitions(delta.removed, delta.added, plan_source(plan), seen)
         stored_history = _read_history(r, cluster, found)
         kinds_new = history.new_kinds(baseline, seen, delta.added)
         tx.multi()
@@ -227,7 +230,7 @@ def _write(
             nscounts.queue_write(tx, cluster, ns_set, ns_gone)
             history.queue_write(tx, cluster, found, stored_history, gen + 1, retention)
             if kinds_new:
-                tx.sadd(keys.history_kinds(cluster), *sorted(kinds_new))
+                tx.hset(keys.history_kinds(cluster), mapping=dict.fromkeys(sorted(kinds_new), 1))
             tx.incr(keys.generation(cluster))
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:

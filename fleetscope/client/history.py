@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from fleetscope.client import kinds, listing
 from fleetscope.client.command import add_connection_flags, connect, run_command
-from fleetscope.client.errors import BadInput
+from fleetscope.client.errors import BadInput, Refused
 from fleetscope.client.features import DETAIL
 from fleetscope.client.printers import print_document
 from fleetscope.client.table import NONE, age_since, cell, write_table
@@ -122,8 +122,12 @@ def visible_cell(value: object) -> str:
 
 
 def last_transitions(api: Api, path: str, n: int) -> list[dict[str, Any]]:
-    """The newest `n` transitions (for `describe`); [] when the server keeps none."""
+    """The newest `n` transitions (for `describe`); [] when the server keeps none, or when the
+    caller may read the object (the leaf's `get`) but not list it (fleetscope's history)."""
     if not api.features().offers(HISTORY):
         return []
-    items = api.get(path + "/history", [("limit", str(n))]).get("items")
+    try:
+        items = api.get(path + "/history", [("limit", str(n))]).get("items")
+    except Refused:
+        return []
     return [e for e in items if isinstance(e, dict)] if isinstance(items, list) else []

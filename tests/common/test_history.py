@@ -60,7 +60,7 @@ def events(r: redis.Redis, *members: str | None, retention: history.Retention = 
 def test_a_first_sync_records_nothing_but_sets_the_baseline(r: redis.Redis) -> None:
     bootstrap(r)
     assert not r.keys(keys.history_pattern("c1"))
-    assert r.smembers(keys.history_kinds("c1")) == {"Kustomization"}
+    assert r.hkeys(keys.history_kinds("c1")) == ["Kustomization"]
 
 
 def test_a_watchers_first_list_of_a_kind_records_no_created(r: redis.Redis) -> None:
@@ -219,3 +219,77 @@ def test_deleting_the_cluster_deletes_its_histories(r: redis.Redis) -> None:
 @pytest.mark.parametrize("bad", ["", "x" * 4])
 def test_split_tolerates_short_values(bad: str) -> None:
     assert history.split(bad) == []
+
+
+def served(r: redis.Redis, identity: str = IDENTITY) -> rows.Row:
+    prefix = identity.encode()
+    found = r.zrangebylex(keys.rows("c1"), b"[" + prefix, b"[" + prefix + b"\xff")
+    return rows.decode("c1", found[0])
+
+
+def iso(epoch: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def test_failing_since_and_transitions_24h_follow_an_oracle(r: redis.Redis) -> None:
+    """A random walk of statuses through both writers: `failingSince` is the time of the first
+    transition of the current non-healthy run, `transitions24h` the transitions so far."""
+    import random
+
+    rng = random.Random(7)
+    bootstrap(r)
+    now = int(time.time())
+    since: int | None = None
+    status, count = "healthy", 0
+    for step in range(40):
+        new = rng.choice(["healthy", "unhealthy", "progressing", "unhealthy"])
+        if new == status:
+            continue
+        at = now - 3600 + step * 60
+        cond = {"healthy": "True", "unhealthy": "False", "progressing": "Unknown"}[new]
+        m = member(ready=cond, ltt=iso(at))
+        if step % 3:
+            events(r, m)
+        else:
+            store.replace_rows(r, "c1", [m, member("other")])
+        count += 1
+        if new == "healthy":
+            since = None
+        elif status == "healthy":
+            since = at
+        status = new
+        row = served(r)
+        assert row["status"] == status
+        assert row["failingSince"] == (iso(since) if since is not None else None)
+        assert row["transitions24h"] == count
+
+
+def test_a_row_first_seen_failing_fails_since_its_transition_time(r: redis.Redis) -> None:
+    at = int(time.time()) - 7200
+    store.replace_rows(r, "c1", [member(ready="False", ltt=iso(at)), member("other")])
+    row = served(r)
+    assert (row["failingSince"], row["transitions24h"]) == (iso(at), 0)
+    events(r, member(ready="Unknown", ltt=iso(at + 60)))  # still failing: the run goes on
+    row = served(r)
+    assert (row["status"], row["failingSince"], row["transitions24h"]) == (
+        "progressing",
+        iso(at),
+        1,
+    )
+    assert served(r, rows.sort_key("team-a", "Kustomization", "other"))["failingSince"] is None
+
+
+def test_transitions_older_than_a_day_slide_out_without_a_write() -> None:
+    now = time.time()
+    recent = f"{int(now - 90000)},{int(now - 10)},{int(now - 86000)},{int(now - 90000)}"
+    assert rows.transitions_24h(recent, now) == 2
+    assert rows.transitions_24h(recent, now + 1000) == 1
+    assert rows.transitions_24h("", now) == 0
+
+
+def test_transitions_24h_is_bounded_by_the_history_kept(r: redis.Redis) -> None:
+    bootstrap(r)
+    keep = history.Retention(max_entries=3, days=14)
+    for i in range(5):
+        events(r, member(ready="False" if i % 2 == 0 else "True"), retention=keep)
+    assert served(r)["transitions24h"] == 3

@@ -201,3 +201,18 @@ def test_one_round_trip_for_the_row_and_its_history(
         assert set(trips) <= {"pipeline", "GET", "SET"}
         counts.append(trips.count("pipeline"))
     assert counts == [1, 1, 1]
+
+
+def test_list_rows_carry_failing_since_and_transitions_24h(client: Any, r: Any) -> None:
+    flip(r, "team-a", "x", 3)  # unhealthy, healthy, unhealthy
+    entries = ok(client, TEAM, "team-a/Kustomization/x")["items"]
+    resp = client.get(
+        "/api/v1/objects", headers=headers(TEAM), query_string={"namespace": "team-a"}
+    )
+    check_response("/api/v1/objects", resp.status_code, resp.get_json())
+    got = {row["name"]: row for row in resp.get_json()["items"]}
+    assert got["x"]["transitions24h"] == 3
+    assert got["x"]["failingSince"] == entries[0]["at"]  # the newest run began with the newest
+    assert (got["y"]["transitions24h"], got["y"]["failingSince"]) == (0, None)
+    # the history answer's row says the same
+    assert ok(client, TEAM, "team-a/Kustomization/x")["object"]["transitions24h"] == 3
