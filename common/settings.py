@@ -206,6 +206,9 @@ class Settings:
     history_days: float = 14.0
     """Days an object's transitions are kept, also after the object was deleted."""
 
+    flapping_threshold: int = 4
+    """Transitions in the last 24 hours from which an object counts as flapping (the web view marks it)."""
+
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
 
@@ -271,6 +274,7 @@ class Settings:
                 self.worker_max_memory_mib,
                 self.history_max,
                 self.history_days,
+                self.flapping_threshold,
             )
             < 1
         ):
