@@ -1,6 +1,7 @@
 """The one writer of a cluster's rows: applies a delta (rows removed and added) to the rows and
 everything derived from them (status indexes, counts, name index, the `dependents` of their edges
-and every row's `blockedBy`: common.index.graph), the generation and the sync status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
+and every row's `blockedBy`: common.index.graph), the transitions they make (each object's
+history and the rows' `recent` field: common.index.history), the generation and the sync status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
 policy. The full sync (common.index.store) and the watcher (common.index.store_events) only say
 what to read and how to turn it into a delta (a `Plan`).
 
