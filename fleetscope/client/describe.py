@@ -78,15 +78,22 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def history_comment(entries: list[dict[str, Any]]) -> str:
-    """Since when the object has been failing and its last transitions, as YAML comments."""
-    if not entries:
+def history_comment(answer: dict[str, Any]) -> str:
+    """Since when the object has been failing (the row's `failingSince`, else as far as the
+    transitions reach) and its last transitions, as YAML comments."""
+    got = answer.get("items")
+    entries = [e for e in got if isinstance(e, dict)] if isinstance(got, list) else []
+    row = answer.get("object")
+    if not entries and not (isinstance(row, dict) and row.get("failingSince")):
         return ""
-    since = failing_since(entries)
+    if isinstance(row, dict) and "failingSince" in row:
+        since = row["failingSince"]
+    else:
+        since = failing_since(entries)
     lines = ["", f"Failing since: {history.visible_cell(since)}" if since else "Failing since: -"]
     lines.append("Last transitions:")
     rows = [history.entry_cells(e) for e in entries]
-    lines += _table_lines(list(history.COLUMNS), rows)
+    lines += _table_lines(list(history.COLUMNS), rows) if rows else ["  none recorded"]
     return "".join(f"# {line}\n" if line else "#\n" for line in lines)
 
 

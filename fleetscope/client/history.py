@@ -121,13 +121,13 @@ def visible_cell(value: object) -> str:
     return cell(visible(str(value)) if value is not None else None)
 
 
-def last_transitions(api: Api, path: str, n: int) -> list[dict[str, Any]]:
-    """The newest `n` transitions (for `describe`); [] when the server keeps none, or when the
-    caller may read the object (the leaf's `get`) but not list it (fleetscope's history)."""
+def last_transitions(api: Api, path: str, n: int) -> dict[str, Any]:
+    """The history answer with the newest `n` transitions (for `describe`); {} when the server
+    keeps none, or when the caller may read the object (the leaf's `get`) but not list it
+    (fleetscope's history)."""
     if not api.features().offers(HISTORY):
-        return []
+        return {}
     try:
-        items = api.get(path + "/history", [("limit", str(n))]).get("items")
+        return api.get(path + "/history", [("limit", str(n))])
     except Refused:
-        return []
-    return [e for e in items if isinstance(e, dict)] if isinstance(items, list) else []
+        return {}

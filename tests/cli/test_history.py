@@ -100,3 +100,16 @@ def test_describe_shows_failing_since_and_last_transitions(
     assert since.split(": ", 1)[1].endswith("Z")
     assert "# Last transitions:" in comments
     assert "\x1b" not in res.out
+
+
+def test_describe_of_a_row_failing_since_before_fleetscope_saw_it(stack: Stack, cli) -> None:
+    row = next(
+        r
+        for r in stack.api_rows(stack.users["admin-0"], kind="Kustomization")
+        if r["status"] == "unhealthy" and r["lastTransitionTime"] and not r["transitions24h"]
+    )
+    assert row["failingSince"] == row["lastTransitionTime"]  # the leaf's own record
+    res = cli("describe", ref(row), *who(stack, "admin-0"))
+    assert res.code == 0, res.err
+    assert f"# Failing since: {row['lastTransitionTime']}\n" in res.out
+    assert "#   none recorded\n" in res.out
