@@ -64,7 +64,11 @@ class Collector:
                     record_failure(self.r, SyncResult(cluster, work, error=error_text(e)))
                     raise
                 fence = lock.fence if work is Work.OBJECTS else None
-                retention = history.Retention(self.settings.history_max, self.settings.history_days)
+                retention = history.Retention(
+                    self.settings.history_max,
+                    self.settings.history_days,
+                    self.settings.flapping_threshold,
+                )
                 return run(self.r, work, client, self.kinds, fence, retention)
         finally:
             if read_record(self.r, cluster) is None:

@@ -75,7 +75,9 @@ class ClusterWatch:
         gated: bool = False,
     ) -> None:
         self.r, self.client, self.kinds, self.settings = r, client, kinds, settings
-        self.retention = history.Retention(settings.history_max, settings.history_days)
+        self.retention = history.Retention(
+            settings.history_max, settings.history_days, settings.flapping_threshold
+        )
         self.cluster = client.name
         self.fence = fence
         # Closed (`gated`): lists and watches run but nothing is written until `open_gate`, for

@@ -207,7 +207,7 @@ class Settings:
     """Days an object's transitions are kept, also after the object was deleted."""
 
     flapping_threshold: int = 4
-    """Transitions in the last 24 hours from which an object counts as flapping (the web view marks it)."""
+    """Transitions in the last 24 hours from which an object counts as flapping (`flapping=true`, the web view's mark); the same for the collector, the watcher and the query service."""
 
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""

@@ -354,6 +354,13 @@ not followed. An object the caller may not list is a 404, as an unknown one is. 
 object's here, and list rows) carry `blockedBy`, the nearest failing or missing object upstream,
 when there is one and the caller may list it."""
 
+_FLAPPING = _param(
+    "flapping",
+    "`true`: only objects with at least `FLEETSCOPE_FLAPPING_THRESHOLD` (default 4) recorded "
+    "transitions in the last 24 hours (`transitions24h`); not with `sort`, nor on facets' `by`",
+    {"type": "string", "enum": ["true"]},
+)
+
 _SORT = _param(
     "sort",
     "`-lastTransitionTime`: newest transition first; `lastTransitionTime`: oldest first (rows "
@@ -436,7 +443,7 @@ def document(registry: KindRegistry) -> S:
             "/api/v1/objects": _get(
                 "Visible objects, filtered, in (cluster, namespace, kind, name) order or by "
                 "lastTransitionTime (`sort`), one page",
-                [*_filters(registry), _SORT, *page],
+                [*_filters(registry), _FLAPPING, _SORT, *page],
                 "ObjectList",
                 "a page of rows",
                 *common_codes,
@@ -549,6 +556,7 @@ def document(registry: KindRegistry) -> S:
                 "status and suspension under the filters",
                 [
                     *_filters(registry),
+                    _FLAPPING,
                     _param(
                         "by",
                         "count the groups `/api/v1/groups` lists with the same `by` instead of "

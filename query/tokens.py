@@ -48,6 +48,8 @@ def filters_hash(f: Filters) -> str:
     ]
     if f.suspended is not None:  # appended only when set: tokens made without it stay valid
         parts.append(f.suspended)
+    if f.flapping:
+        parts.append(f"flapping>={f.flapping}")
     canon = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 

@@ -46,6 +46,9 @@ class Retention:
 
     max_entries: int = 50
     days: float = 14.0
+    flapping: int = 4
+    """FLEETSCOPE_FLAPPING_THRESHOLD: rows with this many transitions in the last 24 hours when
+    written go into the flapping index (`flapping_now`)."""
 
     @property
     def window_s(self) -> float:
@@ -177,6 +180,13 @@ def _next_recent(
         else:  # still failing: the run started earlier (before fleetscope saw it: its time)
             since = since or old[_LTT] or str(t.at)
     return ",".join([since, *map(str, times)])
+
+
+def flapping_now(member: str, threshold: int, now: float) -> bool:
+    """Whether a member had at least `threshold` transitions in the 24 hours before `now`."""
+    if member[-1:] == SEP:  # no recent transitions (most rows): no parse
+        return False
+    return rows.transitions_24h(rows.recent_of(member), now) >= threshold
 
 
 def new_kinds(

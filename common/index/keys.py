@@ -8,6 +8,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:rows          | zset | -    | collector, watcher         | query (pages), collector |
 | fs:{c:<cluster>}:st:<status>   | zset | -    | collector, watcher         | query (status filter)    |
 | fs:{c:<cluster>}:st:suspended  | zset | -    | collector, watcher         | query (suspended filter) |
+| fs:{c:<cluster>}:st:flapping   | zset | -    | collector, watcher         | query (flapping filter)  |
 | fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
 | fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
 | fs:{c:<cluster>}:nsc:<0..63>   | hash | -    | collector, watcher         | query (facets, plans)    |
@@ -31,7 +32,9 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 `clusters` fields are cluster names, values their registry record and `registry-problems` a JSON
 list of what could not be registered (both: common.index.registry_record, never credentials).
 `rows` and `st:<status>` members are encoded rows (common.index.rows); every status except `healthy`
-has an `st:` index, and `st:suspended` holds the suspended rows whatever their health. `counts`
+has an `st:` index, and `st:suspended` holds the suspended rows whatever their health;
+`st:flapping` the rows that had at least the flapping threshold's transitions in the 24 hours
+before they were written (readers keep those still flapping when read: common.index.history). `counts`
 fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended rows. `names` fields are object names,
 values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index).
 `nsc:<b>` fields are namespaces, values their rows counted by kind and status (common.index.nscounts,
@@ -121,6 +124,11 @@ def by_status(cluster: str, status: str) -> str:
 def suspended(cluster: str) -> str:
     """The suspended rows (any health): small, walked for `suspended=true`."""
     return f"{_tag(cluster)}:st:suspended"
+
+
+def flapping(cluster: str) -> str:
+    """The rows that were flapping when written (small; walked for `flapping=true`)."""
+    return f"{_tag(cluster)}:st:flapping"
 
 
 def counts(cluster: str) -> str:
@@ -238,6 +246,7 @@ def cluster_keys(cluster: str) -> list[str]:
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
     fixed += [generation(cluster), sync(cluster), timeline(cluster), history_kinds(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
+    indexes.append(flapping(cluster))
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]
     deps = [dependents(cluster, b) for b in range(DEPENDENTS_BUCKETS)]
     deps.append(dependents_overflow(cluster))

@@ -216,7 +216,7 @@ def _write(
             totals[timeline.READY] = timeline.READY_VALUE
         changed = delta.removed or delta.added or any(derived) or ns_set or ns_gone
         if changed or unbucketed or tt_build or tt_stale:
-            _write_members(tx, cluster, delta.removed, delta.added)
+            _write_members(tx, cluster, delta.removed, delta.added, retention.flapping)
             tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
             now_ms = int(time.time() * 1000)
             timeline.queue_write(tx, cluster, delta.removed, tt_added, now_ms, tt_build)
@@ -307,16 +307,24 @@ def _without_totals(fields: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in fields.items() if k not in ("objects", "kinds")}
 
 
-def _write_members(tx: Any, cluster: str, removed: Iterable[str], added: Iterable[str]) -> None:
+def _write_members(
+    tx: Any, cluster: str, removed: Iterable[str], added: Iterable[str], flapping: int
+) -> None:
     gone, new = sorted(removed), sorted(added)
     for chunk in _chunks(gone):
         tx.zrem(keys.rows(cluster), *chunk)
     for chunk in _chunks(new):
         tx.zadd(keys.rows(cluster), dict.fromkeys(chunk, 0))
+    now = time.time()
     gone_by, new_by = _by_index(cluster, gone), _by_index(cluster, new)
+    # A removed member may have been flapping when written, whatever its count now: removed
+    # from the index whenever it has recent transitions (a no-op when it is not there).
+    gone_by[keys.flapping(cluster)] = [m for m in gone if m[-1:] != rows.SEP]
+    new_by[keys.flapping(cluster)] = [m for m in new if history.flapping_now(m, flapping, now)]
     for index in [
         *(keys.by_status(cluster, s) for s in keys.INDEXED_STATUSES),
         keys.suspended(cluster),
+        keys.flapping(cluster),
     ]:
         for chunk in _chunks(gone_by.get(index, [])):
             tx.zrem(index, *chunk)

@@ -293,3 +293,19 @@ def test_transitions_24h_is_bounded_by_the_history_kept(r: redis.Redis) -> None:
     for i in range(5):
         events(r, member(ready="False" if i % 2 == 0 else "True"), retention=keep)
     assert served(r)["transitions24h"] == 3
+
+
+def test_the_flapping_index_holds_the_current_member_of_rows_flapping_when_written(
+    r: redis.Redis,
+) -> None:
+    bootstrap(r)
+    keep = history.Retention(max_entries=50, days=14, flapping=3)
+    for i in range(5):
+        events(r, member(ready="False" if i % 2 == 0 else "True"), retention=keep)
+        index = r.zrange(keys.flapping("c1"), 0, -1)
+        stored = r.zrange(keys.rows("c1"), 0, -1)
+        current = [m for m in stored if rows.identity(m) == IDENTITY]
+        # from the third transition on: the row's current member, and no older one
+        assert index == (current if i >= 2 else [])
+    store.replace_rows(r, "c1", [member("other")])  # deleted: out of the index
+    assert r.zcard(keys.flapping("c1")) == 0

@@ -28,6 +28,7 @@ def test_exact_key_strings() -> None:
     )
     assert keys.history_pattern("east-1") == "fs:{c:east-1}:h:*"
     assert keys.history_kinds("east-1") == "fs:{c:east-1}:hk"
+    assert keys.flapping("east-1") == "fs:{c:east-1}:st:flapping"
     assert keys.counts_field("Kustomization", "healthy") == "Kustomization\x00healthy"
 
 
