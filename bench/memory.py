@@ -1,12 +1,14 @@
 """Benchmark: Redis memory per row at fleets M and L (rows, indexes, counts, grants).
 
-    ./dev bench memory [--presets M,L]
+    ./dev bench memory [--presets M,L] [--churn 1.0] [--hours 24]
 
 Loads each fleet into a fresh private redis-server (bench.fleetload: the collector's store
 code) and reports `used_memory` above the empty server per row, with where it goes: MEMORY
 USAGE of one cluster's keys by type, the average encoded member length. Target: <= 400 B/row
 (with edges, `dependents`, the per-namespace counts and the time index; 350 before relations
-were stored).
+were stored). Then a day of transitions under bench.history_churn's model (`--churn` % of rows
+an hour for `--hours`, through the real writer) and the memory it added per row of the fleet:
+the transition history (target: <= 60 B/row) plus the rows' own moves in the time index.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import redis
 
 from bench import report
 from bench.fleetload import load_fleet
+from bench.history_churn import churn
 from common.index import keys
 from common.redis_server import start_redis_server
 
 TARGET_BYTES = 400  # with edges and dependents (issue #15; 350 before relations were stored)
+HISTORY_TARGET_BYTES = 60  # issue #36: history under the churn model, on top of the index
 
 
 def breakdown(r: redis.Redis, cluster: str) -> dict[str, int]:
@@ -55,7 +59,15 @@ def breakdown(r: redis.Redis, cluster: str) -> dict[str, int]:
     return out
 
 
-def measure(preset: str) -> dict[str, Any]:
+def history_usage(r: redis.Redis, cluster: str) -> tuple[int, int]:
+    """(history keys, their MEMORY USAGE bytes) of one cluster."""
+    found = list(r.scan_iter(match=keys.history_pattern(cluster), count=1000))
+    return len(found), sum(int(r.memory_usage(k, samples=0) or 0) for k in found)
+
+
+def measure(
+    preset: str, churn_pct: float = 1.0, hours: int = 24, distinct: bool = False
+) -> dict[str, Any]:
     server = start_redis_server()
     try:
         r = redis.Redis.from_url(server.url)
@@ -67,6 +79,20 @@ def measure(preset: str) -> dict[str, Any]:
         members = r.zrange(keys.rows(cluster), 0, -1)
         parts = breakdown(r, cluster)
         n = len(members)
+        churned: dict[str, Any] = {}
+        if churn_pct > 0:
+            churned = churn(r, churn_pct, hours, distinct)
+            after = int(r.info("memory")["used_memory"]) - empty
+            hkeys, hbytes = history_usage(r, cluster)
+            churned.update(
+                # the history keys (MEMORY USAGE of one cluster's, over its rows), and all
+                # that the day added (with the rows' moves in the status and time indexes)
+                history_bytes_per_row=round(hbytes / n, 1),
+                churn_added_bytes_per_row=round((after - used) / loaded["rows"], 1),
+                history_keys_in_one_cluster=hkeys,
+                history_key_bytes_avg=round(hbytes / hkeys) if hkeys else 0,
+                bytes_per_row_after_churn=round(after / loaded["rows"]),
+            )
         return {
             "preset": preset,
             **loaded,
@@ -75,6 +101,7 @@ def measure(preset: str) -> dict[str, Any]:
             "rss_mb": round(int(info["used_memory_rss"]) / 2**20, 1),
             "member_len_avg": round(statistics.mean(len(m) for m in members), 1),
             "per_row_in_one_cluster": {k: round(v / n) for k, v in parts.items()},
+            **churned,
         }
     finally:
         server.stop()
@@ -83,9 +110,14 @@ def measure(preset: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--presets", default="M,L")
+    ap.add_argument("--churn", type=float, default=1.0, help="%% of rows transitioning an hour")
+    ap.add_argument("--hours", type=int, default=24, help="hours of churn")
+    ap.add_argument(
+        "--distinct", action="store_true", help="churn distinct rows (the worst case for keys)"
+    )
     ap.add_argument("--no-doc", action="store_true", help="print only; do not append the table")
     args = ap.parse_args()
-    results = [measure(p) for p in args.presets.split(",")]
+    results = [measure(p, args.churn, args.hours, args.distinct) for p in args.presets.split(",")]
     rows = []
     for m in results:
         p = m["per_row_in_one_cluster"]
@@ -105,6 +137,10 @@ def main() -> None:
                 p["counts"] + p["sync"],
                 p["rbac"],
                 "yes" if m["bytes_per_row"] <= TARGET_BYTES else "NO",
+                m.get("history_bytes_per_row", "-"),
+                m.get("churn_added_bytes_per_row", "-"),
+                m.get("history_key_bytes_avg", "-"),
+                "yes" if m.get("history_bytes_per_row", 0) <= HISTORY_TARGET_BYTES else "NO",
             )
         )
     report.record(
@@ -125,6 +161,11 @@ def main() -> None:
             "counts+sync B/row",
             "grants B/row",
             f"<= {TARGET_BYTES}",
+            f"history B/row ({args.churn} %/h x {args.hours} h"
+            + (", distinct rows)" if args.distinct else ", fail and recover)"),
+            "all the churn added B/row",
+            "bytes per history key",
+            f"history <= {HISTORY_TARGET_BYTES}",
         ),
         rows,
         write_doc=not args.no_doc,

@@ -14,7 +14,7 @@ from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
 from collector.sync import SyncResult, Work, error_text, record_failure, run
 from common.errors import FleetscopeError, LockBusy, TemporaryError
-from common.index import store, syncstatus
+from common.index import history, store, syncstatus
 from common.index.registry_record import read_record
 from common.kinds.registry import KindRegistry
 from common.leaf import registry
@@ -64,7 +64,12 @@ class Collector:
                     record_failure(self.r, SyncResult(cluster, work, error=error_text(e)))
                     raise
                 fence = lock.fence if work is Work.OBJECTS else None
-                return run(self.r, work, client, self.kinds, fence)
+                retention = history.Retention(
+                    self.settings.history_max,
+                    self.settings.history_days,
+                    self.settings.flapping_threshold,
+                )
+                return run(self.r, work, client, self.kinds, fence, retention)
         finally:
             if read_record(self.r, cluster) is None:
                 store.delete_cluster(self.r, cluster)

@@ -19,7 +19,7 @@ import redis
 from collector import mesh, metrics
 from common import redis_client
 from common.errors import ClusterError, FleetscopeError
-from common.index import rows, store
+from common.index import history, rows, store
 from common.kinds.registry import KindRegistry
 from common.leaf.client import LeafClient
 from common.lease import Fence
@@ -80,6 +80,7 @@ def run(
     client: LeafClient,
     registry: KindRegistry,
     fence: Fence | None = None,
+    retention: history.Retention = history.DEFAULT,
 ) -> SyncResult:
     """Run one sync of `client`'s cluster: the one place that times a sync and records its
     success or failure (sync status, metrics, log). Raises after recording a failure; the last
@@ -89,7 +90,7 @@ def run(
         store.mark_attempt(r, client.name)
     try:
         if work is Work.OBJECTS:
-            result = _objects(r, client, registry, fence, timer)
+            result = _objects(r, client, registry, fence, timer, retention)
         else:
             result = _rbac(r, client, registry)
     except BaseException as e:  # also soft time limits and interrupts: record, then re-raise
@@ -119,6 +120,7 @@ def _objects(
     registry: KindRegistry,
     fence: Fence | None,
     timer: _Timer,
+    retention: history.Retention,
 ) -> SyncResult:
     """List every served kind of one cluster and store the snapshot."""
     cluster = client.name
@@ -134,7 +136,7 @@ def _objects(
         "duration_s": round(listed.duration_s, 3),
         "requests": listed.requests,
     }
-    stats = store.replace_rows(r, cluster, members, sync_fields, fence, since)
+    stats = store.replace_rows(r, cluster, members, sync_fields, fence, since, retention)
     if stats.superseded:
         log.info(
             "rows changed by watch events during the list: kept them", extra={"cluster": cluster}

@@ -28,7 +28,7 @@ from collector import mesh, watch_loop, watch_metrics
 from collector.watch_mesh import CONTEXT, MeshState
 from collector.watch_rbac import RBAC_API, RESOURCES, RbacState
 from common.errors import ClusterError, ClusterUnreachable, FleetscopeError, LockBusy
-from common.index import rows, store_events
+from common.index import history, rows, store_events
 from common.kinds.registry import Kind, KindRegistry
 from common.leaf import async_watch
 from common.leaf.client import LeafClient, WatchExpired, WatchStream
@@ -75,6 +75,9 @@ class ClusterWatch:
         gated: bool = False,
     ) -> None:
         self.r, self.client, self.kinds, self.settings = r, client, kinds, settings
+        self.retention = history.Retention(
+            settings.history_max, settings.history_days, settings.flapping_threshold
+        )
         self.cluster = client.name
         self.fence = fence
         # Closed (`gated`): lists and watches run but nothing is written until `open_gate`, for
@@ -448,7 +451,9 @@ class ClusterWatch:
         """Apply `changes` (retried until written or stopped); True once written."""
         while changes and not self.stop_event.is_set():
             try:
-                stats = store_events.apply_changes(self.r, self.cluster, changes, self.fence)
+                stats = store_events.apply_changes(
+                    self.r, self.cluster, changes, self.fence, None, self.retention
+                )
                 self.stats["written"] += stats.added + stats.removed + stats.updated
                 self.stats["batches"] += 1
                 return True

@@ -256,6 +256,14 @@ class Settings:
 
     external_url: str = ""
     """The URL users open the web view at, for alerts' `generatorURL` links; empty = `http://` + `FLEETSCOPE_BIND`."""
+    history_max: int = 50
+    """Transitions kept per object (its history: status, reason, suspension, revision, appearing, disappearing)."""
+
+    history_days: float = 14.0
+    """Days an object's transitions are kept, also after the object was deleted."""
+
+    flapping_threshold: int = 4
+    """Transitions in the last 24 hours from which an object counts as flapping (`flapping=true`, the web view's mark); the same for the collector, the watcher and the query service."""
 
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
@@ -321,11 +329,15 @@ class Settings:
                 self.query_workers,
                 self.query_threads,
                 self.worker_max_memory_mib,
+                self.history_max,
+                self.history_days,
+                self.flapping_threshold,
             )
             < 1
         ):
             raise ConfigError(
-                "page size, query workers/threads and worker memory must be at least 1"
+                "page size, query workers/threads, worker memory and history retention must be "
+                "at least 1"
             )
         _check_alerting(self)
         topology = redis_urls.check(self.redis_url, env_name("redis_url"))

@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "status": ("fleetscope.client.status", "the index's state and each cluster's freshness"),
     "access": ("fleetscope.client.access", "what you may see, and the bindings behind it"),
     "groups": ("fleetscope.client.groups", "the same object across clusters, by status"),
+    "history": ("fleetscope.client.history", "an object's recorded transitions, newest first"),
     "completion": ("fleetscope.client.completion", "print a bash or zsh completion script"),
     "mcp": ("fleetscope.mcp.command", "serve the fleet to AI assistants (MCP), as you"),
     "alerts": ("fleetscope.client.alerts", "firing fleet alerts on objects you may list"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
+from common.errors import InvalidInput
 from common.index.reader import Filters, PageRequest
 from query import body, export, listing, params
 from query.listing import list_page
@@ -20,10 +21,12 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 def list_objects() -> Response:
     st, user = state(), caller()
     params.check_known(request.args, params.LIST_PARAMS)
-    filters = params.filters(request.args, st.registry)
+    filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     limit = params.limit(request.args)
     token = request.args.get("continue", "")
     sort = params.sort(request.args)
+    if sort and filters.flapping:
+        raise InvalidInput("flapping", "not with `sort` yet; drop one of them")
     if export.wanted(request):
         records = export.object_records(st, user, filters, sort, token)
         export.check_total(listing.facets(st, user, filters)[0].total, _max_rows(), "rows")
@@ -56,7 +59,9 @@ def _max_rows() -> int:
 def facets() -> Response:
     st, user = state(), caller()
     params.check_known(request.args, params.FACET_PARAMS)
-    filters = params.filters(request.args, st.registry)
+    filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     by = params.facets_by(request.args)
+    if by and filters.flapping:
+        raise InvalidInput("flapping", "not with `by` (group counts) yet; drop one of them")
     counts, scope = listing.facets(st, user, filters, by)
     return body.facets_response(counts, scope.freshness(st.settings))

@@ -13,12 +13,33 @@ from typing import Any
 from flask import Flask, Response, g, request
 
 from common.settings import Settings
-from query import alerts, api, detail, edges, errors, groups, health, info, metrics, relations
+from query import (
+    alerts,
+    api,
+    detail,
+    edges,
+    errors,
+    groups,
+    health,
+    history,
+    info,
+    metrics,
+    relations,
+)
 from query.state import QueryState
 
 
 def register_blueprints(app: Flask) -> None:
-    for bp in (health.bp, api.bp, groups.bp, info.bp, detail.bp, relations.bp, alerts.bp):
+    for bp in (
+        health.bp,
+        api.bp,
+        groups.bp,
+        info.bp,
+        detail.bp,
+        relations.bp,
+        alerts.bp,
+        history.bp,
+    ):
         app.register_blueprint(bp)
     if importlib.util.find_spec("query.ui") is not None:  # the web view, when present
         from query import ui  # type: ignore[attr-defined,unused-ignore]

@@ -4,12 +4,14 @@ A row's JSON is a pure function of its cluster and stored member (RBAC decided w
 page holds before this point), so pages that repeat rows (dashboards polling the same first
 pages) join cached text instead of decoding and encoding 50 rows each time. The one part that
 depends on the caller, `blockedBy` (shown only when they may list that node), is cached beside
-the text and spliced in per request.
+the text and spliced in per request, and so is the one that depends on the time,
+`transitions24h` (counted from the row's recent transitions: none for most rows).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -35,18 +37,30 @@ class _Cached(NamedTuple):
     blocker: _Blocker | None
     blocked_text: str
     """The row's JSON with its `blockedBy` (the same as `text` when it has none)."""
+    recent: str
+    """Its recent transitions (common.index.rows): `transitions24h` is counted per request.
+    Both texts are held without their closing brace."""
 
 
 _rows: dict[tuple[str, bytes], _Cached] = {}
 
 
 def _render(cluster: str, member: bytes) -> _Cached:
-    text = rows.row_json(cluster, member)
-    blocked = decode_blocker(cluster, rows.blocked_of(member.decode()))
+    text = rows.timeless_row_json(cluster, member)[:-1]  # the closing brace comes per request
+    stored = member.decode()
+    recent = rows.recent_of(stored)
+    blocked = decode_blocker(cluster, rows.blocked_of(stored))
     if blocked is None:
-        return _Cached(text, None, text)
-    spliced = f'{text[:-1]},"blockedBy":{json.dumps(blocked, separators=(",", ":"))}}}'
-    return _Cached(text, _Blocker(blocked["namespace"], blocked["kind"]), spliced)
+        return _Cached(text, None, text, recent)
+    spliced = f'{text},"blockedBy":{json.dumps(blocked, separators=(",", ":"))}'
+    return _Cached(text, _Blocker(blocked["namespace"], blocked["kind"]), spliced, recent)
+
+
+def _closed(text: str, recent: str, now: float) -> str:
+    """A cached row's text with its `transitions24h` as of now (it slides with time)."""
+    if not recent:
+        return text + ',"transitions24h":0}'
+    return f'{text},"transitions24h":{rows.transitions_24h(recent, now)}}}'
 
 
 def row_texts(
@@ -63,14 +77,15 @@ def row_texts(
         _rows.update(fresh)
     found = [hit or fresh[m] for m, hit in zip(members, hits, strict=True)]
     out = []
+    now = time.time()
     for (cluster, _), row in zip(members, found, strict=True):
         blocker = row.blocker
         if blocker is None or access is None:
-            out.append(row.text)
+            out.append(_closed(row.text, row.recent, now))
             continue
         a = access.get(cluster)
         shown = a is not None and a.may_list(blocker.namespace, blocker.kind)
-        out.append(row.blocked_text if shown else row.text)
+        out.append(_closed(row.blocked_text if shown else row.text, row.recent, now))
     return out
 
 

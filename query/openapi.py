@@ -61,6 +61,10 @@ _ROW = {
     "lastTransitionTime": _NSTR,
     "revision": _STR,
     "uiUrl": _NSTR,
+    # the start of the current run of non-healthy statuses (null when healthy); the row's
+    # recorded transitions in the last 24 hours (at most FLEETSCOPE_HISTORY_MAX)
+    "failingSince": _NSTR,
+    "transitions24h": {"type": "integer", "minimum": 0},
 }
 _EDGE = {
     "relation": {"type": "string", "enum": list(RELATIONS)},
@@ -241,6 +245,29 @@ SCHEMAS: S = {
         {"namespace": _STR, **_GROUP, "objects": _INT, **_page_of("GroupCluster")}
     ),
     "Detail": _obj({"cluster": _STR, "object": {"type": "object"}}),
+    "Transition": _obj(
+        {
+            "at": _STR,
+            "status": _STATUS,
+            "suspended": _BOOL,
+            "reason": _STR,
+            "message": _STR,
+            "revision": _STR,
+            "source": {"type": "string", "enum": ["watch", "sync", "created", "deleted"]},
+            "position": _INT,
+        }
+    ),
+    "History": _obj(
+        {
+            # null when the object was deleted (its history is kept for the retention window)
+            "object": {
+                **_obj({**_ROW, "blockedBy": _ref("Blocker")}, list(_ROW)),
+                "nullable": True,
+            },
+            "items": _list("Transition"),
+            "continue": _NSTR,
+        }
+    ),
     "Health": _obj({"status": _STR}),
 }
 
@@ -370,6 +397,13 @@ not followed. An object the caller may not list is a 404, as an unknown one is. 
 object's here, and list rows) carry `blockedBy`, the nearest failing or missing object upstream,
 when there is one and the caller may list it."""
 
+_FLAPPING = _param(
+    "flapping",
+    "`true`: only objects with at least `FLEETSCOPE_FLAPPING_THRESHOLD` (default 4) recorded "
+    "transitions in the last 24 hours (`transitions24h`); not with `sort`, nor on facets' `by`",
+    {"type": "string", "enum": ["true"]},
+)
+
 _SORT = _param(
     "sort",
     "`-lastTransitionTime`: newest transition first; `lastTransitionTime`: oldest first (rows "
@@ -411,9 +445,23 @@ by name. JSON's null is an empty field; a field starting with `=`, `+`, `-`, `@`
 carriage return is prefixed with `'` so that spreadsheets do not run it as a formula. Past
 `FLEETSCOPE_EXPORT_MAX_ROWS` rows (or groups), counted before the first byte, the answer is 422
 `export_too_large`."""
+_HISTORY = """\
+`GET /api/v1/objects/{cluster}/{namespace}/{kind}/{name}/history` answers the object's recorded
+transitions, newest first: a change of `status`, `reason`, suspension or `revision`, and its
+appearing (`source: created`) and disappearing (`deleted`). `at` is the leaf's
+lastTransitionTime when the change moved it, else when fleetscope observed the change; `source`
+says which writer saw it (`watch`, or `sync` for a full sync, e.g. after a missed watch event);
+`position` is the cluster's write generation that recorded it (higher is newer). Each object
+keeps its last `FLEETSCOPE_HISTORY_MAX` transitions, none older than `FLEETSCOPE_HISTORY_DAYS`;
+a deleted object's history stays readable for that window, with `object` null. The objects a
+cluster's first sync finds (or a kind's first list) record no `created` entry. The answer is
+visible exactly when the row would be: a caller who may not list the kind in that namespace
+gets the same 404 as for an unknown object, deleted or not. Pages are keyset-paginated with
+signed tokens."""
 
 TAGS = [
     {"name": "Relations", "description": " ".join(_RELATIONS.split())},
+    {"name": "History", "description": " ".join(_HISTORY.split())},
     {"name": "Groups", "description": " ".join(_GROUPS.split())},
     {"name": "Export", "description": " ".join(_EXPORT.split())},
 ]
@@ -456,7 +504,7 @@ def document(registry: KindRegistry) -> S:
                     "Visible objects, filtered, in (cluster, namespace, kind, name) order or by "
                     "lastTransitionTime (`sort`), one page (every page as CSV with "
                     "`Accept: text/csv`)",
-                    [*_filters(registry), _SORT, *page],
+                    [*_filters(registry), _FLAPPING, _SORT, *page],
                     "ObjectList",
                     "a page of rows",
                     *common_codes,
@@ -497,6 +545,21 @@ def document(registry: KindRegistry) -> S:
                 404,
                 503,
                 tag="Relations",
+            ),
+            "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}/history": _get(
+                "The object's recorded transitions, newest first, from the index",
+                [
+                    *path_params,
+                    _param("limit", f"transitions per page, 1..{MAX_LIMIT}", limit),
+                    page[1],
+                ],
+                "History",
+                "the object's row (null when deleted) and a page of its transitions",
+                400,
+                401,
+                404,
+                503,
+                tag="History",
             ),
             "/api/v1/groups": _csv(
                 _get(
@@ -558,6 +621,7 @@ def document(registry: KindRegistry) -> S:
                 "status and suspension under the filters",
                 [
                     *_filters(registry),
+                    _FLAPPING,
                     _param(
                         "by",
                         "count the groups `/api/v1/groups` lists with the same `by` instead of "

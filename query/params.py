@@ -40,15 +40,16 @@ LIST_PARAMS = (
     "limit",
     "continue",
     "sort",
+    "flapping",
 )
 SORTS = ("lastTransitionTime", "-lastTransitionTime")
 """`sort` values: by the Ready condition's lastTransitionTime, oldest or (`-`) newest first."""
-GROUP_PARAMS = (*(p for p in LIST_PARAMS if p != "sort"), "by", "clusterLimit")
+GROUP_PARAMS = (*(p for p in LIST_PARAMS if p not in ("sort", "flapping")), "by", "clusterLimit")
 GROUP_DETAIL_PARAMS = ("cluster", "kind", "status", "suspended", "limit", "continue")
 BY = ("object", "namespace")
 """`by` values of `/api/v1/groups`: one group per object (namespace, kind, name) or namespace."""
 DEFAULT_CLUSTER_LIMIT = 10
-FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "by")
+FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "by", "flapping")
 RELATIONS_PARAMS = ("depth",)
 DEFAULT_DEPTH, MAX_DEPTH = 1, 5
 _DEPTHS = frozenset(str(d) for d in range(1, MAX_DEPTH + 1))
@@ -85,6 +86,17 @@ def suspended(args: MultiDict[str, str]) -> bool | None:
     if len(raw) > 1 or raw[0] not in ("true", "false"):
         raise InvalidInput("suspended", "`true` or `false` (once); omit it for either")
     return raw[0] == "true"
+
+
+def flapping(args: MultiDict[str, str], threshold: int) -> int:
+    """The `flapping` filter: `true` (at least `threshold` transitions in the last 24 hours),
+    or absent; the threshold (0 when absent)."""
+    raw = args.getlist("flapping")
+    if not raw:
+        return 0
+    if len(raw) > 1 or raw[0] != "true":
+        raise InvalidInput("flapping", "`true` (once); omit it for any")
+    return threshold
 
 
 def check_object_name(name: str, param: str = "name") -> str:
@@ -130,8 +142,11 @@ def depth(args: MultiDict[str, str]) -> int:
     return int(raw[0])
 
 
-def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
-    """The list/facet filters of a request (validated by common.index.filter_values)."""
+def filters(
+    args: MultiDict[str, str], registry: KindRegistry, flapping_threshold: int = 4
+) -> Filters:
+    """The list/facet filters of a request (validated by common.index.filter_values;
+    `flapping=true`: at least `flapping_threshold` transitions in the last 24 hours)."""
     return filter_values.build(
         registry,
         clusters=values(args, "cluster"),
@@ -140,6 +155,7 @@ def filters(args: MultiDict[str, str], registry: KindRegistry) -> Filters:
         statuses=values(args, "status"),
         name=args.get("name", ""),
         suspended=suspended(args),
+        flapping=flapping(args, flapping_threshold),
     )
 
 

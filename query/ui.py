@@ -82,6 +82,8 @@ def page_config(settings: Settings) -> dict[str, Any]:
         "demoUsers": demo_users(settings) if settings.ui_demo_mode else None,
         "userHeader": settings.remote_user_header,
         "groupHeader": settings.remote_group_header,
+        "historyDays": settings.history_days,
+        "flappingThreshold": settings.flapping_threshold,
     }
 
 

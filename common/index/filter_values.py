@@ -63,6 +63,7 @@ def build(
     statuses: Iterable[str] = (),
     name: str = "",
     suspended: bool | None = None,
+    flapping: int = 0,
 ) -> Filters:
     """Validated filters (values already split and deduplicated by the caller)."""
     return Filters(
@@ -72,4 +73,5 @@ def build(
         statuses=tuple(check_status(s) for s in statuses),
         name=check_name_substring(name),
         suspended=suspended,
+        flapping=flapping,
     )

@@ -98,7 +98,7 @@ class Snapshot:
             stored[identity] = (ns, kind, name)
             if status in failing_codes:
                 failing_rows.add(identity)
-            edges = m.rsplit(sep, 2)[1] if m.count(sep) == whole else edges_at(m)
+            edges = m.rsplit(sep, 3)[1] if m.count(sep) == whole else edges_at(m)
             if edges:
                 parsed.append((identity, ns, edges))
         self.sources: dict[str, set[str]] = {}
@@ -135,7 +135,8 @@ class Snapshot:
         affected, sep = self.affected, rows.SEP
         for identity, member in self.by_identity.items():
             blocked = blocker(identity, lookup) if identity in affected else ""
-            if member.rpartition(sep)[2] != blocked and rows.blocked_of(member) != blocked:
+            # blockedBy is the field before `recent`, the last (a quick look, then the check)
+            if member.rsplit(sep, 2)[-2:-1] != [blocked] and rows.blocked_of(member) != blocked:
                 member = rows.with_blocked(member, blocked)
             out.add(member)
         return out

@@ -8,6 +8,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:rows          | zset | -    | collector, watcher         | query (pages), collector |
 | fs:{c:<cluster>}:st:<status>   | zset | -    | collector, watcher         | query (status filter)    |
 | fs:{c:<cluster>}:st:suspended  | zset | -    | collector, watcher         | query (suspended filter) |
+| fs:{c:<cluster>}:st:flapping   | zset | -    | collector, watcher         | query (flapping filter)  |
 | fs:{c:<cluster>}:counts        | hash | -    | collector, watcher         | query (facets)           |
 | fs:{c:<cluster>}:names         | hash | -    | collector, watcher         | query (name filter)      |
 | fs:{c:<cluster>}:nsc:<0..63>   | hash | -    | collector, watcher         | query (facets, plans)    |
@@ -15,6 +16,8 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:dep:long      | hash | -    | collector, watcher         | query (relations), writer|
 | fs:{c:<cluster>}:tt            | hash | -    | collector, watcher         | query (time order)       |
 | fs:{c:<cluster>}:tt:<window>   | zset | -    | collector, watcher         | query (time order)       |
+| fs:{c:<cluster>}:h:<identity>  | str  | days | collector, watcher         | query (history)          |
+| fs:{c:<cluster>}:hk            | hash | -    | collector, watcher         | collector, watcher       |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -38,7 +41,9 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 `clusters` fields are cluster names, values their registry record and `registry-problems` a JSON
 list of what could not be registered (both: common.index.registry_record, never credentials).
 `rows` and `st:<status>` members are encoded rows (common.index.rows); every status except `healthy`
-has an `st:` index, and `st:suspended` holds the suspended rows whatever their health. `counts`
+has an `st:` index, and `st:suspended` holds the suspended rows whatever their health;
+`st:flapping` the rows that had at least the flapping threshold's transitions in the 24 hours
+before they were written (readers keep those still flapping when read: common.index.history). `counts`
 fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended rows. `names` fields are object names,
 values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index).
 `nsc:<b>` fields are namespaces, values their rows counted by kind and status (common.index.nscounts,
@@ -47,7 +52,12 @@ which also says which of the 64 hashes holds a namespace).
 those rows, both in common.index.graph's compact form; one logical hash spread over 64
 (common.index.buckets), values over 64 bytes in `dep:long`. `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
 by the next full sync. `tt` and `tt:<window>` are the time index (common.index.timeline: the
-windows in use with their versions, and each window's entries scored by transition time). `rbac`
+windows in use with their versions, and each window's entries scored by transition time).
+`h:<identity>` is one object's transition history (common.index.history: its identity is the
+row's sort key, NUL-separated; it expires `FLEETSCOPE_HISTORY_DAYS` after its newest entry, so
+it outlives a deleted row for that window) and `hk` the kinds (fields; values `1`) whose rows'
+appearing is recorded
+(a kind's first rows in a cluster are not: they were found, not seen appearing). `rbac`
 fields are subjects (`subject()`), values the compiled grants of common.rbac.grants (format:
 common.rbac.encoding), plus `#hash` = their content hash. Celery's broker keys are Celery's own.
 The `{alerts}` keys share one hash tag (one slot: the evaluator writes them in one transaction);
@@ -144,6 +154,11 @@ def suspended(cluster: str) -> str:
     return f"{_tag(cluster)}:st:suspended"
 
 
+def flapping(cluster: str) -> str:
+    """The rows that were flapping when written (small; walked for `flapping=true`)."""
+    return f"{_tag(cluster)}:st:flapping"
+
+
 def counts(cluster: str) -> str:
     return f"{_tag(cluster)}:counts"
 
@@ -197,6 +212,22 @@ def timeline_window(cluster: str, suffix: str) -> str:
     return f"{_tag(cluster)}:tt:{suffix}"
 
 
+def history(cluster: str, identity: str) -> str:
+    """One object's transition history (common.index.history); `identity` is the row's sort
+    key (`namespace NUL kind NUL name NUL`, common.index.rows.sort_key)."""
+    return f"{_tag(cluster)}:h:{identity}"
+
+
+def history_pattern(cluster: str) -> str:
+    """A SCAN MATCH pattern for every history key of a cluster (deleting the cluster)."""
+    return f"{_tag(cluster)}:h:*"
+
+
+def history_kinds(cluster: str) -> str:
+    """The kinds whose rows' appearing is recorded as `created` (common.index.history)."""
+    return f"{_tag(cluster)}:hk"
+
+
 def generation(cluster: str) -> str:
     return f"{_tag(cluster)}:gen"
 
@@ -244,10 +275,12 @@ def alert_candidates(cluster: str) -> str:
 
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry),
-    but the time index's windows (named in its directory, `timeline`)."""
+    but the time index's windows (named in its directory, `timeline`) and the histories
+    (found with `history_pattern`)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
-    fixed += [generation(cluster), sync(cluster), timeline(cluster)]
+    fixed += [generation(cluster), sync(cluster), timeline(cluster), history_kinds(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
+    indexes.append(flapping(cluster))
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]
     deps = [dependents(cluster, b) for b in range(DEPENDENTS_BUCKETS)]
     deps.append(dependents_overflow(cluster))

@@ -210,6 +210,18 @@ class Visibility:
         return out
 
 
+def _flapping(members: list[bytes], filters: Filters, now: float) -> list[bytes]:
+    """The members with at least `filters.flapping` transitions in the 24 hours before `now`."""
+    out = []
+    for m in members:
+        if m[-1:] == b"\x00":
+            continue  # no recent transitions
+        recent = rows.recent_of(m.decode())
+        if rows.transitions_24h(recent, now) >= filters.flapping:
+            out.append(m)
+    return out
+
+
 _NOTHING = Range(b"", b"", None)  # a remembered pruned plan with no namespace left
 EVERYTHING = Visibility(frozenset(), {}, None, b"", everything=True)
 
@@ -305,6 +317,8 @@ class Reader:
         statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
         codes = rows.codes_for(statuses, filters.suspended)
         every = len(codes) == len(rows.CODE_STATUS)
+        if filters.flapping:  # small; what stopped flapping since is dropped when read
+            return [keys.flapping(cluster)], b"" if every else codes.encode()
         if filters.suspended is True:
             return [keys.suspended(cluster)], b"" if not statuses else codes.encode()
         if statuses and "healthy" not in statuses:
@@ -405,6 +419,8 @@ class Reader:
         if hit is None or now - hit[0] > SIZES_TTL_S:
             counts = {text(k): int(v) for k, v in self.r.hgetall(keys.counts(cluster)).items()}
             hit = self._sizes[cluster] = (now, counts)
+        if filters.flapping:
+            return 0  # the flapping index is small: walk it
         statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
         total = 0
         for f, n in hit[1].items():
@@ -477,6 +493,8 @@ class Reader:
 
     @staticmethod
     def _memoable(filters: Filters) -> bool:
+        if filters.flapping:  # slides with time: a page is not a function of the generations
+            return False
         statuses = frozenset(filters.statuses)
         sparse = (
             filters.kinds or filters.suspended is True or (statuses and "healthy" not in statuses)
@@ -493,6 +511,7 @@ class Reader:
         filters, limit, cursor = request.filters, request.limit, request.cursor
         check_key = keys.VERSION if confirm_version else ""
         need = limit + 1  # one more than asked: tells whether a next page exists
+        now = time.time()
         # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
         # one or two of hundreds of clusters, and planning them all cost more than the scan.
         candidates = self._candidates(access, filters, cursor)
@@ -548,6 +567,9 @@ class Reader:
                 if w.visible is not None and not w.visible.everything:
                     for k in range(pos, pos + nkeys):
                         replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
+                if filters.flapping:  # still flapping now (the scan's bound stays as read)
+                    for k in range(pos, pos + nkeys):
+                        replies[k] = [*replies[k][:3], *_flapping(replies[k][3:], filters, now)]
                 members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
                 pos += nkeys
                 result.scanned += scanned
@@ -800,6 +822,8 @@ class Reader:
         A name filter counts through the name index instead (the tables know no names), and so
         does a cluster whose per-namespace counts are not complete yet."""
         clusters = self._candidates(access, filters, None)
+        if filters.flapping:
+            return self._flapping_facets(access, filters, clusters, confirm_version)
         if filters.name:
             version = self.r.get(keys.VERSION) if confirm_version else None
             out = self._scan_facets(access, filters, clusters)
@@ -847,6 +871,39 @@ class Reader:
         else:
             self._facets.clear()
         return dataclasses.replace(out, version=version)
+
+    def _flapping_facets(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        clusters: Sequence[str],
+        confirm_version: bool,
+    ) -> Facets:
+        """Facets of `flapping=true`: every candidate cluster's flapping index (small) in one
+        round trip, its members tested as a page's are (the caller's access, the filters) and
+        kept while still flapping now."""
+        now = time.time()
+        out = Facets()
+        commands: list[Any] = [("GET", keys.VERSION)] if confirm_version else []
+        commands += [("ZRANGE", keys.flapping(c), 0, -1) for c in clusters]
+        replies = redis_client.pipelined(self.r, commands) if commands else []
+        if confirm_version:
+            out.version = keys.GrantsVersion(replies.pop(0))
+        for c, members in zip(clusters, replies, strict=True):
+            codes = self._sources(c, filters)[1]
+            found = _flapping(
+                self._visibility(access[c], filters, codes).keep(members), filters, now
+            )
+            out.scanned += len(members)
+            for m in found:
+                ns, kind, name, code, _ = m.split(b"\x00", 4)
+                if filters.namespaces and ns.decode() not in filters.namespaces:
+                    continue
+                if filters.name and filters.name.encode() not in name.lower():
+                    continue
+                status, suspended = tally.code_status(code.decode())
+                self._add(out, c, kind.decode(), status, suspended, 1)
+        return out
 
     def _sum_table(
         self, out: Facets, c: str, table: tally.Table | None, filters: Filters, sign: int

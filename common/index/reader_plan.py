@@ -38,6 +38,8 @@ class Filters:
     name: str = ""
     suspended: bool | None = None
     """Only suspended rows (True), only rows not suspended (False), or either (None)."""
+    flapping: int = 0
+    """Only rows with at least this many transitions in the last 24 hours (0: any)."""
 
 
 @dataclass(frozen=True)

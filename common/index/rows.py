@@ -4,14 +4,17 @@ A row is stored as one member of its cluster's lexicographic sorted set (see com
 
     <namespace> NUL <kind key> NUL <name> NUL <status code> NUL <reason> NUL <message>
                 NUL <lastTransitionTime epoch s> NUL <revision> NUL <apiVersion> NUL <uiUrl>
-                NUL <warnings> NUL <edges> NUL <blockedBy>
+                NUL <warnings> NUL <edges> NUL <blockedBy> NUL <recent>
 
 The status code is one byte: the health (`h` healthy, `u` unhealthy, `p` progressing, `k`
 unknown), upper-case when the object is suspended, so one code filter selects any mix of health
 and suspension. Cluster-scoped objects have an empty namespace (they sort first). `warnings` is
 empty for none. `edges` (what the object depends on) and `blockedBy` (the nearest failing node
 upstream) are in common.index.edges' format; a member stored before they existed reads as
-having none.
+having none. `recent` is written by the writer from the row's transitions (common.index.history):
+`<failingSince epoch s>` then `,<epoch s>` per transition of the last day, newest first; empty
+for a row that has not transitioned (most rows). `failingSince` and `transitions24h` are
+computed from it when a row is served (`transitions24h` slides with time: `transitions_24h`).
 
 The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX walks rows in
 the list order and one command returns a whole page with its data. NUL sorts before every other
@@ -53,6 +56,7 @@ FIELDS = (
     "warnings",
     "edges",
     "blockedBy",
+    "recent",
 )
 """The member's fields in order. The first three are the identity (the sort key); the status code
 (one byte) follows it: common.index.reader_lua relies on exactly that (checked at its import)."""
@@ -67,6 +71,8 @@ CODE_STATUS = {
     LEGACY_SUSPENDED: "unknown",
 }
 _EDGES, _BLOCKED = FIELDS.index("edges"), FIELDS.index("blockedBy")
+_LTT, _RECENT = FIELDS.index("lastTransitionTime"), FIELDS.index("recent")
+DAY_S = 86400
 API_VERSION_CODES = {
     a: f"~{i:x}"
     for i, a in enumerate(
@@ -231,6 +237,9 @@ class Row(TypedDict):
     lastTransitionTime: str | None
     revision: str
     uiUrl: str | None
+    failingSince: NotRequired[str | None]
+    """Served rows only (from the stored `recent` field), as `transitions24h`."""
+    transitions24h: NotRequired[int]
     blockedBy: NotRequired[edge_codec.Blocker]
 
 
@@ -314,7 +323,8 @@ def sort_key(namespace: str, kind: str, name: str) -> str:
 
 def encode(row: Row, edges: str = "", blocked: str = "") -> str:
     """A row as its sorted-set member (the cluster is implied by the key); `edges` and
-    `blocked` (the blockedBy field) in common.index.edges' format."""
+    `blocked` (the blockedBy field) in common.index.edges' format; `recent` empty (the writer
+    fills it in from the stored row and its transitions)."""
     rev = _clean(row["revision"])
     message = _clean(row["message"])
     if rev and len(rev) > 8 and rev in message:
@@ -334,13 +344,14 @@ def encode(row: Row, edges: str = "", blocked: str = "") -> str:
             str(row["warnings"]) if row["warnings"] else "",
             edges,
             blocked,
+            "",
         )
     )
 
 
 def _fields(member: str) -> list[str]:
     """The member's fields; fields added since a member was written (`warnings`, `edges`,
-    `blockedBy`) read as empty."""
+    `blockedBy`, `recent`) read as empty."""
     parts = member.split(SEP)
     if len(parts) < len(FIELDS):
         parts.extend([""] * (len(FIELDS) - len(parts)))
@@ -369,13 +380,78 @@ def with_blocked(member: str, blocked: str) -> str:
     return SEP.join(parts)
 
 
+def recent_of(member: str) -> str:
+    """The `recent` field of an encoded member ("" when it has not transitioned)."""
+    return _fields(member)[_RECENT]
+
+
+def with_recent(member: str, recent: str) -> str:
+    """The member with its `recent` field set."""
+    parts = _fields(member)
+    parts[_RECENT] = recent
+    return SEP.join(parts)
+
+
+def without_recent(member: str) -> str:
+    """The member as the leaf's object alone makes it (its `recent` field empty, every field
+    present): what a full sync's snapshot holds."""
+    return with_recent(member, "")
+
+
+def bare(member: str) -> str:
+    """The member without what the writer adds (`blockedBy`, `recent`): what a watch event or
+    a list builds from the object alone, to compare with."""
+    parts = _fields(member)
+    parts[_BLOCKED] = parts[_RECENT] = ""
+    return SEP.join(parts)
+
+
+def recent_times(recent: str) -> tuple[str, list[int]]:
+    """(failingSince epoch text or "", the transition times) of a `recent` field."""
+    if not recent:
+        return "", []
+    since, *times = recent.split(",")
+    return since, [int(t) for t in times if t.isdigit()]
+
+
+def transitions_24h(recent: str, now: float | None = None) -> int:
+    """Transitions within the last 24 hours, as of `now`."""
+    if not recent:
+        return 0
+    oldest = (time.time() if now is None else now) - DAY_S
+    return sum(1 for t in recent_times(recent)[1] if t >= oldest)
+
+
+def failing_since(code: str, ltt: str, recent: str) -> str | None:
+    """The start of the current run of non-healthy statuses (RFC 3339), None when healthy: as
+    the writer recorded it, else (a row that has not transitioned since fleetscope first saw
+    it) its lastTransitionTime."""
+    if CODE_STATUS[code] == "healthy":
+        return None
+    since = recent.split(",", 1)[0] if recent else ""
+    return _iso(since or ltt)
+
+
 def decode(cluster: str, member: str | bytes) -> Row:
     """The inverse of `encode`."""
     if isinstance(member, bytes):
         member = member.decode()
-    ns, kind, name, code, reason, message, ltt, rev, api_version, ui_url, warn, _, blocked = (
-        _fields(member)
-    )
+    (
+        ns,
+        kind,
+        name,
+        code,
+        reason,
+        message,
+        ltt,
+        rev,
+        api_version,
+        ui_url,
+        warn,
+        _,
+        blocked,
+        recent,
+    ) = _fields(member)
     row = Row(
         cluster=cluster,
         namespace=ns,
@@ -390,6 +466,8 @@ def decode(cluster: str, member: str | bytes) -> Row:
         lastTransitionTime=_iso(ltt),
         revision=rev,
         uiUrl=ui_url or None,
+        failingSince=failing_since(code, ltt, recent),
+        transitions24h=transitions_24h(recent),
     )
     if blocked:
         row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)  # type: ignore[typeddict-item]
@@ -402,8 +480,9 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     out: list[Row] = []
     append, codes, iso, susp = out.append, CODE_STATUS, _iso, SUSPENDED_CODES
     api_versions, reason_of, message = API_VERSION_OF, _reason, _message
+    now = time.time()
     for cluster, member in rows:
-        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, blocked = (
+        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, blocked, rec = (
             _fields(member.decode())
         )
         row: Any = {
@@ -420,6 +499,8 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             "lastTransitionTime": iso(ltt),
             "revision": rev,
             "uiUrl": ui_url or None,
+            "failingSince": failing_since(code, ltt, rec),
+            "transitions24h": transitions_24h(rec, now) if rec else 0,
         }
         if blocked:
             row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)
@@ -427,22 +508,33 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     return out
 
 
-def row_json(cluster: str, member: bytes) -> str:
+def row_json(cluster: str, member: bytes, now: float | None = None) -> str:
     """`decode(cluster, member)` as compact JSON text (ASCII, keys in Row order), formatted
-    directly: json.dumps builds a new encoder per call, costlier than the row's encoding."""
-    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, *_ = _fields(
+    directly: json.dumps builds a new encoder per call, costlier than the row's encoding.
+    Without `blockedBy`."""
+    text = timeless_row_json(cluster, member)
+    count = transitions_24h(recent_of(member.decode()), now)
+    return f'{text[:-1]},"transitions24h":{count}}}'
+
+
+def timeless_row_json(cluster: str, member: bytes) -> str:
+    """`row_json` without `transitions24h`, which slides with time (query.body caches this and
+    adds the count per request)."""
+    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, _, rec = _fields(
         member.decode()
     )
     e = _esc
     msg, reason = _message(msg, rev), _reason(reason)
     at = _iso(ltt)
+    since = failing_since(code, ltt, rec)
     suspended = "true" if code in SUSPENDED_CODES else "false"
     return (
         f'{{"cluster":{e(cluster)},"namespace":{e(ns)},"kind":{e(kind)},'
         f'"apiVersion":{e(API_VERSION_OF.get(api_version, api_version))},"name":{e(name)},"status":"{CODE_STATUS[code]}",'
         f'"suspended":{suspended},"reason":{e(reason)},"message":{e(msg)},'
         f'"warnings":{int(warn or 0)},"lastTransitionTime":{e(at) if at else "null"},"revision":{e(rev)},'
-        f'"uiUrl":{e(ui_url) if ui_url else "null"}}}'
+        f'"uiUrl":{e(ui_url) if ui_url else "null"},'
+        f'"failingSince":{e(since) if since else "null"}}}'
     )
 
 
@@ -490,7 +582,7 @@ def name_entry(member: str) -> tuple[str, str]:
 
 def is_member(raw: bytes) -> bool:
     """Whether a stored value looks like an encoded member (it has the separators)."""
-    return len(FIELDS) - 4 <= raw.count(b"\x00") <= len(FIELDS) - 1
+    return 9 <= raw.count(b"\x00") <= len(FIELDS) - 1  # from the first layout (10 fields) on
 
 
 def count_field(member: str) -> str:
@@ -523,6 +615,16 @@ def suspended_of(member: str | bytes) -> bool:
     if isinstance(member, bytes):
         member = member.decode()
     return member.split(SEP, 4)[3] in SUSPENDED_CODES
+
+
+def decode_reason(stored: str) -> str:
+    """A reason as stored in a member (coded or escaped) made plain again."""
+    return _reason(stored)
+
+
+def decode_message(stored: str, rev: str) -> str:
+    """A message as stored in a member (coded, escaped, its revision marked) made plain again."""
+    return _message(stored, rev)
 
 
 def _code(value: str, codes: dict[str, str]) -> str:

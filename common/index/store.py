@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from common.index import graph, keys, syncstatus, writer
+from common.index import graph, history, keys, rows, syncstatus, writer
 from common.lease import Fence
 from common.redis_client import text
 
@@ -44,6 +44,7 @@ class _Snapshot:
     """The writer plan of a full snapshot: read every stored member, diff against the new set."""
 
     names = None  # the whole name index is compared with the snapshot's
+    source = "sync"  # transitions first seen here (a missed watch event) say so
 
     def __init__(self, members: set[str], dependents: dict[str, str]) -> None:
         self.members = members
@@ -53,10 +54,14 @@ class _Snapshot:
         reads.zrange(keys.rows(cluster), 0, -1)
 
     def delta(self, replies: list[Any]) -> writer.Delta:
-        current = {text(m) for m in replies[0]}
-        return writer.Delta(
-            current - self.members, self.members - current, self.members, self.dependents
-        )
+        # Stored rows carry what the writer adds from their history (`recent`): compared
+        # without it, so only what the leaf changed is a difference (the writer carries it on).
+        # Most rows never transitioned: their member ends with the empty `recent` (no copy).
+        sep = rows.SEP
+        current = {m if m[-1:] == sep else rows.without_recent(m): m for m in map(text, replies[0])}
+        removed = [m for bare, m in current.items() if bare not in self.members]
+        added = self.members - current.keys()
+        return writer.Delta(removed, added, self.members, self.dependents)
 
 
 def replace_rows(
@@ -66,6 +71,7 @@ def replace_rows(
     sync_fields: dict[str, Any] | None = None,
     fence: Fence | None = None,
     since_generation: int | None = None,
+    retention: history.Retention = history.DEFAULT,
 ) -> WriteStats:
     """Make `members` (encoded rows) the cluster's snapshot; also HSET `sync_fields` (sync status,
     `objects` and `kinds` filled in) in the same transaction.
@@ -76,7 +82,7 @@ def replace_rows(
     parsed = graph.Snapshot(members)
     snapshot = parsed.members()
     plan = _Snapshot(snapshot, parsed.dependents())
-    done = writer.write(r, cluster, plan, fence, sync_fields, since_generation)
+    done = writer.write(r, cluster, plan, fence, sync_fields, since_generation, retention)
     if done.superseded:
         return WriteStats(0, 0, len(snapshot), superseded=True)
     return WriteStats(done.added, done.removed, done.total, done.kinds)
@@ -114,9 +120,16 @@ def mark_pending(r: redis.Redis, cluster: str) -> None:
 
 def delete_cluster(r: redis.Redis, cluster: str) -> int:
     """Delete every key of a cluster (rows, indexes, counts, grants, status, locks and their
-    owner keys; the watch lease is its holder's to release)."""
+    owner keys, histories; the watch lease is its holder's to release)."""
     locks = [keys.lock(cluster, work) for work in keys.LOCK_WORK]
     owners = [keys.owner(k) for k in locks]
     windows: Any = r.hkeys(keys.timeline(cluster))
     tt = [keys.timeline_window(cluster, text(w)) for w in windows]
-    return int(r.delete(*keys.cluster_keys(cluster), *locks, *owners, *tt))
+    done = int(r.delete(*keys.cluster_keys(cluster), *locks, *owners, *tt))
+    found: list[Any] = []
+    for key in r.scan_iter(match=keys.history_pattern(cluster), count=1000):
+        found.append(key)
+        if len(found) >= 1000:
+            done += int(r.delete(*found))
+            found = []
+    return done + (int(r.delete(*found)) if found else 0)

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from common.index import keys, rows, syncstatus, writer
+from common.index import history, keys, rows, syncstatus, writer
 from common.lease import Fence
 from common.redis_client import text
 
@@ -55,6 +55,8 @@ class _Events:
     """The writer plan of a batch of changes: read each identity's stored member (ZRANGEBYLEX on
     its prefix), keep only the changes that alter something."""
 
+    source = "watch"
+
     def __init__(self, latest: dict[str, str | None]) -> None:
         self.latest = latest
         self.names = sorted({rows.split_identity(i)[2] for i in latest})
@@ -72,8 +74,9 @@ class _Events:
         self.stats = Counter()
         for new, old_raw in zip(self.latest.values(), replies, strict=True):
             old = [text(m) for m in old_raw]
-            # New members carry no blockedBy yet (the writer fills it in): compare without it.
-            if [rows.with_blocked(m, "") for m in old] == ([new] if new is not None else []):
+            # New members carry no blockedBy nor recent yet (the writer fills them in): compare
+            # without them.
+            if [rows.bare(m) for m in old] == ([rows.bare(new)] if new is not None else []):
                 continue  # nothing visible changed (e.g. a resync event)
             removed.extend(old)
             if new is not None:
@@ -91,11 +94,12 @@ def apply_changes(
     changes: Sequence[Change],
     fence: Fence | None = None,
     sync_fields: dict[str, Any] | None = None,
+    retention: history.Retention = history.DEFAULT,
 ) -> EventStats:
     """Apply `changes` in order (the last change of an identity wins); also HSET `sync_fields`
     (sync status). Raises LockBusy when the fence (the watcher's lease) is no longer ours."""
     plan = _Events({c.identity: c.member for c in changes})
-    done = writer.write(r, cluster, plan, fence, sync_fields)
+    done = writer.write(r, cluster, plan, fence, sync_fields, retention=retention)
     st = plan.stats
     return EventStats(st["added"], st["removed"], st["updated"], done.total, done.graph_reads)
 
@@ -113,7 +117,7 @@ def kind_changes(
             continue
         identity = rows.identity(m)
         want = new.pop(identity, None)
-        if want != rows.with_blocked(m, ""):
+        if want is None or rows.bare(want) != rows.bare(m):
             changes.append(Change(identity, want))
     changes.extend(Change(i, m) for i, m in new.items())
     return changes

@@ -1,6 +1,7 @@
 """The one writer of a cluster's rows: applies a delta (rows removed and added) to the rows and
 everything derived from them (status indexes, counts, name index, the `dependents` of their edges
-and every row's `blockedBy`: common.index.graph), the generation and the sync status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
+and every row's `blockedBy`: common.index.graph), the transitions they make (each object's
+history and the rows' `recent` field: common.index.history), the generation and the sync status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
 policy. The full sync (common.index.store) and the watcher (common.index.store_events) only say
 what to read and how to turn it into a delta (a `Plan`).
 
@@ -19,7 +20,7 @@ from typing import Any, Protocol
 import redis
 
 from common.errors import LockBusy, RedisUnavailable
-from common.index import graph, keys, name_index, nscounts, rows, syncstatus, timeline
+from common.index import graph, history, keys, name_index, nscounts, rows, syncstatus, timeline
 from common.index.buckets import Groups
 from common.lease import Fence
 from common.redis_client import text
@@ -56,6 +57,11 @@ class Plan(Protocol):
     def delta(self, replies: list[Any]) -> Delta: ...
 
 
+def plan_source(plan: Plan) -> str:
+    """Where a plan's changes were seen (a transition's `source`): `watch` or `sync` (default)."""
+    return str(getattr(plan, "source", "sync"))
+
+
 def plan_namespaces(plan: Plan) -> Sequence[str]:
     """The namespaces a plan says its delta can touch (read with the first round trip); a plan
     without `namespaces` gets them read after its delta, in one more round trip."""
@@ -83,15 +89,17 @@ def write(
     fence: Fence | None = None,
     status: dict[str, Any] | None = None,
     since_generation: int | None = None,
+    retention: history.Retention = history.DEFAULT,
 ) -> Written:
     """Apply `plan`'s delta and HSET `status` (sync status fields; `objects` and `kinds` are
-    filled in from the counts). `since_generation`: leave rows alone (`superseded`) when the
+    filled in from the counts), recording the transitions it makes (common.index.history,
+    kept per `retention`). `since_generation`: leave rows alone (`superseded`) when the
     generation moved since then. Raises LockBusy when the fence is no longer ours."""
     fields = syncstatus.encode(**(status or {}))
     try:
         for _ in range(WATCH_RETRIES):
             try:
-                return _write(r, cluster, plan, fence, fields, since_generation)
+                return _write(r, cluster, plan, fence, fields, since_generation, retention)
             except redis.WatchError:
                 continue  # another writer (or the fence) moved under us: read again
     except redis.ConnectionError as e:
@@ -106,6 +114,7 @@ def _write(
     fence: Fence | None,
     fields: dict[str, str],
     since_generation: int | None,
+    retention: history.Retention,
 ) -> Written:
     tx: Any  # redis-py's pipeline typing is loose
     with r.pipeline(transaction=True) as tx:
@@ -115,8 +124,8 @@ def _write(
         reads: Any = r.pipeline(transaction=False)
         if fence is not None:
             reads.execute_command("MGET", fence.key, fence.owner)  # one slot; not mget(): see lease
-        if since_generation is not None:
-            reads.get(keys.generation(cluster))
+        reads.get(keys.generation(cluster))
+        reads.hkeys(keys.history_kinds(cluster))
         reads.hgetall(keys.counts(cluster))
         reads.hmget(keys.sync(cluster), [nscounts.READY, timeline.READY])
         names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
@@ -135,7 +144,9 @@ def _write(
         replies = reads.execute()
         if fence is not None and any(text(v) != fence.token for v in replies.pop(0)):
             raise LockBusy(f"cluster {cluster}: {fence.key} is no longer ours; nothing written")
-        if since_generation is not None and int(replies.pop(0) or 0) != since_generation:
+        gen = int(replies.pop(0) or 0)
+        baseline = {text(k) for k in replies.pop(0)}
+        if since_generation is not None and gen != since_generation:
             tx.multi()
             tx.hset(keys.sync(cluster), mapping=_without_totals(fields))
             tx.execute()
@@ -176,6 +187,12 @@ def _write(
             graph_reads = settled.reads
         else:
             deps_set, deps_gone = {}, []
+        # Kinds with rows stored before this write were seen: their new rows were created.
+        seen = baseline | set(_kinds(old_counts))
+        found = history.transitions(delta.removed, delta.added, plan_source(plan), seen)
+        if delta.added and (delta.removed or found):  # rows keep (and move) their transitions
+            added = history.with_recent(delta.removed, delta.added, found, retention.max_entries)
+            delta = Delta(delta.removed, added, delta.snapshot, delta.dependents)
         counts = _new_counts(old_counts, delta)
         names_set, names_gone = _new_names(stored_names, delta)
         ns_set, ns_gone = _new_ns_counts(r, cluster, ns_ready, stored_ns, ns_groups, delta)
@@ -183,6 +200,8 @@ def _write(
         counts_gone = [k for k in old_counts if k not in counts]
         kinds = _kinds(counts)
         totals = syncstatus.encode(objects=sum(kinds.values()), kinds=kinds)
+        stored_history = _read_history(r, cluster, found)
+        kinds_new = history.new_kinds(baseline, seen, delta.added)
         tx.multi()
         derived = (counts_set, counts_gone, names_set, names_gone, deps_set, deps_gone)
         if delta.snapshot is not None and not ns_ready:
@@ -197,7 +216,7 @@ def _write(
             totals[timeline.READY] = timeline.READY_VALUE
         changed = delta.removed or delta.added or any(derived) or ns_set or ns_gone
         if changed or unbucketed or tt_build or tt_stale:
-            _write_members(tx, cluster, delta.removed, delta.added)
+            _write_members(tx, cluster, delta.removed, delta.added, retention.flapping)
             tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
             now_ms = int(time.time() * 1000)
             timeline.queue_write(tx, cluster, delta.removed, tt_added, now_ms, tt_build)
@@ -210,6 +229,9 @@ def _write(
             if unbucketed:
                 tx.delete(keys.dependents_unbucketed(cluster))  # its former single hash
             nscounts.queue_write(tx, cluster, ns_set, ns_gone)
+            history.queue_write(tx, cluster, found, stored_history, gen + 1, retention)
+            if kinds_new:
+                tx.hset(keys.history_kinds(cluster), mapping=dict.fromkeys(sorted(kinds_new), 1))
             tx.incr(keys.generation(cluster))
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:
@@ -218,6 +240,16 @@ def _write(
     return Written(
         len(delta.removed), len(delta.added), sum(kinds.values()), kinds, graph_reads=graph_reads
     )
+
+
+def _read_history(r: Any, cluster: str, found: list[history.Transition]) -> dict[str, str]:
+    """The stored histories of the objects that changed (one more round trip, only when some
+    did; under the WATCH, so still consistent: only writers INCRing the generation write them)."""
+    if not found:
+        return {}
+    reads: Any = r.pipeline(transaction=False)
+    identities = history.queue_read(reads, cluster, found)
+    return {i: text(v) for i, v in zip(identities, reads.execute(), strict=True) if v}
 
 
 def _new_counts(old: dict[str, int], delta: Delta) -> dict[str, int]:
@@ -275,16 +307,24 @@ def _without_totals(fields: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in fields.items() if k not in ("objects", "kinds")}
 
 
-def _write_members(tx: Any, cluster: str, removed: Iterable[str], added: Iterable[str]) -> None:
+def _write_members(
+    tx: Any, cluster: str, removed: Iterable[str], added: Iterable[str], flapping: int
+) -> None:
     gone, new = sorted(removed), sorted(added)
     for chunk in _chunks(gone):
         tx.zrem(keys.rows(cluster), *chunk)
     for chunk in _chunks(new):
         tx.zadd(keys.rows(cluster), dict.fromkeys(chunk, 0))
+    now = time.time()
     gone_by, new_by = _by_index(cluster, gone), _by_index(cluster, new)
+    # A removed member may have been flapping when written, whatever its count now: removed
+    # from the index whenever it has recent transitions (a no-op when it is not there).
+    gone_by[keys.flapping(cluster)] = [m for m in gone if m[-1:] != rows.SEP]
+    new_by[keys.flapping(cluster)] = [m for m in new if history.flapping_now(m, flapping, now)]
     for index in [
         *(keys.by_status(cluster, s) for s in keys.INDEXED_STATUSES),
         keys.suspended(cluster),
+        keys.flapping(cluster),
     ]:
         for chunk in _chunks(gone_by.get(index, [])):
             tx.zrem(index, *chunk)

@@ -1,8 +1,9 @@
 """`fleetscope describe CLUSTER/NAMESPACE/KIND/NAME`: the live object, read from its leaf cluster
 through the API's detail proxy as the caller (the leaf's RBAC decides).
 
-YAML by default (`-o json` for JSON). Where the server offers relations, they follow the object
-as YAML comments, so the output still loads as the object alone.
+YAML by default (`-o json` for JSON). Where the server offers relations and history, they follow
+the object as YAML comments (since when it has been failing, its last transitions), so the
+output still loads as the object alone.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
-from fleetscope.client import kinds
+from fleetscope.client import history, kinds
 from fleetscope.client.command import add_connection_flags, connect, run_command
 from fleetscope.client.errors import BadInput
 from fleetscope.client.features import RELATIONS
@@ -22,6 +23,7 @@ from fleetscope.client.printers import CLUSTER_SCOPED, dump_yaml
 from fleetscope.client.table import cell, write_table
 from fleetscope.client.terminal import escape, json_text
 
+LAST_TRANSITIONS = 5
 EDGE_COLUMNS = ("relation", "cluster", "namespace", "kind", "name", "status", "exists", "depth")
 
 
@@ -73,7 +75,38 @@ def _describe(args: argparse.Namespace) -> int:
             [("depth", str(args.depth))] if api.features().has_param(RELATIONS, "depth") else []
         )
         sys.stdout.write(relations_comment(api.get(path + "/relations", params)))
+    sys.stdout.write(history_comment(history.last_transitions(api, path, LAST_TRANSITIONS)))
     return 0
+
+
+def history_comment(answer: dict[str, Any]) -> str:
+    """Since when the object has been failing (the row's `failingSince`, else as far as the
+    transitions reach) and its last transitions, as YAML comments."""
+    got = answer.get("items")
+    entries = [e for e in got if isinstance(e, dict)] if isinstance(got, list) else []
+    row = answer.get("object")
+    if not entries and not (isinstance(row, dict) and row.get("failingSince")):
+        return ""
+    if isinstance(row, dict) and "failingSince" in row:
+        since = row["failingSince"]
+    else:
+        since = failing_since(entries)
+    lines = ["", f"Failing since: {history.visible_cell(since)}" if since else "Failing since: -"]
+    lines.append("Last transitions:")
+    rows = [history.entry_cells(e) for e in entries]
+    lines += _table_lines(list(history.COLUMNS), rows) if rows else ["  none recorded"]
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+
+
+def failing_since(entries: list[dict[str, Any]]) -> str | None:
+    """The start of the current run of non-healthy statuses, as far as the entries (newest
+    first) reach; None when the newest says healthy (or the object is gone)."""
+    since = None
+    for e in entries:
+        if e.get("status") == "healthy" or e.get("source") == "deleted":
+            break
+        since = e.get("at")
+    return str(since) if since else None
 
 
 def relations_comment(body: dict[str, Any]) -> str:

@@ -1,9 +1,10 @@
 // The detail of a row: its relations from the index (what it depends on, what depends on it,
-// as far as the caller may list) and the live object, read through the detail proxy as the
+// as far as the caller may list), its history (history.js) and the live object, read through the detail proxy as the
 // caller (the leaf's RBAC decides), shown read-only as YAML or JSON; a refusal is shown as a
 // plain explanation. Related objects open their own detail in the same dialog.
 
 import { api, config, el, showError } from "./api.js";
+import { loadHistory } from "./history.js";
 import { toYaml } from "./yaml.js";
 
 let shown = null; // the object on display
@@ -143,6 +144,7 @@ export async function openDetail(row) {
   document.querySelector("#detail .format").hidden = true;
   if (!dialog.open) dialog.showModal();
   loadRelations();
+  loadHistory(row, objectPath(row));
   try {
     const answer = await api(`/objects/${objectPath(row)}`);
     if (mine !== liveSeq) return;

@@ -95,7 +95,7 @@ def test_two_beats_one_evaluator_alerts_reach_alertmanager(
             "KustomizationFailingEverywhere/*",
         ]
         wait_for(lambda: names() == want, what="the alerts in Alertmanager")
-        (one,) = [a for a in alertmanager.alerts() if a["labels"].get("cluster") == "alpha"]
+        (one,) = (a for a in alertmanager.alerts() if a["labels"].get("cluster") == "alpha")
         assert one["annotations"] == {"summary": "app: m"}
         assert one["generatorURL"].startswith("https://fleetscope.example/?cluster=alpha&")
 

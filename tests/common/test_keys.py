@@ -23,6 +23,12 @@ def test_exact_key_strings() -> None:
     assert keys.REGISTRY_PROBLEMS == "fs:registry-problems"
     assert keys.VERSION == "fs:version"
     assert keys.subject("g", "team-a") == "g:team-a"
+    assert keys.history("east-1", "ns\x00Kustomization\x00app\x00") == (
+        "fs:{c:east-1}:h:ns\x00Kustomization\x00app\x00"
+    )
+    assert keys.history_pattern("east-1") == "fs:{c:east-1}:h:*"
+    assert keys.history_kinds("east-1") == "fs:{c:east-1}:hk"
+    assert keys.flapping("east-1") == "fs:{c:east-1}:st:flapping"
     assert keys.counts_field("Kustomization", "healthy") == "Kustomization\x00healthy"
 
 

@@ -40,6 +40,8 @@ def make_row(
 ) -> Row:
     row = rowfactory.row(cluster, ns, kind, name, status)
     row["suspended"], row["message"] = suspended, f"msg {name}"
+    # as served: no transition time and no recorded transitions, so not known since when
+    row["failingSince"], row["transitions24h"] = None, 0
     return row
 
 

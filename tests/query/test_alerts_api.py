@@ -58,9 +58,9 @@ def test_cross_cluster_alerts_name_only_the_callers_clusters(client, seeded, rb,
         ],
     )
     Harness(rb, rules_file(tmp_path, RULES)).run()
-    (admin,) = [a for a in alerts(client, "admin")["items"] if a["rule"] == "SharedFailing"]
+    (admin,) = (a for a in alerts(client, "admin")["items"] if a["rule"] == "SharedFailing")
     assert admin["clusters"] == ["c01", "c02"] and admin["annotations"] == {"summary": "on c01,c02"}
-    (alice,) = [a for a in alerts(client, "alice")["items"] if a["rule"] == "SharedFailing"]
+    (alice,) = (a for a in alerts(client, "alice")["items"] if a["rule"] == "SharedFailing")
     assert alice["clusters"] == ["c02"]  # alice may list team-07 on c02 only
     assert "c01" not in str(alice) and alice["annotations"] == {}
     assert not [a for a in alerts(client, "nobody")["items"] if a["rule"] == "SharedFailing"]

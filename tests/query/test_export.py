@@ -128,12 +128,12 @@ def test_fields_are_quoted_as_rfc_4180_says(sim: KubeSim, settings: Settings, ur
     records = csv_records(url, "admin-0", "/api/v1/objects", name=meta["name"])
     got = [dict(zip(OBJECT_COLUMNS, r, strict=True)) for r in records[1:]]
     mine = [g for g in got if (g["cluster"], g["namespace"]) == (cluster, meta["namespace"])]
-    (shown,) = [g["message"] for g in mine if g["kind"] == "Kustomization"]
-    (row,) = [
+    (shown,) = (g["message"] for g in mine if g["kind"] == "Kustomization")
+    (row,) = (
         r
         for r in json_walk(url, "admin-0", "/api/v1/objects", name=meta["name"])
         if (r["cluster"], r["namespace"], r["kind"]) == (cluster, meta["namespace"], ks["kind"])
-    ]
+    )
     assert shown == row["message"] and '"web", "api",' in shown  # quotes and commas survive
     line = next(x for x in csv_text(url, meta["name"]).split("\r\n") if "apply failed" in x)
     assert '"apply failed: ""web"", ""api"",' in line  # quoted, quotes doubled

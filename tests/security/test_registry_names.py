@@ -110,7 +110,7 @@ def test_a_name_claimed_by_two_sources_is_refused_for_both_and_shown_in_status(
     record = Record.decode(r.hget(keys.CLUSTERS, "prod"))
     assert not record.ready and record.conflict  # still registered: its data is kept
     assert r.exists(keys.rows("prod"))
-    (problem,) = [p for p in status["registry"]["problems"] if p["cluster"] == "prod"]
+    (problem,) = (p for p in status["registry"]["problems"] if p["cluster"] == "prod")
     assert problem["type"] == "conflict"
     assert sorted(problem["origins"]) == [
         "argocd secret argocd/cluster-prod",

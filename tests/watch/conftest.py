@@ -14,7 +14,7 @@ import redis
 from collector.clusters import ClusterSource
 from collector.sync import collect
 from collector.watch_replica import WatchReplica
-from common.index import graph, keys
+from common.index import graph, keys, rows
 from common.kinds.registry import builtin_registry
 from common.leaf import registry
 from common.leaf.client import LeafClient
@@ -116,4 +116,6 @@ def full_sync_members(sim: KubeSim, cluster: str) -> set[str]:
 
 
 def stored(r: redis.Redis, cluster: str) -> set[str]:
-    return {m.decode() for m in r.zrange(keys.rows(cluster), 0, -1)}
+    """The stored rows as a full sync builds them (without what the writer records of their
+    transitions, `recent`)."""
+    return {rows.without_recent(m.decode()) for m in r.zrange(keys.rows(cluster), 0, -1)}

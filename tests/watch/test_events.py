@@ -24,10 +24,13 @@ def consistent(r: redis.Redis, cluster: str) -> bool:
         want[rows.count_field(m)] += 1
     counts = Counter({k.decode(): int(v) for k, v in r.hgetall(keys.counts(cluster)).items()})
     for st in keys.INDEXED_STATUSES:
-        index = {m.decode() for m in r.zrange(keys.by_status(cluster, st), 0, -1)}
+        # compared as stored() has them: without the writer's record of recent transitions
+        index = {
+            rows.without_recent(m.decode()) for m in r.zrange(keys.by_status(cluster, st), 0, -1)
+        }
         if index != {m for m in members if rows.status_of(m) == st}:
             return False
-    suspended = {m.decode() for m in r.zrange(keys.suspended(cluster), 0, -1)}
+    suspended = {rows.without_recent(m.decode()) for m in r.zrange(keys.suspended(cluster), 0, -1)}
     if suspended != {m for m in members if rows.suspended_of(m)}:
         return False
     deps = {
