@@ -94,7 +94,9 @@ class AlertRuntime:
         registry = load_registry(self.settings.kinds_file)
         base = self.settings.external_url or f"http://{self.settings.bind}"
         self.evaluator = Evaluator(self.r, registry.keys(), base)
-        self.source = RulesSource(self.settings.alert_rules_file, registry)
+        self.source = RulesSource(
+            self.settings.alert_rules_file, registry, self.settings.flapping_threshold
+        )
 
     def evaluate(self) -> Outcome | None:
         """One evaluation, or None when another evaluator holds the lease."""
@@ -141,7 +143,11 @@ class AlertRuntime:
 def check_rules(settings: Settings) -> None:
     """At start-up: say now (in the log) whether the rules file is usable."""
     if settings.alert_rules_file:
-        RulesSource(settings.alert_rules_file, load_registry(settings.kinds_file)).check()
+        RulesSource(
+            settings.alert_rules_file,
+            load_registry(settings.kinds_file),
+            settings.flapping_threshold,
+        ).check()
 
 
 def register(app: Celery, settings: Settings) -> None:

@@ -100,6 +100,7 @@ class Evaluator:
         rules_changed = seen.get("#rules") != rules.digest
         gone = [c for c in seen if c != "#rules" and c not in gens]
         changed = [c for c in clusters if rules_changed or seen.get(c) != gens[c]]
+        changed += self._still_flapping(rules, [c for c in clusters if c not in set(changed)])
         out = Outcome(clusters=len(clusters), changed=len(changed))
         plan = _Plan()
         touched: dict[str, tuple[str, str, str, str]] = {}  # object key -> (rule, ns, kind, name)
@@ -158,6 +159,15 @@ class Evaluator:
             self.r, [("HGET", keys.alert_candidates(c), f) for c, f in due]
         )
         return [state.loads(v) if v is not None else None for v in replies]
+
+    def _still_flapping(self, rules: RuleSet, clusters: Sequence[str]) -> list[str]:
+        """Clusters read again although unwritten, for `flapping: true` rules: transitions age
+        out of the 24 hours without a write, so a row may stop (never start) flapping. Only
+        clusters whose flapping index holds rows (small; empty on a calm fleet)."""
+        if not clusters or not any(rule.filters.flapping for rule in rules.rules):
+            return []
+        sizes = redis_client.pipelined(self.r, [("ZCARD", keys.flapping(c)) for c in clusters])
+        return [c for c, n in zip(clusters, sizes, strict=True) if n]
 
     def _match(
         self, rules: RuleSet, clusters: Sequence[str], now: float

@@ -7,6 +7,7 @@
           status: [unhealthy]
           suspended: false
           name: podinfo                   # a substring of the name
+          flapping: true                  # >= FLEETSCOPE_FLAPPING_THRESHOLD transitions in 24 h
         for: 15m                          # how long a row keeps matching (default 0s)
         minClusters: 3                    # one alert per object matching on >= 3 clusters
         severity: critical                # default warning
@@ -91,12 +92,11 @@ def _suspended(value: Any, what: str) -> bool:
     return value
 
 
-def _flapping(value: Any, what: str) -> None:
-    raise InvalidInput(
-        what,
-        "needs the per-object history (transitions24h), which this fleetscope does not keep "
-        "yet; remove it",
-    )
+def _flapping(value: Any, what: str) -> bool:
+    """`true`: rows with at least FLEETSCOPE_FLAPPING_THRESHOLD transitions in the last 24 h."""
+    if value is not True:
+        raise InvalidInput(what, "true (leave it out for any row)")
+    return True
 
 
 MatchParser = Callable[[Any, str], Any]
@@ -138,7 +138,7 @@ def parse_duration(value: Any, what: str = "for") -> float:
     return seconds
 
 
-def _filters(match: Any, registry: KindRegistry) -> Filters:
+def _filters(match: Any, registry: KindRegistry, flapping_threshold: int) -> Filters:
     if match is None:
         return Filters()
     if not isinstance(match, dict):
@@ -160,6 +160,7 @@ def _filters(match: Any, registry: KindRegistry) -> Filters:
             statuses=got.get("status", ()),
             name=got.get("name", ""),
             suspended=got.get("suspended"),
+            flapping=flapping_threshold if got.get("flapping") else 0,
         )
     except InvalidInput as e:
         raise InvalidInput(f"match.{e.param}", _detail(e)) from None
@@ -186,7 +187,7 @@ def _templates(value: Any, what: str, labels: bool) -> dict[str, Template]:
     return out
 
 
-def parse_rule(raw: Any, registry: KindRegistry) -> Rule:
+def parse_rule(raw: Any, registry: KindRegistry, flapping_threshold: int = 4) -> Rule:
     if not isinstance(raw, dict):
         raise InvalidInput("rule", "a mapping with name, match, for, ...")
     for key in raw:
@@ -204,7 +205,7 @@ def parse_rule(raw: Any, registry: KindRegistry) -> Rule:
         raise InvalidInput("severity", "a word such as critical, warning or info")
     return Rule(
         name=name,
-        filters=_filters(raw.get("match"), registry),
+        filters=_filters(raw.get("match"), registry, flapping_threshold),
         for_s=parse_duration(raw.get("for", 0)),
         min_clusters=int(min_clusters),
         severity=severity,
@@ -213,8 +214,12 @@ def parse_rule(raw: Any, registry: KindRegistry) -> Rule:
     )
 
 
-def parse(text: str, registry: KindRegistry, source: str = "rules") -> RuleSet:
-    """The rules of a file's text; a RuleError names the rule and field that are wrong."""
+def parse(
+    text: str, registry: KindRegistry, source: str = "rules", flapping_threshold: int = 4
+) -> RuleSet:
+    """The rules of a file's text; a RuleError names the rule and field that are wrong.
+    `flapping: true` means `flapping_threshold` transitions in 24 h (part of the digest: a
+    changed threshold re-evaluates every cluster, as a changed file does)."""
     try:
         doc = yaml.safe_load(text) if text.strip() else {"rules": []}
     except yaml.YAMLError as e:
@@ -228,10 +233,12 @@ def parse(text: str, registry: KindRegistry, source: str = "rules") -> RuleSet:
         named = raw.get("name") if isinstance(raw, dict) else None
         where = f"{source}: rules[{i}]" + (f" ({str(named)[:80]})" if named else "")
         try:
-            rule = parse_rule(raw, registry)
+            rule = parse_rule(raw, registry, flapping_threshold)
         except InvalidInput as e:
             raise RuleError(f"{where}: {e.param}: {_detail(e)}") from None
         if any(r.name == rule.name for r in out):
             raise RuleError(f"{where}: name: {rule.name} is used by an earlier rule")
         out.append(rule)
+    if any(r.filters.flapping for r in out):
+        text = f"{text}\n# flapping threshold {flapping_threshold}"
     return RuleSet(tuple(out), hashlib.sha256(text.encode()).hexdigest()[:16])

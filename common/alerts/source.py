@@ -23,8 +23,9 @@ MAX_FILE_BYTES = 1 << 20
 
 
 class RulesSource:
-    def __init__(self, path: str, registry: KindRegistry) -> None:
+    def __init__(self, path: str, registry: KindRegistry, flapping_threshold: int = 4) -> None:
         self.path, self.registry = path, registry
+        self.flapping_threshold = flapping_threshold
         self._stat: tuple[int, int, int] | None = None
         self._digest = ""
         self.rules: RuleSet | None = None
@@ -33,7 +34,9 @@ class RulesSource:
     def check(self) -> str:
         """Validate the file now (start-up): "" when it is good, else the error (also logged)."""
         try:
-            rules_mod.parse(self._read(), self.registry, os.path.basename(self.path))
+            rules_mod.parse(
+                self._read(), self.registry, os.path.basename(self.path), self.flapping_threshold
+            )
         except (RuleError, OSError) as e:
             msg = _message(e, self.path)
             log.error("alert rules refused: %s", msg)
@@ -68,7 +71,9 @@ class RulesSource:
         if digest == self._digest and self.rules is not None and not self.error:
             return
         try:
-            parsed = rules_mod.parse(text, self.registry, os.path.basename(self.path))
+            parsed = rules_mod.parse(
+                text, self.registry, os.path.basename(self.path), self.flapping_threshold
+            )
         except RuleError as e:
             self._digest = digest
             self._refuse(r, str(e))
@@ -93,7 +98,7 @@ class RulesSource:
             return EMPTY
         text = raw.decode() if isinstance(raw, bytes) else str(raw)
         try:
-            return rules_mod.parse(text, self.registry, "last good rules")
+            return rules_mod.parse(text, self.registry, "last good rules", self.flapping_threshold)
         except RuleError:
             return EMPTY  # written by another version: nothing to run rather than a guess
 

@@ -5,13 +5,14 @@ guard on Redis commands), rules changes and a refused rules file keeping the pre
 from __future__ import annotations
 
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from common.index import keys
+from common.index import keys, reader, rows, store_events
 from tests.alerts.fleet import Harness, put, row, rules_file
 from tests.query.costs import commands
 
@@ -155,3 +156,33 @@ def test_a_bad_rules_file_keeps_the_previous_rules(rb: redis.Redis, tmp_path: Pa
     path.write_text(RULES)
     again.run()
     assert rb.hget(keys.ALERT_META, "error") is None
+
+
+def flip(rb: redis.Redis, cluster: str, name: str, times: int) -> None:
+    """`times` status transitions of one Kustomization, through the watcher's writer."""
+    for i in range(times):
+        status = "unhealthy" if i % 2 == 0 else "healthy"
+        member = rows.encode(row(cluster, "team-a", "Kustomization", name, status))
+        store_events.apply_changes(rb, cluster, [store_events.Change.of(member)])
+
+
+def test_a_flapping_rule_fires_and_resolves_as_transitions_age_out(
+    rb: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Harness(
+        rb, rules_file(tmp_path, "rules:\n  - name: Flapping\n    match: {flapping: true}\n")
+    )
+    for c in ("c1", "c2", "c3"):
+        put(rb, c, *(row(c, "team-a", "Kustomization", f"k{i}") for i in range(5)))
+    flip(rb, "c1", "k0", 4)  # the default threshold: 4 transitions in 24 h
+    flip(rb, "c2", "k1", 3)  # one short
+    out = h.run()
+    assert [a["labels"]["cluster"] for a in h.firing().values()] == ["c1"]
+    out = h.run()  # nothing written: only the cluster holding flapping rows is read again
+    assert out.changed == 1 and len(h.firing()) == 1
+    later = time.time() + 86400 + 60  # a day on, nothing written: k0 stops flapping
+    monkeypatch.setattr(
+        reader, "time", types.SimpleNamespace(time=lambda: later, monotonic=time.monotonic)
+    )
+    out = h.run(later)
+    assert out.resolved == 1 and h.firing() == {}

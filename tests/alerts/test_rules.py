@@ -81,11 +81,14 @@ def test_mistakes_name_the_rule_and_field(doc: str, said: str) -> None:
     assert said in str(e.value) and str(e.value).startswith("rules.yaml: ")
 
 
-def test_flapping_waits_for_the_history() -> None:
-    with pytest.raises(
-        rules.RuleError, match=r"rules\[0\] \(F\): match.flapping: needs the per-object history"
-    ):
-        rules.parse("rules:\n  - name: F\n    match: {flapping: true}\n", REG)
+def test_flapping_is_the_threshold_of_the_settings() -> None:
+    doc = "rules:\n  - name: F\n    match: {flapping: true}\n"
+    (rule,) = rules.parse(doc, REG, flapping_threshold=6).rules
+    assert rule.filters.flapping == 6
+    assert rules.parse(doc, REG).digest != rules.parse(doc, REG, flapping_threshold=6).digest
+    for bad in ("false", "'true'", "4"):
+        with pytest.raises(rules.RuleError, match=r"rules\[0\] \(F\): match.flapping: true"):
+            rules.parse(f"rules:\n  - name: F\n    match: {{flapping: {bad}}}\n", REG)
 
 
 @pytest.mark.parametrize(
