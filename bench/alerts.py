@@ -96,7 +96,23 @@ def measure_one(r: redis.Redis, ev: Evaluator, source: RulesSource) -> dict[str,
         "redis_cpu_s": round(_redis_cpu(r) - rcpu0, 3),
         "redis_commands": _calls(r) - 1,  # less the INFO reading them
         "clusters_read": out.changed,
+        "clusters_left": out.deferred,
         "firing": out.firing,
+    }
+
+
+def bootstrap(r: redis.Redis, ev: Evaluator, source: RulesSource) -> dict[str, Any]:
+    """Evaluations until every cluster was read once (each within the CPU budget): the most
+    expensive one, and how many it took."""
+    runs = [measure_one(r, ev, source)]
+    while runs[-1]["clusters_left"] and len(runs) < 100:
+        runs.append(measure_one(r, ev, source))
+    worst = max(runs, key=lambda e: e["cpu_s"])
+    return {
+        **worst,
+        "clusters_read": sum(e["clusters_read"] for e in runs),
+        "evaluations": len(runs),
+        "total_cpu_s": round(sum(e["cpu_s"] for e in runs), 3),
     }
 
 
@@ -111,13 +127,16 @@ def measure(preset: str, changed: float) -> dict[str, Any]:
             path.write_text(rules_text())
             source = RulesSource(str(path), registry)
             ev = Evaluator(r, registry.keys(), "http://fleetscope.example")
-            first = measure_one(r, ev, source)
+            first = bootstrap(r, ev, source)
             steady = measure_one(r, ev, source)
             clusters = syncstatus.registered_clusters(r)
             written = clusters[: max(1, int(len(clusters) * changed))]
             for c in written:
                 r.incr(keys.generation(c))  # as a write to the cluster would
             incremental = measure_one(r, ev, source)
+            for c in clusters:  # a churned fleet: every cluster written within an interval
+                r.incr(keys.generation(c))
+            churned = measure_one(r, ev, source)
             count = len(source.current(r).rules)
         return {
             "preset": preset,
@@ -126,6 +145,7 @@ def measure(preset: str, changed: float) -> dict[str, Any]:
             "first": first,
             "steady": steady,
             "incremental": {**incremental, "clusters_written": len(written)},
+            "every cluster written": churned,
         }
     finally:
         server.stop()
@@ -139,14 +159,17 @@ def main() -> None:
     args = ap.parse_args()
     m = measure(args.preset, args.changed)
     rows = []
-    for name in ("first", "steady", "incremental"):
+    for name in ("first", "steady", "incremental", "every cluster written"):
         e = m[name]
+        read = f"{e['clusters_read']} ({e['clusters_left']} left)"
+        if name == "first":
+            read = f"{e['clusters_read']} in {e['evaluations']} evaluations"
         rows.append(
             (
                 m["preset"],
                 m["rows"],
                 name,
-                e["clusters_read"],
+                read,
                 f"**{e['cpu_s']}**",
                 e["redis_cpu_s"],
                 e["redis_commands"],
@@ -169,9 +192,12 @@ def main() -> None:
             f"<= {TARGET_CPU_S} s",
         ),
         rows,
-        notes="first: every cluster read (start-up or a rules change); steady: nothing written "
-        "since the last evaluation; incremental: "
-        f"{m['incremental']['clusters_written']} clusters written since.",
+        notes="first: every cluster read (start-up or a rules change), spread over evaluations "
+        "by the CPU budget (common.alerts.evaluate.CPU_BUDGET_S), the most expensive one shown "
+        f"(all of them: {m['first']['total_cpu_s']} s); steady: nothing written since the last "
+        f"evaluation; incremental: {m['incremental']['clusters_written']} clusters written "
+        "since; every cluster written: a churned fleet (what the budget leaves waits for the "
+        "next evaluation).",
         write_doc=not args.no_doc,
     )
 

@@ -119,12 +119,14 @@ class AlertRuntime:
         m["evaluations"].labels("ok").inc()
         m["firing"].set(outcome.firing)
         log.info(
-            "alerts evaluated: %d firing, %d fired, %d resolved, %d of %d clusters re-read",
+            "alerts evaluated: %d firing, %d fired, %d resolved, %d of %d clusters re-read, "
+            "%d left to the next evaluation",
             outcome.firing,
             outcome.fired,
             outcome.resolved,
             outcome.changed,
             outcome.clusters,
+            outcome.deferred,
         )
         return outcome
 

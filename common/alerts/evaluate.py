@@ -4,7 +4,11 @@ Each evaluation reads the registered clusters' generations (common.index.keys.ge
 cluster's rows change only with it) and re-reads, rule by rule through the list reader
 (common.index.reader, with access to every kind), only the clusters whose generation moved since
 the last evaluation, plus the rows whose `for` has just elapsed (the `due` zset). A changed rules
-file re-reads every cluster once. Everything it decides (matching rows and since when, firing
+file re-reads every cluster once. An evaluation spends at most `CPU_BUDGET_S` of CPU reading
+clusters: what it could not read (a start or a rules change at fleet L, or a fleet whose every
+cluster was written since) waits for the next evaluation, which starts where this one stopped
+(`#next`), so every cluster is read within a few intervals and no evaluation runs long.
+Everything it decides (matching rows and since when, firing
 and resolved alerts) is written in one transaction fenced by the evaluator's lease, so a restart
 of the evaluator loses nothing and two evaluators never both write.
 """
@@ -31,6 +35,10 @@ from common.index.reader import PageRequest, Reader
 from common.rbac.grants import Access
 
 PAGE = 500  # rows per reader page while collecting a rule's matches
+CPU_BUDGET_S = 0.5
+"""CPU seconds an evaluation may spend matching clusters before it leaves the rest to the next
+one (rendering and writing what it matched come on top: the whole stays well under 1 s)."""
+CHUNK = 5  # clusters matched between two looks at the budget
 LOG_MAX = 50  # evaluations kept in `keys.ALERT_LOG`
 _PLAIN = re.compile(r"^[A-Za-z0-9._~-]*$")  # needs no percent-encoding in a query
 ROW_FIELDS = ("status", "reason", "message", "revision", "lastTransitionTime", "apiVersion")
@@ -42,6 +50,9 @@ class Outcome:
 
     clusters: int = 0
     changed: int = 0
+    """Clusters read this evaluation."""
+    deferred: int = 0
+    """Clusters written since they were last read, left to the next evaluation (the budget)."""
     due: int = 0
     firing: int = 0
     fired: int = 0
@@ -98,15 +109,17 @@ class Evaluator:
         gens = {c: state.text(g or b"0") for c, g in zip(clusters, gens_raw or [], strict=False)}
         seen = {state.text(k): state.text(v) for k, v in _pairs(seen_raw)}
         rules_changed = seen.get("#rules") != rules.digest
-        gone = [c for c in seen if c != "#rules" and c not in gens]
+        gone = [c for c in seen if c[:1] != "#" and c not in gens]
         changed = [c for c in clusters if rules_changed or seen.get(c) != gens[c]]
         changed += self._still_flapping(rules, [c for c in clusters if c not in set(changed)])
-        out = Outcome(clusters=len(clusters), changed=len(changed))
+        changed = _from_cursor(changed, seen.get("#next", ""))
+        new, deferred = self._match_within_budget(rules, changed, now)
+        changed = changed[: len(changed) - len(deferred)]
+        out = Outcome(clusters=len(clusters), changed=len(changed), deferred=len(deferred))
         plan = _Plan()
         touched: dict[str, tuple[str, str, str, str]] = {}  # object key -> (rule, ns, kind, name)
         changes: list[tuple[str, str, Candidate | None]] = []  # (cluster, field, now-state)
         old = self._read_cands([*changed, *gone])
-        new = self._match(rules, changed, now)
         for cluster in [*changed, *gone]:
             before, after = old.get(cluster, {}), new.get(cluster, {})
             for f, cand in after.items():
@@ -136,8 +149,21 @@ class Evaluator:
             plan.cand_updates.setdefault(cluster, {})[f] = stored
             changes.append((cluster, f, stored))
         self._alerts(rules, changes, rules_changed, now, plan, touched, out)
-        self._write(plan, gens, gone, rules.digest, fence, now, out)
+        cursor = (deferred[0] if deferred else "", "#next" in seen)
+        self._write(plan, gens, gone, cursor, deferred, rules.digest, fence, now, out)
         return out
+
+    def _match_within_budget(
+        self, rules: RuleSet, changed: Sequence[str], now: float
+    ) -> tuple[dict[str, dict[str, Candidate]], list[str]]:
+        """The matches of the changed clusters read within `CPU_BUDGET_S`, and those left."""
+        started = time.process_time()
+        new: dict[str, dict[str, Candidate]] = {}
+        for i in range(0, len(changed), CHUNK):
+            if i and time.process_time() - started > CPU_BUDGET_S:
+                return new, list(changed[i:])
+            new.update(self._match(rules, changed[i : i + CHUNK], now))
+        return new, []
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -357,6 +383,8 @@ class Evaluator:
         plan: _Plan,
         gens: Mapping[str, str],
         gone: Sequence[str],
+        cursor: tuple[str, bool],
+        deferred: Sequence[str],
         digest: str,
         fence: lease.Fence | None,
         now: float,
@@ -366,9 +394,17 @@ class Evaluator:
         try:
             lease.check(pipe, fence, "alert evaluation")
             pipe.multi()
-            pipe.hset(keys.ALERT_GENS, mapping={**gens, "#rules": digest})
-            if gone:
-                pipe.hdel(keys.ALERT_GENS, *gone)
+            left = set(deferred)
+            read = {c: g for c, g in gens.items() if c not in left}
+            pipe.hset(keys.ALERT_GENS, mapping={**read, "#rules": digest})
+            # Left for the next evaluation: no generation seen (so they count as changed, also
+            # after a rules change), and the next one starts with them.
+            if gone or deferred:
+                pipe.hdel(keys.ALERT_GENS, *gone, *deferred)
+            if cursor[0]:
+                pipe.hset(keys.ALERT_GENS, "#next", cursor[0])
+            elif cursor[1]:  # `(next, was set)`: the previous evaluation left clusters
+                pipe.hdel(keys.ALERT_GENS, "#next")
             for cluster, cands in plan.cands.items():
                 pipe.delete(keys.alert_candidates(cluster))
                 if cands:
@@ -408,7 +444,10 @@ class Evaluator:
             pipe.hincrby(keys.ALERT_META, "evaluations", 1)
             pipe.hset(keys.ALERT_META, "evaluatedAt", repr(now))
             who = fence.token if fence is not None else "-"
-            pipe.lpush(keys.ALERT_LOG, f"{now!r} {who} changed={out.changed} due={out.due}")
+            pipe.lpush(
+                keys.ALERT_LOG,
+                f"{now!r} {who} changed={out.changed} deferred={out.deferred} due={out.due}",
+            )
             pipe.ltrim(keys.ALERT_LOG, 0, LOG_MAX - 1)
             pipe.hlen(keys.ALERT_FIRING)
             out.firing = int(pipe.execute()[-1])
@@ -421,3 +460,13 @@ def _pairs(reply: Any) -> Iterable[tuple[Any, Any]]:
     if isinstance(reply, dict):
         return reply.items()
     return zip(reply[::2], reply[1::2], strict=True)
+
+
+def _from_cursor(clusters: list[str], cursor: str) -> list[str]:
+    """The clusters (in registry order) rotated to start at `cursor`, where the previous
+    evaluation stopped, so that a fleet written faster than one budget reads is still read
+    in turn, every cluster within a few evaluations."""
+    if not cursor or cursor not in clusters:
+        return clusters
+    i = clusters.index(cursor)
+    return clusters[i:] + clusters[:i]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from common.alerts import evaluate
 from common.index import keys, reader, rows, store_events
 from tests.alerts.fleet import Harness, put, row, rules_file
 from tests.query.costs import commands
@@ -186,3 +187,29 @@ def test_a_flapping_rule_fires_and_resolves_as_transitions_age_out(
     )
     out = h.run(later)
     assert out.resolved == 1 and h.firing() == {}
+
+
+def test_a_big_read_is_spread_over_evaluations_and_every_cluster_gets_its_turn(
+    rb: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPU budget, made tiny: each evaluation reads one chunk of clusters and leaves the
+    rest to the next, which starts where it stopped; alerts then match a full read's."""
+    h = Harness(rb, rules_file(tmp_path, RULES))
+    names = [f"c{c:02d}" for c in range(12)]
+    for c in names:
+        put(rb, c, row(c, "team-a", "Kustomization", "apps", "unhealthy", ago_s=3600))
+    monkeypatch.setattr(evaluate, "CPU_BUDGET_S", -1.0)  # past the budget after one chunk
+    outs = [h.run() for _ in range(3)]
+    assert [(o.changed, o.deferred) for o in outs] == [(5, 7), (5, 2), (2, 0)]
+    assert sorted(a["labels"]["cluster"] for a in h.firing().values()) == names
+    assert h.run().changed == 0  # everything read: nothing left
+    # A fleet written faster than one budget reads is still read in turn, not from the start.
+    for c in names:
+        put(rb, c, row(c, "team-a", "Kustomization", "apps", "unhealthy", "again", ago_s=3600))
+    first = h.run()
+    put(
+        rb, names[0], row(names[0], "team-a", "Kustomization", "apps", "unhealthy", "x", ago_s=3600)
+    )
+    second = h.run()
+    assert (first.changed, second.changed) == (5, 5)
+    assert rb.hget(keys.ALERT_GENS, "#next") == names[10].encode()  # c00 waits for its turn
