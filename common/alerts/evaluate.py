@@ -4,7 +4,7 @@ Each evaluation reads the registered clusters' generations (common.index.keys.ge
 cluster's rows change only with it) and re-reads, rule by rule through the list reader
 (common.index.reader, with access to every kind), only the clusters whose generation moved since
 the last evaluation, plus the rows whose `for` has just elapsed (the `due` zset). A changed rules
-file re-reads every cluster once. An evaluation spends at most `CPU_BUDGET_S` of CPU reading
+file re-reads every cluster once. An evaluation spends about `CPU_BUDGET_S` of CPU on
 clusters: what it could not read (a start or a rules change at fleet L, or a fleet whose every
 cluster was written since) waits for the next evaluation, which starts where this one stopped
 (`#next`), so every cluster is read within a few intervals and no evaluation runs long.
@@ -35,9 +35,10 @@ from common.index.reader import PageRequest, Reader
 from common.rbac.grants import Access
 
 PAGE = 500  # rows per reader page while collecting a rule's matches
-CPU_BUDGET_S = 0.5
-"""CPU seconds an evaluation may spend matching clusters before it leaves the rest to the next
-one (rendering and writing what it matched come on top: the whole stays well under 1 s)."""
+CPU_BUDGET_S = 0.6
+"""CPU seconds an evaluation may spend on clusters (reading them, and the alerts their new or
+gone matches will render: `RENDER_S` each) before it leaves the rest to the next one."""
+RENDER_S = 60e-6  # per match that appeared or went: comparing, rendering, writing (at L)
 CHUNK = 5  # clusters matched between two looks at the budget
 LOG_MAX = 50  # evaluations kept in `keys.ALERT_LOG`
 _PLAIN = re.compile(r"^[A-Za-z0-9._~-]*$")  # needs no percent-encoding in a query
@@ -63,8 +64,8 @@ class Outcome:
 class _Plan:
     """The evaluation's writes, gathered before the one transaction."""
 
-    cands: dict[str, dict[str, Candidate]] = field(default_factory=dict)  # cluster -> new hash
-    cand_updates: dict[str, dict[str, Candidate]] = field(default_factory=dict)  # unchanged ones
+    cand_updates: dict[str, dict[str, Candidate]] = field(default_factory=dict)  # changed ones
+    cand_deletes: dict[str, list[str]] = field(default_factory=dict)  # matches no more
     due_add: dict[str, float] = field(default_factory=dict)
     due_rem: set[str] = field(default_factory=set)
     ripe_set: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -113,13 +114,13 @@ class Evaluator:
         changed = [c for c in clusters if rules_changed or seen.get(c) != gens[c]]
         changed += self._still_flapping(rules, [c for c in clusters if c not in set(changed)])
         changed = _from_cursor(changed, seen.get("#next", ""))
-        new, deferred = self._match_within_budget(rules, changed, now)
+        new, old, deferred = self._read_within_budget(rules, changed, now)
         changed = changed[: len(changed) - len(deferred)]
         out = Outcome(clusters=len(clusters), changed=len(changed), deferred=len(deferred))
         plan = _Plan()
         touched: dict[str, tuple[str, str, str, str]] = {}  # object key -> (rule, ns, kind, name)
         changes: list[tuple[str, str, Candidate | None]] = []  # (cluster, field, now-state)
-        old = self._read_cands([*changed, *gone])
+        old.update(self._read_cands(gone))
         for cluster in [*changed, *gone]:
             before, after = old.get(cluster, {}), new.get(cluster, {})
             for f, cand in after.items():
@@ -134,8 +135,15 @@ class Evaluator:
             for f, prev in before.items():
                 if not prev["ripe"]:
                     plan.due_rem.add(state.due_member(cluster, f))
-            plan.cands[cluster] = after
-            for f in set(before) | set(after):
+            # Only what changed is written and re-rendered: a cluster is re-read whole when
+            # any of its rows was written, most of its matches stay as they were.
+            moved = {f: c for f, c in after.items() if before.get(f) != c}
+            if moved:
+                plan.cand_updates[cluster] = moved
+            left = [f for f in before if f not in after]
+            if left:
+                plan.cand_deletes[cluster] = left
+            for f in [*moved, *left]:
                 changes.append((cluster, f, after.get(f)))
         changed_set = set(changed) | set(gone)
         due = [state.split_due(state.text(m)) for m in due_raw]
@@ -153,19 +161,25 @@ class Evaluator:
         self._write(plan, gens, gone, cursor, deferred, rules.digest, fence, now, out)
         return out
 
-    def _match_within_budget(
+    def _read_within_budget(
         self, rules: RuleSet, changed: Sequence[str], now: float
-    ) -> tuple[dict[str, dict[str, Candidate]], list[str]]:
-        """The matches of the changed clusters read within `CPU_BUDGET_S`, and those left."""
+    ) -> tuple[dict[str, dict[str, Candidate]], dict[str, dict[str, Candidate]], list[str]]:
+        """The matches (new) and stored candidates (old) of the changed clusters read within
+        the budget, and the clusters left. The cost counted is the reading so far plus what
+        rendering will cost: `RENDER_S` for each match that appeared or went."""
         started = time.process_time()
         new: dict[str, dict[str, Candidate]] = {}
+        old: dict[str, dict[str, Candidate]] = {}
+        moved = 0
         for i in range(0, len(changed), CHUNK):
-            if i and time.process_time() - started > CPU_BUDGET_S:
-                return new, list(changed[i:])
-            new.update(self._match(rules, changed[i : i + CHUNK], now))
-        return new, []
-
-    # -- reads -------------------------------------------------------------------------------
+            spent = time.process_time() - started + moved * RENDER_S
+            if i and spent > CPU_BUDGET_S:
+                return new, old, list(changed[i:])
+            chunk = changed[i : i + CHUNK]
+            new.update(self._match(rules, chunk, now))
+            old.update(self._read_cands(chunk))
+            moved += sum(len(new[c].keys() ^ old.get(c, {}).keys()) for c in chunk)
+        return new, old, []
 
     def _read_cands(self, clusters: Sequence[str]) -> dict[str, dict[str, Candidate]]:
         if not clusters:
@@ -405,18 +419,13 @@ class Evaluator:
                 pipe.hset(keys.ALERT_GENS, "#next", cursor[0])
             elif cursor[1]:  # `(next, was set)`: the previous evaluation left clusters
                 pipe.hdel(keys.ALERT_GENS, "#next")
-            for cluster, cands in plan.cands.items():
-                pipe.delete(keys.alert_candidates(cluster))
-                if cands:
-                    pipe.hset(
-                        keys.alert_candidates(cluster),
-                        mapping={f: state.dumps(c) for f, c in cands.items()},
-                    )
             for cluster, cands in plan.cand_updates.items():
                 pipe.hset(
                     keys.alert_candidates(cluster),
                     mapping={f: state.dumps(c) for f, c in cands.items()},
                 )
+            for cluster, fields in plan.cand_deletes.items():
+                pipe.hdel(keys.alert_candidates(cluster), *fields)
             rem = plan.due_rem - set(plan.due_add)
             if rem:
                 pipe.zrem(keys.ALERT_DUE, *rem)
