@@ -27,7 +27,7 @@ from typing import Any
 from kubesim.marks import PLATFORM
 from kubesim.plan import LABELS, Manager, Planned
 from kubesim.propagation import Resolver
-from kubesim.rollouts import chart_version
+from kubesim.rollouts import chart_version, commit
 from kubesim.shapes import FluxForm, flux_shape
 
 Ref = tuple[str, str, str]  # (kind, namespace, name)
@@ -141,8 +141,11 @@ def _variant(shares: FluxShares, rng: random.Random) -> str:
     return "healthy"
 
 
-def _rev(rng: random.Random) -> str:
-    return f"{rng.getrandbits(160):040x}"
+def _rev(ctx: FluxContext, rng: random.Random, kind: str, namespace: str, name: str) -> str:
+    """The commit the object's revision names (kubesim.rollouts: the same on every cluster but
+    for sources mid-update); drawn from `rng` as before, so every later draw stays as it was."""
+    rng.getrandbits(160)
+    return commit(ctx.seed, ctx.cluster, namespace, kind, name)
 
 
 def platform_flux(ctx: FluxContext, rng: random.Random) -> list[FluxObject]:
@@ -150,7 +153,8 @@ def platform_flux(ctx: FluxContext, rng: random.Random) -> list[FluxObject]:
     cluster shares: the `charts` HelmRepository, the `infrastructure` Kustomization."""
 
     def new(kind: str, name: str) -> FluxObject:
-        obj = FluxObject(kind, "flux-system", name, manager=PLATFORM, rev=_rev(rng))
+        obj = FluxObject(kind, "flux-system", name, manager=PLATFORM)
+        obj.rev = _rev(ctx, rng, kind, obj.namespace, name)
         ctx.platform[obj.ref] = obj
         return obj
 
@@ -236,7 +240,7 @@ class _Builder:
         if manager is self.apps and rng.random() < UNMANAGED_SHARE:
             manager = None
         obj = FluxObject(kind, namespace or self.ns, name, variant or drawn, suspended, manager)
-        obj.rev = _rev(rng)
+        obj.rev = _rev(self.ctx, rng, kind, obj.namespace, name)
         self.objects.append(obj)
         self.local[obj.ref] = obj
         return obj

@@ -41,12 +41,13 @@ def revisions_text(g: dict[str, Any]) -> str:
 @pytest.mark.parametrize("user", ["admin-0", "dev-team-00"])
 def test_drift_table_is_the_apis_drifting_groups(stack: Stack, cli, user: str) -> None:
     want = api_groups(stack, user, drift="true")
-    assert want and all(len(g["revisions"]) >= 2 for g in want)
+    assert all(len(g["revisions"]) >= 2 for g in want)
+    assert want or user != "admin-0"  # a team member's own clusters may agree
     res = cli("groups", "--drift", "--chunk-size", "3", *who(stack, user))
     assert res.code == 0, res.err
     header, *lines = res.out.splitlines()
     assert header.split() == ["NAMESPACE", "KIND", "NAME", "CLUSTERS", "STATUSES", "REVISIONS"]
-    assert len(lines) == len(want)
+    assert len(lines) == len(want)  # none: the header alone, as groups prints it
     for line, g in zip(lines, want, strict=True):
         assert line.split()[:4] == [
             g["namespace"] or "<none>",

@@ -1,6 +1,7 @@
 """Chart rollouts in the generated fleet (kubesim.rollouts): the same HelmRelease runs one chart
 version everywhere but for a few releases mid-rollout, whose clusters run the new version
-mostly and the old one on some; the draws change no other object."""
+mostly and the old one on some; sources serve one commit to every cluster but for a few just
+updated; both are hashes, no draw from a cluster's random stream."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from common.kinds.status import revision
 from kubesim.catalog import Catalog
 from kubesim.fleet import generate_fleet
-from kubesim.rollouts import CHARTS
+from kubesim.rollouts import CHARTS, chart_version, commit
 
 
 def _objects(fleet: Any, index: int) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -42,13 +43,18 @@ def test_some_releases_run_two_versions_across_the_fleet() -> None:
     assert new > old > 0
 
 
-def test_same_seed_same_versions_and_the_rest_unchanged() -> None:
+def test_versions_and_commits_are_hashes_of_the_seed_object_and_cluster() -> None:
+    """No draw from the cluster's random stream: each version and commit is what
+    kubesim.rollouts computes from the seed, the object and the cluster alone."""
     a = _objects(generate_fleet(3, 60, seed=4), 1)
-    b = _objects(generate_fleet(3, 60, seed=4), 1)
-    assert a == b
-    # everything but the HelmReleases' chart version is what it was before rollouts existed:
-    # the version is no draw from the cluster's random stream (no other object moved)
-    for key, obj in a.items():
-        if key[0] == "HelmRelease":
-            assert obj["status"]["lastAttemptedRevision"] in CHARTS[key[2]]
-    assert sum(1 for k in a if k[0] == "HelmRelease") > 5
+    assert a == _objects(generate_fleet(3, 60, seed=4), 1)
+    releases = gits = 0
+    for (kind, ns, name), obj in a.items():
+        if kind == "HelmRelease":
+            assert obj["status"]["lastAttemptedRevision"] == chart_version(4, 1, ns, name)
+            releases += 1
+        if kind == "GitRepository" and "artifact" in obj["status"]:
+            want = commit(4, 1, ns, "GitRepository", name)
+            assert obj["status"]["artifact"]["revision"] == f"main@sha1:{want}"
+            gits += 1
+    assert releases > 5 and gits > 5

@@ -130,6 +130,11 @@ def test_drift_walks_under_revision_changes_show_no_group_twice(
     """Between pages, a drifting group not shown yet converges (gone: it no longer drifts) and
     a group already shown changes revisions again (a revision never moves a group in the
     order, so it is not shown twice); every other drifting group is shown once."""
+    for i, c in enumerate(FLEET.cluster_names):  # every `apps` on a commit of its cluster's
+        for o in sim.list(c, "Kustomization"):
+            if o["metadata"]["name"] == "apps":
+                set_revision(sim, c, "Kustomization", o["metadata"]["namespace"], "apps", f"c{i}")
+    collect(settings)
     before = [gkey(g) for g in group_walk(client, "admin-0", 50, drift="true")]
     assert len(before) >= 6
     seen: list[tuple[str, ...]] = []
