@@ -621,7 +621,7 @@ def document(registry: KindRegistry) -> S:
                             "drift",
                             "`true`: only object groups whose clusters run two or more "
                             "revisions (version drift; empty revisions are none); by=object only",
-                            {"type": "boolean", "default": False},
+                            {"type": "string", "enum": ["true", "false"]},
                         ),
                         _param("limit", f"groups per page, 1..{MAX_LIMIT}", limit),
                         page[1],
