@@ -39,12 +39,15 @@ def revision_of(cluster: str, i: int) -> str:
     return "2.0.0"
 
 
-def members(cluster: str) -> list[str]:
+def members(cluster: str, flip: int | None = None) -> list[str]:
     out = []
     for i in range(34):
         if (i + int(cluster[1:])) % 9 == 0 and i:
             continue  # not every object is everywhere
-        r = row(cluster, f"team-{i % 4:02d}", NAMESPACED[i % 5], f"app-{i}", status_of(cluster, i))
+        status = status_of(cluster, i)
+        if i == flip:
+            status = "healthy" if status == "unhealthy" else "unhealthy"
+        r = row(cluster, f"team-{i % 4:02d}", NAMESPACED[i % 5], f"app-{i}", status)
         r["revision"] = revision_of(cluster, i)
         out.append(rows.encode(r))
     return out
@@ -141,3 +144,24 @@ def walk_groups(groups: GroupReader) -> list[Any]:
         out += page.groups
         if (cursor := page.cursor) is None:
             return out
+
+
+def test_a_drifting_group_that_moves_during_the_walk_is_not_shown_twice(
+    fleet: redis.Redis,
+) -> None:
+    """A status change moves a group in the order (its unhealthy count); the drift walk skips
+    it on later pages as every group walk does, so it is never shown twice."""
+    groups = GroupReader(Reader(fleet, KINDS))
+    first = groups.page(ADMIN, DRIFT, "object", 2)
+    assert first.cursor is not None
+    shown = next(g for g in first.groups if g.order > 0)  # unhealthy somewhere: shown early
+    i = int(shown.name.split("-")[1])
+    c = next(m.cluster for m in shown.clusters if m.status == "unhealthy")
+    store.replace_rows(fleet, c, members(c, flip=i))  # it recovers there: it moves later
+    rest, cursor = [], first.cursor
+    while cursor is not None:
+        page = groups.page(ADMIN, DRIFT, "object", 2, cursor)
+        rest += [g.key for g in page.groups]
+        cursor = page.cursor
+    assert shown.key not in rest
+    assert len(rest) == len(set(rest))
