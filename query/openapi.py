@@ -457,8 +457,10 @@ group drift. Each of a group's `clusters` carries its `revision`. `drift=true` k
 object groups with two or more revisions, in the same order, with the same RBAC and tokens
 (bound to `drift`); with `by=namespace` it is a 400. A revision never moves a group in the order,
 so a drift walk shows no group twice: a group whose revisions change during the walk is shown
-(once) when it drifts as its page is read. A drift page examines at most 5,000 groups: past
-that it holds fewer than `limit` (possibly none) with a `continue`, as Kubernetes lists may.
+(once) when it drifts as its page is read. A drift page makes at most 250,000 lookups (groups
+examined x your clusters: 1,250 groups on 200 clusters): past that it holds fewer than `limit`
+(possibly none) with a `continue`, as Kubernetes lists may. With `Accept: text/csv` the export
+limit is checked against every object group of the filters, drifting or not.
 `GET /api/v1/groups/{namespace}/{kind}/{name}?revision=R` lists only the clusters running `R`
 (the counts stay the whole group's)."""
 

@@ -71,9 +71,10 @@ INDEXES_MAX = 4096  # remembered (cluster, generation) unhealthy indexes and nam
 CODES_MAX = 8192  # remembered status codes per cluster (identities of pages shown)
 DRAIN_MAX = 100_000
 """Rows a namespace grouping with a name filter may gather (it counts every matching row)."""
-DRIFT_SCAN_MAX = 5000
-"""Object groups one `drift=true` page examines at most: past it, the page ends early (fewer
-groups than `limit`, possibly none) with a `continue` from the last group examined."""
+DRIFT_LOOKUPS_MAX = 250_000
+"""Object lookups (groups examined x the caller's clusters) one `drift=true` page makes at most
+(1,250 groups on 200 clusters, all of a 50-cluster fleet's 5,000): past it, the page ends early
+(fewer groups than `limit`, possibly none) with a `continue` from the last group examined."""
 
 
 @dataclass(frozen=True)
@@ -390,14 +391,16 @@ class GroupReader:
         order, examined in batches (their clusters' codes and revisions in one round trip per
         batch) and kept when they drift. A revision never moves a group in the order (only its
         unhealthy count does, and `_changed` skips such groups as on any walk), so a group is
-        shown at most once: drifting when its page is read. At most `DRIFT_SCAN_MAX` groups
-        are examined per page; past it the page ends early, its cursor the last examined."""
+        shown at most once: drifting when its page is read. At most `DRIFT_LOOKUPS_MAX` lookups
+        (groups x clusters) per page; past it the page ends early, its cursor the last
+        examined."""
         out = q.out
         changed = self._changed(q, start) if cursor is not None else set()
         shown: list[Group] = []
         at, examined, more = cursor, 0, True
-        while len(shown) <= limit and more and examined < DRIFT_SCAN_MAX:
-            want = min(max(4 * (limit + 1 - len(shown)), 64), DRIFT_SCAN_MAX - examined)
+        budget = max(DRIFT_LOOKUPS_MAX // max(len(q.clusters), 1), 1)  # groups this page
+        while len(shown) <= limit and more and examined < budget:
+            want = min(max(4 * (limit + 1 - len(shown)), 64), budget - examined)
             picked = self._pick_objects(q, at, changed, want)
             more = len(picked) >= want
             examined += len(picked)

@@ -1,7 +1,7 @@
 """Count guards for `drift=true` and group revisions (common.index.reader_groups,
 common.index.revisions) against a real Redis with rows written by the store: revisions come
 with the status codes (no extra round trip), a repeated drift page is one round trip, a page
-examines at most `DRIFT_SCAN_MAX` groups and the walk still shows each drifting group once;
+makes at most `DRIFT_LOOKUPS_MAX` lookups (groups x clusters) and the walk still shows each drifting group once;
 walks match an oracle from the stored rows; more than five revisions are counted in
 `otherRevisions`."""
 
@@ -116,9 +116,9 @@ def test_revisions_come_with_the_status_codes(fleet: redis.Redis) -> None:
 def test_a_page_examines_at_most_the_budget(
     fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past `DRIFT_SCAN_MAX` groups a page ends early with a continue; the walk still shows
+    """Past `DRIFT_LOOKUPS_MAX` lookups (groups x clusters) a page ends early with a continue; the walk still shows
     every drifting group once."""
-    monkeypatch.setattr(reader_groups, "DRIFT_SCAN_MAX", 4)
+    monkeypatch.setattr(reader_groups, "DRIFT_LOOKUPS_MAX", 4 * len(CLUSTERS))  # 4 groups
     groups = GroupReader(Reader(fleet, KINDS))
     first = groups.page(ADMIN, DRIFT, "object", 50)
     assert first.cursor is not None and len(first.groups) <= 4
