@@ -45,6 +45,7 @@ import bisect
 import dataclasses
 import functools
 import heapq
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -757,7 +758,11 @@ class GroupReader:
         found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
         for c, ids, known in per_cluster:
             if c in unknowns:
-                new = {k: code.decode() for k, code in zip(unknowns[c], replies[c], strict=True)}
+                # interned: the same code and revision repeat across objects and clusters
+                new = {
+                    k: sys.intern(code.decode())
+                    for k, code in zip(unknowns[c], replies[c], strict=True)
+                }
                 known = {**known, **new} if len(known) < CODES_MAX else new
                 if c in q.gens:
                     self._codes[c] = (q.gens[c], known)
