@@ -93,6 +93,7 @@ def profiles(deep_token: str, related: str = "", groups_token: str = "") -> list
         Profile("groups by object (team member)", *TEAM, "limit=50", path=GROUPS),
         Profile("groups by namespace (admin)", *ADMIN, "limit=50&by=namespace", path=GROUPS),
         Profile("groups by namespace (team member)", *TEAM, "limit=50&by=namespace", path=GROUPS),
+        *drift_profiles(),
     ]
     if groups_token:
         third = "limit=50&continue=" + urllib.parse.quote(groups_token)
@@ -137,6 +138,18 @@ def profiles(deep_token: str, related: str = "", groups_token: str = "") -> list
         Profile("group facets by namespace (team member)", *TEAM, "by=namespace", path=FACETS),
         page_view("page view: list + facets (team member, per pair)", *TEAM),
         *(relations if related else []),
+    ]
+
+
+def drift_profiles() -> list[Profile]:
+    """Version drift (issue #40): which HelmReleases run two or more chart versions."""
+    query = "limit=50&kind=HelmRelease&drift=true"
+    return [
+        Profile(f"drift: {who}", user, groups, query, path=GROUPS)
+        for who, (user, groups) in (
+            ("groups by object, kind=HelmRelease, drift=true (admin)", ADMIN),
+            ("groups by object, kind=HelmRelease, drift=true (team member)", TEAM),
+        )
     ]
 
 

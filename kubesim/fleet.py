@@ -128,7 +128,7 @@ class GeneratedFleet:
             )
             yield rb, ns, "team-view", tmpl.render({**stamp("team-view", ns), "team": team})
         plan = self.plan(index, catalog)
-        flux = self._flux_context(catalog)
+        flux = self._flux_context(catalog, index)
         for obj in platform_flux(flux, rng):
             planned = to_planned(obj, flux, flux.platform)
             yield self._render(catalog, planned, "platform", rng, stamp, planned.manager)
@@ -157,12 +157,13 @@ class GeneratedFleet:
             lambda kind: catalog.find(kind).api_version,
         )
 
-    def _flux_context(self, catalog: Catalog) -> FluxContext:
+    def _flux_context(self, catalog: Catalog, index: int) -> FluxContext:
         s = self.spec
         shares = FluxShares(
             s.unhealthy_share, s.progressing_share, s.suspended_share, s.dangling_share
         )
-        return FluxContext(shares, lambda kind: catalog.find(kind).api_version)
+        api_version = lambda kind: catalog.find(kind).api_version  # noqa: E731
+        return FluxContext(shares, api_version, seed=s.seed, cluster=index)
 
     def _render(
         self,

@@ -27,6 +27,7 @@ from typing import Any
 from kubesim.marks import PLATFORM
 from kubesim.plan import LABELS, Manager, Planned
 from kubesim.propagation import Resolver
+from kubesim.rollouts import chart_version, commit
 from kubesim.shapes import FluxForm, flux_shape
 
 Ref = tuple[str, str, str]  # (kind, namespace, name)
@@ -89,6 +90,7 @@ class FluxObject:
     source: str = ""  # kind of the source its spec names (revision formats, chart paths)
     chart: str = ""
     helm_chart: str = ""  # HelmRelease status.helmChart
+    chart_version: str = ""  # HelmRelease: the chart version it runs (kubesim.rollouts)
     labelled: bool = True  # team labels (not on what a controller makes)
     fresh: bool = False  # never reconciled
     state: str = ""
@@ -125,6 +127,9 @@ class FluxContext:
     shares: FluxShares
     api_version: Callable[[str], str]
     platform: dict[Ref, FluxObject] = field(default_factory=dict)
+    seed: int = 0
+    cluster: int = 0
+    """The cluster's index in the fleet (chart rollouts differ per cluster)."""
 
 
 def _variant(shares: FluxShares, rng: random.Random) -> str:
@@ -136,8 +141,11 @@ def _variant(shares: FluxShares, rng: random.Random) -> str:
     return "healthy"
 
 
-def _rev(rng: random.Random) -> str:
-    return f"{rng.getrandbits(160):040x}"
+def _rev(ctx: FluxContext, rng: random.Random, kind: str, namespace: str, name: str) -> str:
+    """The commit the object's revision names (kubesim.rollouts: the same on every cluster but
+    for sources mid-update); drawn from `rng` as before, so every later draw stays as it was."""
+    rng.getrandbits(160)
+    return commit(ctx.seed, ctx.cluster, namespace, kind, name)
 
 
 def platform_flux(ctx: FluxContext, rng: random.Random) -> list[FluxObject]:
@@ -145,7 +153,8 @@ def platform_flux(ctx: FluxContext, rng: random.Random) -> list[FluxObject]:
     cluster shares: the `charts` HelmRepository, the `infrastructure` Kustomization."""
 
     def new(kind: str, name: str) -> FluxObject:
-        obj = FluxObject(kind, "flux-system", name, manager=PLATFORM, rev=_rev(rng))
+        obj = FluxObject(kind, "flux-system", name, manager=PLATFORM)
+        obj.rev = _rev(ctx, rng, kind, obj.namespace, name)
         ctx.platform[obj.ref] = obj
         return obj
 
@@ -231,7 +240,7 @@ class _Builder:
         if manager is self.apps and rng.random() < UNMANAGED_SHARE:
             manager = None
         obj = FluxObject(kind, namespace or self.ns, name, variant or drawn, suspended, manager)
-        obj.rev = _rev(rng)
+        obj.rev = _rev(self.ctx, rng, kind, obj.namespace, name)
         self.objects.append(obj)
         self.local[obj.ref] = obj
         return obj
@@ -303,7 +312,7 @@ class _Builder:
 
     def releases(self) -> None:
         lay = self.lay
-        web = self.new("HelmRelease", "web")
+        web = self.release("web")
         if lay.chart == "ref-oci":
             self.new("OCIRepository", "web-chart").manager = self.apps
             self.chart_ref(web, ("OCIRepository", self.ns, "web-chart"))
@@ -315,12 +324,17 @@ class _Builder:
         else:
             self.template(web, self.chart_repository())
         if lay.redis:
-            redis = self.new("HelmRelease", "redis")
+            redis = self.release("redis")
             repo = self.chart_repository() if lay.chart.startswith("template") else PLATFORM_CHARTS
             self.template(redis, repo)
             web.link("dependsOn", redis.ref)
         elif "release-depends" in lay.dangle:
             web.link("dependsOn", ("HelmRelease", self.ns, "redis"))
+
+    def release(self, name: str) -> FluxObject:
+        obj = self.new("HelmRelease", name)
+        obj.chart_version = chart_version(self.ctx.seed, self.ctx.cluster, self.ns, name)
+        return obj
 
     def chart_repository(self) -> Ref:
         chart = self.lay.chart
@@ -412,6 +426,8 @@ def to_planned(obj: FluxObject, ctx: FluxContext, index: Mapping[Ref, FluxObject
     form = FluxForm(obj.kind, obj.state, obj.suspended, tuple(obj.refs), obj.reason, obj.source)
     make = partial(_shape, ctx.api_version, form, obj.labelled)
     values = {"rev": obj.rev, "cname": obj.chart, "hc": obj.helm_chart}
+    if obj.kind == "HelmRelease":
+        values["cver"], values["chartat"] = obj.chart_version, f"@{obj.chart_version}"
     for spec_field, ref in obj.refs.items():
         values[f"ref_{spec_field}"] = _json(ref)
     if obj.message:

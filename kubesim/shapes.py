@@ -30,9 +30,9 @@ FLUX_REASONS = {  # kind -> (healthy reason, healthy message, failed reason, fai
     ),
     "HelmRelease": (
         "UpgradeSucceeded",
-        "Helm upgrade succeeded for release @@ns@@/@@name@@.v3 with chart @@name@@@1.4.2",
+        "Helm upgrade succeeded for release @@ns@@/@@name@@.v3 with chart @@name@@@@chartat@@",
         "UpgradeFailed",
-        "Helm upgrade failed for release @@ns@@/@@name@@ with chart @@name@@@1.4.2: "
+        "Helm upgrade failed for release @@ns@@/@@name@@ with chart @@name@@@@chartat@@: "
         "context deadline exceeded",
     ),
     "GitRepository": (
@@ -201,7 +201,7 @@ def _flux_extra(form: FluxForm) -> dict[str, Any]:
         rev = REVISIONS.get(form.source, "sha256:@@rev@@")
         return {"lastAppliedRevision": rev, "lastAttemptedRevision": rev}
     if kind == "HelmRelease":
-        extra = {"lastAttemptedRevision": "1.4.2", "lastAttemptedValuesChecksum": slot("rev")}
+        extra = {"lastAttemptedRevision": slot("cver"), "lastAttemptedValuesChecksum": slot("rev")}
         return {"helmChart": slot("hc"), **extra} if "chart" in form.refs else extra
     if kind in SOURCE_KINDS:
         return _artifact(kind)

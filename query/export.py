@@ -57,10 +57,13 @@ GROUP_COLUMNS = (
     "suspended",
     "objects",
     "clusters",
+    "revisions",
 )
 """Columns of a group export: the group's key, how many clusters hold it and how many report
 each status (worst first) or are suspended, its objects (namespace groups), and its first
-`clusterLimit` clusters as `cluster=status` separated by spaces."""
+`clusterLimit` clusters as `cluster=status` separated by spaces; `revisions` (object groups:
+empty for namespace groups) as `revision=clusters` separated by spaces, most clusters first,
+then `+N=M` when N more revisions run on M more clusters."""
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -172,10 +175,22 @@ def _group_records(
                 cell(j["suspended"]),
                 cell(j.get("objects")),
                 cell(clusters),
+                cell(_revisions_text(j)),
             ]
         if page.cursor is None:
             return
         cursor = page.cursor
+
+
+def _revisions_text(j: dict[str, Any]) -> str:
+    """The `revisions` cell of a group (its JSON `revisions` and `otherRevisions`)."""
+    if "revisions" not in j:
+        return ""
+    parts = [f"{r['revision']}={r['clusters']}" for r in j["revisions"]]
+    other = j["otherRevisions"]
+    if other["revisions"]:
+        parts.append(f"+{other['revisions']}={other['clusters']}")
+    return " ".join(parts)
 
 
 def check_total(total: int, max_rows: int, what: str) -> None:

@@ -8,6 +8,7 @@ shape JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -28,6 +29,7 @@ def list_groups() -> Response:
     params.check_known(request.args, params.GROUP_PARAMS)
     filters = params.filters(request.args, st.registry)
     by = params.by(request.args)
+    filters = dataclasses.replace(filters, drift=params.drift(request.args, by))
     limit = params.limit(request.args)
     shown = params.cluster_limit(request.args)
     token = request.args.get("continue", "")
@@ -70,16 +72,19 @@ def _items_text(groups: list[Group], shown: int) -> str:
 @bp.get("/groups/<namespace>/<kind>/<name>")
 def object_group(namespace: str, kind: str, name: str) -> Response:
     st, user = state(), caller()
-    params.check_known(request.args, [p for p in params.GROUP_DETAIL_PARAMS if p != "kind"])
+    allowed = [p for p in params.GROUP_DETAIL_PARAMS if p != "kind"]
+    params.check_known(request.args, [*allowed, "revision"])
     ns, k = params.object_key(namespace, kind, name, st.registry)
     filters = params.filters(request.args, st.registry)
+    revision = params.revision(request.args)
     key = group_key(ns, k.key, name)
     got, found, scope = listing.group(st, user, filters, key, "object")
     if not got.clusters:
         raise NotFound(
             f"no cluster you may list holds {k.key} {namespace}/{name} (under the filters)"
         )
-    members, after = _paged(got, filters, f"group:{key.decode()}")
+    what = f"group:{key.decode()}" + (f"?revision={revision}" if revision is not None else "")
+    members, after = _paged(got, filters, what, revision)
     rows = [row for row in found if row[0] in {m.cluster for m in members}]
     rest = {**_counts(got), "continue": after, "freshness": scope.freshness(st.settings)}
     return body.page_response(rows, rest, scope.visible)
@@ -105,12 +110,17 @@ def namespace_group(namespace: str) -> dict[str, Any]:
     }
 
 
-def _paged(got: Group, filters: Filters, what: str) -> tuple[list[Member], str | None]:
-    """A page of the group's clusters (worst status first, then by name) after `continue`."""
+def _paged(
+    got: Group, filters: Filters, what: str, revision: str | None = None
+) -> tuple[list[Member], str | None]:
+    """A page of the group's clusters (worst status first, then by name) after `continue`;
+    with `revision`, only the clusters running it."""
     st = state()
     limit = params.limit(request.args)
     token = request.args.get("continue", "")
     members = got.clusters
+    if revision is not None:
+        members = [m for m in members if m.revision == revision]
     if token:
         pos = st.signer.decode_position(token, filters, what)
         members = [m for m in members if (RANK[m.status], m.cluster) > pos]
@@ -131,6 +141,8 @@ def _counts(g: Group) -> dict[str, Any]:
     out["suspended"] = g.suspended()
     if g.kind is None:
         out["objects"] = sum(m.objects for m in g.clusters)
+    else:
+        out.update(g.revisions().json())
     return out
 
 
@@ -143,5 +155,10 @@ def member_json(m: Member) -> dict[str, Any]:
 
 
 def group_json(g: Group, shown: int) -> dict[str, Any]:
-    """A group of a list: its counts and its first `shown` clusters (worst first)."""
-    return {**_counts(g), "clusters": [member_json(m) for m in g.clusters[:shown]]}
+    """A group of a list: its counts and its first `shown` clusters (worst first); an object
+    group's clusters with their revision."""
+    clusters = [member_json(m) for m in g.clusters[:shown]]
+    if g.kind is not None:
+        for m, j in zip(g.clusters, clusters, strict=False):
+            j["revision"] = m.revision
+    return {**_counts(g), "clusters": clusters}

@@ -44,7 +44,12 @@ LIST_PARAMS = (
 )
 SORTS = ("lastTransitionTime", "-lastTransitionTime")
 """`sort` values: by the Ready condition's lastTransitionTime, oldest or (`-`) newest first."""
-GROUP_PARAMS = (*(p for p in LIST_PARAMS if p not in ("sort", "flapping")), "by", "clusterLimit")
+GROUP_PARAMS = (
+    *(p for p in LIST_PARAMS if p not in ("sort", "flapping")),
+    "by",
+    "clusterLimit",
+    "drift",
+)
 GROUP_DETAIL_PARAMS = ("cluster", "kind", "status", "suspended", "limit", "continue")
 BY = ("object", "namespace")
 """`by` values of `/api/v1/groups`: one group per object (namespace, kind, name) or namespace."""
@@ -200,6 +205,34 @@ def facets_by(args: MultiDict[str, str]) -> str:
     """The `by` parameter of `/api/v1/facets`: count groups by `object` or `namespace` (as
     `/api/v1/groups` lists them); "" (absent) counts rows."""
     return one_of(args, "by", BY, "leave it out to count objects")
+
+
+def revision(args: MultiDict[str, str]) -> str | None:
+    """`revision=` on an object group: only the clusters running that revision (exact; an
+    empty value: the clusters without one); None when absent."""
+    raw = args.getlist("revision")
+    if not raw:
+        return None
+    if len(raw) > 1 or len(raw[0]) > MAX_VALUE_LEN:
+        raise InvalidInput("revision", f"one revision (once, at most {MAX_VALUE_LEN} characters)")
+    return raw[0]
+
+
+def drift(args: MultiDict[str, str], by: str) -> bool:
+    """`drift=true` on `/api/v1/groups`: only object groups whose clusters run two or more
+    revisions; absent (or `false`): every group. Namespace groups have no revision."""
+    raw = args.getlist("drift")
+    if not raw:
+        return False
+    if len(raw) > 1 or raw[0] not in ("true", "false"):
+        raise InvalidInput("drift", "`true` or `false` (once); omit it for every group")
+    if raw[0] == "true" and by != "object":
+        raise InvalidInput(
+            "drift",
+            "only with by=object: a namespace group holds many objects and has no revision; "
+            "drop `drift` or group by object",
+        )
+    return raw[0] == "true"
 
 
 def cluster_limit(args: MultiDict[str, str]) -> int:

@@ -27,6 +27,11 @@ position and are shown once. A transition that reaches fleetscope after the walk
 happened (by the leaf's clock) before it is not seen as a change: such a group can be shown
 twice (a watcher's lag is well under a second; a cluster recovering from an outage can lag more).
 
+Drift (`drift=true`, object groups): each group's clusters come with the revision of its row
+there (the same script returns the status code and the revision: no second round trip), counted
+by common.index.revisions; a drift page walks the same order and keeps the groups with two or
+more revisions (`_drift_page`).
+
 A page is remembered with the generations of the caller's clusters: while none of them was
 written, the same request is answered after one round trip (`MGET` of the generations). After a
 write, a page reads again only what the written clusters hold: the caller's unhealthy counts are
@@ -40,6 +45,7 @@ import bisect
 import dataclasses
 import functools
 import heapq
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -51,7 +57,7 @@ import redis
 
 from common import redis_client
 from common.errors import InvalidInput
-from common.index import keys, nscounts, rows, tally, timeline
+from common.index import keys, nscounts, revisions, rows, tally, timeline
 from common.index.reader import Reader, Stream
 from common.index.reader_plan import AccessLike, Filters
 from common.kinds.status import STATUSES
@@ -66,6 +72,10 @@ INDEXES_MAX = 4096  # remembered (cluster, generation) unhealthy indexes and nam
 CODES_MAX = 8192  # remembered status codes per cluster (identities of pages shown)
 DRAIN_MAX = 100_000
 """Rows a namespace grouping with a name filter may gather (it counts every matching row)."""
+DRIFT_LOOKUPS_MAX = 250_000
+"""Object lookups (groups examined x the caller's clusters) one `drift=true` page makes at most
+(1,250 groups on 200 clusters, all of a 50-cluster fleet's 5,000): past it, the page ends early
+(fewer groups than `limit`, possibly none) with a `continue` from the last group examined."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,8 @@ class Member:
     suspended: bool
     objects: int = 1
     statuses: dict[str, int] = field(default_factory=dict)
+    revision: str = ""
+    """Object groups: the row's revision on this cluster ("" for none)."""
 
 
 @dataclass
@@ -114,6 +126,13 @@ class Group:
 
     def suspended(self) -> int:
         return sum(1 for m in self.clusters if m.suspended)
+
+    def revisions(self) -> revisions.Revisions:
+        """The revisions its clusters run, with cluster counts (common.index.revisions)."""
+        return revisions.count(m.revision for m in self.clusters)
+
+    def drifts(self) -> bool:
+        return revisions.drifts(m.revision for m in self.clusters)
 
 
 @dataclass
@@ -172,10 +191,12 @@ class _Tally:
                 self.counts.pop(k, None)
 
 
-@functools.lru_cache(maxsize=4096)
-def _members(cluster: str) -> dict[str, Member]:
-    """A Member for each status code on `cluster`, shared by every object group (read only)."""
-    return {code: Member(cluster, *tally.code_status(code)) for code in rows.CODE_STATUS}
+@functools.lru_cache(maxsize=65536)
+def _member(cluster: str, found: str) -> Member:
+    """The Member of a CODES reply (status code, then revision) on `cluster`, shared by every
+    object group (read only)."""
+    status, suspended = tally.code_status(found[:1])
+    return Member(cluster, status, suspended, revision=found[1:])
 
 
 @functools.lru_cache(maxsize=65536)
@@ -305,8 +326,12 @@ class GroupReader:
         if hit is not None and hit[0] is access and hit[1] == gens:
             return dataclasses.replace(hit[2], version=out.version, round_trips=1, scanned=0)
         start = cursor.start if cursor is not None else int(time.time() * 1000)
-        ask = _Ask(access, clusters, dict(zip(clusters, gens, strict=True)), filters, by, out)
-        self._page(ask, limit, cursor, start)
+        base = dataclasses.replace(filters, drift=False) if filters.drift else filters
+        ask = _Ask(access, clusters, dict(zip(clusters, gens, strict=True)), base, by, out)
+        if filters.drift and by == "object":
+            self._drift_page(ask, limit, cursor, start)
+        else:
+            self._page(ask, limit, cursor, start)
         if len(self._pages) >= self.pages_max:
             self._pages.clear()
         self._pages[memo] = (access, list(gens), out)
@@ -353,6 +378,59 @@ class GroupReader:
         if len(picked) > limit:
             n, k = page[-1]
             out.cursor = GroupCursor(n, k, start)
+
+    # -- drift: object groups whose clusters run two or more revisions ------------------------
+
+    def _drift_page(
+        self,
+        q: _Ask,
+        limit: int,
+        cursor: GroupCursor | None,
+        start: int,
+    ) -> None:
+        """A page of drifting object groups: the object groups of the same walk, in the same
+        order, examined in batches (their clusters' codes and revisions in one round trip per
+        batch) and kept when they drift. A revision never moves a group in the order (only its
+        unhealthy count does, and `_changed` skips such groups as on any walk), so a group is
+        shown at most once: drifting when its page is read. At most `DRIFT_LOOKUPS_MAX` lookups
+        (groups x clusters) per page; past it the page ends early, its cursor the last
+        examined."""
+        out = q.out
+        changed = self._changed(q, start) if cursor is not None else set()
+        shown: list[Group] = []
+        at, examined, more = cursor, 0, True
+        budget = max(DRIFT_LOOKUPS_MAX // max(len(q.clusters), 1), 1)  # groups this page
+        while len(shown) <= limit and more and examined < budget:
+            want = min(max(4 * (limit + 1 - len(shown)), 64), budget - examined)
+            picked = self._pick_objects(q, at, changed, want)
+            more = len(picked) >= want
+            examined += len(picked)
+            shown += [g for g in self._object_groups(q, picked) if g.drifts()]
+            if picked:
+                at = GroupCursor(picked[-1][0], picked[-1][1], start)
+        out.groups = shown[:limit]
+        if len(shown) > limit:
+            last = out.groups[-1]
+            out.cursor = GroupCursor(last.order, last.key, start)
+        elif more and at is not None:  # the budget ran out: go on from the last examined
+            out.cursor = at
+
+    def _pick_objects(
+        self,
+        q: _Ask,
+        cursor: GroupCursor | None,
+        changed: set[bytes],
+        need: int,
+    ) -> list[tuple[int, bytes]]:
+        """The next `need` object groups after `cursor` (unhealthy count, key), as `_page`
+        picks them: the unhealthy part, then the rest in key order."""
+        pos = (-cursor.unhealthy, cursor.key) if cursor is not None else None
+        picked, unhealthy = self._unhealthy_part(q, pos, changed, need)
+        if len(picked) < need and _statuses_allowed(q.filters) - {"unhealthy"}:
+            after_key = cursor.key if cursor is not None and cursor.unhealthy == 0 else b""
+            more = self._merge_objects(q, after_key, changed | set(unhealthy), need - len(picked))
+            picked += [(0, k) for k in more]
+        return picked
 
     # -- the unhealthy part --------------------------------------------------------------------
 
@@ -680,15 +758,18 @@ class GroupReader:
         found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
         for c, ids, known in per_cluster:
             if c in unknowns:
-                new = {k: code.decode() for k, code in zip(unknowns[c], replies[c], strict=True)}
+                # interned: the same code and revision repeat across objects and clusters
+                new = {
+                    k: sys.intern(code.decode())
+                    for k, code in zip(unknowns[c], replies[c], strict=True)
+                }
                 known = {**known, **new} if len(known) < CODES_MAX else new
                 if c in q.gens:
                     self._codes[c] = (q.gens[c], known)
-            shared = _members(c)  # one Member per (cluster, code): they are never changed
             for k in ids:
                 code = known[k]
-                if code in allowed:
-                    found[k].append(shared[code])
+                if code[:1] in allowed:  # one Member per (cluster, code, revision): shared
+                    found[k].append(_member(c, code))
         groups = []
         for n, k in page:
             ns, kind, name, _ = k.decode().split("\x00", 3)
@@ -866,6 +947,7 @@ class GroupReader:
         replies = redis_client.pipelined(self.r, commands)
         version = keys.GrantsVersion(replies.pop(0)) if confirm_version else None
         found: list[tuple[Member, tuple[str, bytes]]] = []
+        at = rows.FIELDS.index("revision")
         for c, got in zip(asked, replies, strict=True):
             if not got:
                 continue
@@ -873,7 +955,9 @@ class GroupReader:
             if not _code_ok(code, filters):
                 continue
             status, susp = tally.code_status(code)
-            found.append((Member(c, status, susp), (c, got[0])))
+            fields = got[0].split(b"\x00", at + 1)
+            rev = fields[at].decode() if len(fields) > at else ""
+            found.append((Member(c, status, susp, revision=rev), (c, got[0])))
         found.sort(key=lambda p: (RANK[p[0].status], p[0].cluster))
         name = key.split(b"\x00", 3)[2].decode()
         g = Group(key, ns, kind, name, [m for m, _ in found])

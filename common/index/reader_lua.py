@@ -14,10 +14,18 @@ from collections.abc import Iterable
 from common.index import keys, rows
 
 # The scripts find a member's fields by its first three NULs: the identity (namespace, kind,
-# name) is fields 0-2 and the one-byte status code follows it. rows.FIELDS owns the layout.
-if rows.FIELDS[:4] != ("namespace", "kind", "name", "status") or any(
-    len(code) != 1 for code in rows.CODE_STATUS
-):
+# name) is fields 0-2 and the one-byte status code follows it; CODES also reads the revision,
+# four fields after the status. rows.FIELDS owns the layout.
+if rows.FIELDS[:8] != (
+    "namespace",
+    "kind",
+    "name",
+    "status",
+    "reason",
+    "message",
+    "lastTransitionTime",
+    "revision",
+) or any(len(code) != 1 for code in rows.CODE_STATUS):
     raise ImportError(
         "common.index.reader_lua: the scripts' member layout differs from rows.FIELDS"
     )
@@ -273,13 +281,26 @@ end
 
 CODES = r"""
 -- KEYS[1]: a cluster's rows; ARGV: identities (namespace NUL kind NUL name NUL). For each, the
--- status code of the row with that identity, or "" when the cluster has none
--- (common.index.reader_groups: which clusters hold a group's object, and its status there).
+-- status code of the row with that identity followed by its revision (the member's field after
+-- lastTransitionTime; "" for none), or "" when the cluster has no such row
+-- (common.index.reader_groups: which clusters hold a group's object, its status and revision
+-- there: one lookup serves both).
 local out = {}
 for i, id in ipairs(ARGV) do
   local m = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. id, '(' .. id .. '\255', 'LIMIT', 0, 1)
   if m[1] then
-    out[i] = string.sub(m[1], #id + 1, #id + 1)
+    local s = m[1]
+    local p = #id + 2  -- the NUL after the status code
+    for _ = 1, 3 do  -- past reason, message, lastTransitionTime
+      p = string.find(s, "\0", p + 1, true)
+      if p == nil then break end
+    end
+    local rev = ""
+    if p ~= nil then
+      local e = string.find(s, "\0", p + 1, true)
+      rev = string.sub(s, p + 1, (e or (#s + 1)) - 1)
+    end
+    out[i] = string.sub(s, #id + 1, #id + 1) .. rev
   else
     out[i] = ""
   end

@@ -40,6 +40,9 @@ class Filters:
     """Only suspended rows (True), only rows not suspended (False), or either (None)."""
     flapping: int = 0
     """Only rows with at least this many transitions in the last 24 hours (0: any)."""
+    drift: bool = False
+    """Object groups only: only groups whose clusters run two or more revisions
+    (common.index.revisions); rows ignore it."""
 
 
 @dataclass(frozen=True)

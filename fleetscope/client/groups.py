@@ -1,5 +1,7 @@
 """`fleetscope groups [KIND ...]`: the same object (namespace, kind, name) across clusters, with
-how many clusters report each status, where the server offers `/api/v1/groups`."""
+how many clusters report each status, where the server offers `/api/v1/groups`. `--drift`:
+only the objects whose clusters run two or more revisions, with a REVISIONS column
+(`6.5.0 (180), 6.4.1 (20)`, most clusters first; `+N more (M)` for the rest)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from fleetscope.client.printers import ListPrinter
 from fleetscope.client.table import cell, write_table
 
 COLUMNS = ("NAMESPACE", "KIND", "NAME", "CLUSTERS", "STATUSES")
+DRIFT_COLUMNS = (*COLUMNS, "REVISIONS")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +31,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"groups per request (default {listing.DEFAULT_CHUNK})",
     )
     parser.add_argument("--no-headers", action="store_true", help="no header line in tables")
+    parser.add_argument(
+        "--drift",
+        action="store_true",
+        help="only objects whose clusters run two or more revisions (version drift), "
+        "with their revisions and cluster counts",
+    )
     add_connection_flags(parser)
 
 
@@ -42,6 +51,11 @@ def _groups(args: argparse.Namespace) -> int:
             "this server does not offer groups (no /api/v1/groups in its OpenAPI document)"
         )
     params = listing.filter_params(args, api, GROUPS)
+    if args.drift:
+        if api.features().known and not api.features().has_param(GROUPS, "drift"):
+            raise BadInput("this server does not offer --drift (no `drift` on /api/v1/groups)")
+        params.append(("drift", "true"))
+    columns = DRIFT_COLUMNS if args.drift else COLUMNS
     chunk = args.chunk_size or listing.DEFAULT_CHUNK
     printer = ListPrinter(sys.stdout, args.output, args.chunk_size is not None)
     first = True
@@ -49,8 +63,9 @@ def _groups(args: argparse.Namespace) -> int:
         if first:
             listing.warn_degraded(page.freshness)
         if args.output == "table":
-            header = COLUMNS if first and not args.no_headers else None
-            write_table(sys.stdout, header, [group_cells(g) for g in page.items])
+            header = columns if first and not args.no_headers else None
+            rows = [group_cells(g) + ([revision_cell(g)] if args.drift else []) for g in page.items]
+            write_table(sys.stdout, header, rows)
         else:
             printer.page(page.items)
         first = False
@@ -80,3 +95,18 @@ def group_cells(g: dict[str, Any]) -> list[str]:
         str(total),
         cell(statuses),
     ]
+
+
+def revision_cell(g: dict[str, Any]) -> str:
+    """`6.5.0 (180), 6.4.1 (20)`: the group's revisions with their clusters, most first, then
+    `+N more (M)` when N more revisions run on M clusters."""
+    listed = g.get("revisions")
+    parts = [
+        f"{r.get('revision')} ({r.get('clusters')})"
+        for r in (listed if isinstance(listed, list) else [])
+        if isinstance(r, dict)
+    ]
+    other = g.get("otherRevisions")
+    if isinstance(other, dict) and other.get("revisions"):
+        parts.append(f"+{other.get('revisions')} more ({other.get('clusters')})")
+    return cell(", ".join(parts))

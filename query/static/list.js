@@ -41,6 +41,8 @@ function readState() {
   state.suspended = ["true", "false"].includes(q.get("suspended")) ? [q.get("suspended")] : [];
   state.sort = SORTS.includes(q.get("sort")) ? q.get("sort") : "";
   state.group = GROUPINGS.includes(q.get("group")) ? q.get("group") : "";
+  // `drift=true`: only object groups whose clusters run two or more revisions.
+  state.drift = state.group === "object" && q.get("drift") === "true";
   const limit = Number.parseInt(q.get("limit") || "", 10);
   state.limit = limit >= 1 && limit <= config.maxLimit ? limit : config.defaultLimit;
   return state;
@@ -61,6 +63,7 @@ function pageUrl(state, cont) {
   const p = filterParams(state);
   if (state.group) p.set("group", state.group);
   else if (state.sort) p.set("sort", state.sort);
+  if (state.drift && state.group === "object") p.set("drift", "true");
   if (state.limit !== config.defaultLimit) p.set("limit", String(state.limit));
   if (cont) p.set("continue", cont);
   return p.toString() ? `/?${p}` : "/";
@@ -105,6 +108,7 @@ async function load() {
   const params = filterParams(state);
   if (state.group) params.set("by", state.group);
   else if (state.sort) params.set("sort", state.sort);
+  if (state.drift) params.set("drift", "true");
   params.set("limit", String(state.limit));
   if (state.cont) params.set("continue", state.cont);
   try {
@@ -117,7 +121,7 @@ async function load() {
     renderChoices(state, counts);
     if (state.group) renderGroups(page.items, state);
     else renderRows(page.items, state);
-    renderPager(state, page, counts.total);
+    renderPager(state, page, state.drift ? null : counts.total); // facets count every group
   } catch (e) {
     if (mine !== sequence) return;
     if (state.group) renderGroups([], state);
@@ -144,6 +148,9 @@ function fillForm(state) {
   const by = document.getElementById("group-by");
   by.hidden = !state.group;
   by.value = state.group || "object";
+  const drift = document.getElementById("drift-toggle");
+  drift.checked = state.drift;
+  drift.closest("label").hidden = state.group !== "object";
   document.getElementById("f-name").value = state.name;
   document.getElementById("f-namespace").value = state.namespace.join(", ");
   const limit = document.getElementById("limit");
@@ -330,6 +337,7 @@ function groupElement(g) {
   const where = g.namespace ? `in ${g.namespace}` : "(cluster-scoped)";
   const what = g.kind ? `${g.name} ${g.kind} ${where}` : `namespace ${g.namespace || "(cluster-scoped objects)"}`;
   summary.append(el("strong", what, "group-name"), ": ", statusLine(g));
+  if (g.revisions && g.revisions.length) summary.append(" · ", revisionLine(g));
   details.append(summary, clusterList(g.clusters, g));
   if (g.total > g.clusters.length) {
     const more = el("button", `Show all ${g.total.toLocaleString()} clusters`, "linkish more");
@@ -354,22 +362,67 @@ function statusLine(g) {
   return line;
 }
 
+// "6.5.0 on 180, 6.4.1 on 20 clusters": the revisions its clusters run, most first.
+function revisionLine(g) {
+  const line = el("span", null, "group-revisions");
+  g.revisions.forEach((r, i) => {
+    if (i) line.append(", ");
+    line.append(el("code", r.revision, "revision"), ` on ${r.clusters.toLocaleString()}`);
+  });
+  const other = g.otherRevisions || { revisions: 0 };
+  let last = g.revisions[g.revisions.length - 1].clusters;
+  if (other.revisions) {
+    line.append(`, ${other.revisions} more on ${other.clusters.toLocaleString()}`);
+    last = other.clusters;
+  }
+  line.append(` cluster${last === 1 ? "" : "s"}`);
+  return line;
+}
+
 function clusterList(members, g) {
+  // Drift only: the clusters by revision (most common first), each revision under its heading.
+  if (readState().drift && g.kind) return revisionSections(members, g);
   const list = el("ul", null, "group-clusters");
+  for (const m of members) list.append(clusterItem(m, g));
+  return list;
+}
+
+function revisionSections(members, g) {
+  const order = (g.revisions || []).map((r) => r.revision);
+  const by = new Map(order.map((r) => [r, []]));
   for (const m of members) {
-    const item = el("li");
-    item.append(el("span", m.status, `badge badge-${m.status}`), " ");
-    if (g.kind) {
-      const ref = { cluster: m.cluster, namespace: g.namespace, kind: g.kind, name: g.name };
-      item.append(refElement(ref, m.cluster, `${g.name} on ${m.cluster}: show its detail`));
-    } else {
-      item.append(m.cluster);
-      if (m.objects) item.append(" ", el("span", `(${m.objects} objects)`, "muted"));
-    }
-    if (m.suspended) item.append(" ", el("span", "suspended", "badge badge-suspended"));
-    list.append(item);
+    const rev = m.revision || "";
+    if (!by.has(rev)) by.set(rev, []);
+    by.get(rev).push(m);
+  }
+  const list = el("ul", null, "group-clusters group-by-revision");
+  for (const [rev, ms] of by) {
+    if (!ms.length) continue;
+    const section = el("li", null, "revision-section");
+    const head = el("span", null, "revision-head");
+    head.append(rev ? el("code", rev, "revision") : el("span", "(no revision)", "muted"));
+    head.append(` on ${ms.length.toLocaleString()} cluster${ms.length === 1 ? "" : "s"}`);
+    const items = el("ul", null, "revision-clusters");
+    for (const m of ms) items.append(clusterItem(m, g, false));
+    section.append(head, items);
+    list.append(section);
   }
   return list;
+}
+
+function clusterItem(m, g, withRevision = true) {
+  const item = el("li");
+  item.append(el("span", m.status, `badge badge-${m.status}`), " ");
+  if (g.kind) {
+    const ref = { cluster: m.cluster, namespace: g.namespace, kind: g.kind, name: g.name };
+    item.append(refElement(ref, m.cluster, `${g.name} on ${m.cluster}: show its detail`));
+  } else {
+    item.append(m.cluster);
+    if (m.objects) item.append(" ", el("span", `(${m.objects} objects)`, "muted"));
+  }
+  if (m.suspended) item.append(" ", el("span", "suspended", "badge badge-suspended"));
+  if (g.kind && m.revision && withRevision) item.append(" ", el("code", m.revision, "revision muted"));
+  return item;
 }
 
 // Every cluster of a group, from its own route, page by page.
@@ -387,6 +440,7 @@ async function showAll(g, details, button) {
       p.delete("namespace");
       p.delete("name");
       if (g.kind) p.delete("kind");
+      p.delete("drift");
       p.set("limit", String(config.maxLimit));
       if (cont) p.set("continue", cont);
       const page = await api(path, p);
@@ -452,6 +506,7 @@ async function exportCsv(ev) {
   const params = filterParams(state);
   if (state.group) params.set("by", state.group);
   else if (state.sort) params.set("sort", state.sort);
+  if (state.drift) params.set("drift", "true");
   const button = ev.currentTarget;
   button.disabled = true;
   showError("error", "");
@@ -480,6 +535,9 @@ function setUp() {
   });
   document.getElementById("group-by").addEventListener("change", (ev) => {
     navigate({ ...readState(), group: ev.currentTarget.value }, "", []);
+  });
+  document.getElementById("drift-toggle").addEventListener("change", (ev) => {
+    navigate({ ...readState(), group: "object", drift: ev.currentTarget.checked }, "", []);
   });
   document.getElementById("download-csv").addEventListener("click", exportCsv);
   setUpPager();

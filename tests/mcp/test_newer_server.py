@@ -36,7 +36,9 @@ def _newer_document() -> dict[str, Any]:
             ]
         }
     }
-    paths["/api/v1/groups"]["get"]["parameters"].append(
+    group_params = paths["/api/v1/groups"]["get"]["parameters"]
+    group_params[:] = [p for p in group_params if p["name"] != "drift"]  # declared as below
+    group_params.append(
         {
             "name": "drift",
             "in": "query",

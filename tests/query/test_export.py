@@ -116,6 +116,25 @@ def test_a_group_export_is_the_json_walk(url: str, by: str) -> None:
             assert got["objects"] == str(g.get("objects", ""))
             shown = [f"{m['cluster']}={m['status']}" for m in g["clusters"]]
             assert got["clusters"].split() == shown
+            revs = [f"{r['revision']}={r['clusters']}" for r in g.get("revisions", [])]
+            other = g.get("otherRevisions", {}).get("revisions")
+            if other:
+                revs.append(f"+{other}={g['otherRevisions']['clusters']}")
+            assert got["revisions"].split() == revs
+
+
+def test_a_drift_export_is_the_drift_walk(url: str) -> None:
+    records = csv_records(url, "admin-0", "/api/v1/groups", drift="true")
+    groups = json_walk(url, "admin-0", "/api/v1/groups", drift="true")
+    assert groups and len(records) - 1 == len(groups)
+    for rec, g in zip(records[1:], groups, strict=True):
+        got = dict(zip(GROUP_COLUMNS, rec, strict=True))
+        assert (got["namespace"], got["kind"], got["name"]) == (
+            g["namespace"],
+            g["kind"],
+            g["name"],
+        )
+        assert len(got["revisions"].split()) >= 2
 
 
 def test_fields_are_quoted_as_rfc_4180_says(sim: KubeSim, settings: Settings, url: str) -> None:

@@ -59,18 +59,34 @@ def oracle(client: Any, user: str, by: str, **query: Any) -> list[dict[str, Any]
         g["suspended"] = sum(1 for m in members if m[2])
         if by == "namespace":
             g["objects"] = sum(m[4] for m in members)
+        else:
+            g.update(revisions_oracle([clusters[m[0]][0]["revision"] for m in members]))
         g["clusters"] = [
             {"cluster": m[0], "status": m[1], "suspended": m[2]}
             | (
                 {"objects": m[4], "statuses": {s: n for s, n in m[3].items() if n}}
                 if by == "namespace"
-                else {}
+                else {"revision": clusters[m[0]][0]["revision"]}
             )
             for m in members
         ]
         out.append(g)
     out.sort(key=lambda g: (-g["statuses"]["unhealthy"], gkey(g)))
     return out
+
+
+def revisions_oracle(revs: list[str]) -> dict[str, Any]:
+    """An object group's `revisions` and `otherRevisions` from its clusters' row revisions:
+    empty ones are none; most clusters first, then by revision; five listed, the rest summed."""
+    counts: dict[str, int] = {}
+    for r in revs:
+        if r:
+            counts[r] = counts.get(r, 0) + 1
+    order = sorted(counts.items(), key=lambda p: (-p[1], p[0]))
+    return {
+        "revisions": [{"revision": r, "clusters": n} for r, n in order[:5]],
+        "otherRevisions": {"revisions": len(order[5:]), "clusters": sum(n for _, n in order[5:])},
+    }
 
 
 def normal(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
