@@ -50,6 +50,8 @@ def filters_hash(f: Filters) -> str:
         parts.append(f.suspended)
     if f.flapping:
         parts.append(f"flapping>={f.flapping}")
+    if f.labels:  # appended only when set, as `suspended`
+        parts.append(f"labels:{f.labels.canonical()}")
     canon = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from common.index.rows import kind_prefix, namespace_prefix
+from common.labels import EVERYTHING, Selector
 
 TOP = b"\xff"  # sorts after every byte a member can hold right after a NUL-terminated prefix
 
@@ -40,6 +41,8 @@ class Filters:
     """Only suspended rows (True), only rows not suspended (False), or either (None)."""
     flapping: int = 0
     """Only rows with at least this many transitions in the last 24 hours (0: any)."""
+    labels: Selector = EVERYTHING
+    """Only rows whose labels match this selector (`labelSelector`; empty: any)."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A row is stored as one member of its cluster's lexicographic sorted set (see com
 
     <namespace> NUL <kind key> NUL <name> NUL <status code> NUL <reason> NUL <message>
                 NUL <lastTransitionTime epoch s> NUL <revision> NUL <apiVersion> NUL <uiUrl>
-                NUL <warnings> NUL <edges> NUL <blockedBy> NUL <recent>
+                NUL <warnings> NUL <edges> NUL <blockedBy> NUL <recent> NUL <labels>
 
 The status code is one byte: the health (`h` healthy, `u` unhealthy, `p` progressing, `k`
 unknown), upper-case when the object is suspended, so one code filter selects any mix of health
@@ -15,6 +15,10 @@ having none. `recent` is written by the writer from the row's transitions (commo
 `<failingSince epoch s>` then `,<epoch s>` per transition of the last day, newest first; empty
 for a row that has not transitioned (most rows). `failingSince` and `transitions24h` are
 computed from it when a row is served (`transitions24h` slides with time: `transitions_24h`).
+`labels` is the object's labels as `k=v` joined by `,` (neither may appear in a valid key or
+value), sorted by key, well-known keys coded (`LABEL_KEY_CODES`), a value equal to the object's
+name stored as `@`; a leading `!` says labels were cut (`labels_field`: invalid ones dropped,
+at most `MAX_LABELS` and `MAX_LABELS_BYTES`).
 
 The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX walks rows in
 the list order and one command returns a whole page with its data. NUL sorts before every other
@@ -33,6 +37,7 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NotRequired, TypedDict
 
+from common import labels as label_rules
 from common.index import edges as edge_codec
 from common.index import keys
 from common.kinds import relations
@@ -57,6 +62,7 @@ FIELDS = (
     "edges",
     "blockedBy",
     "recent",
+    "labels",
 )
 """The member's fields in order. The first three are the identity (the sort key); the status code
 (one byte) follows it: common.index.reader_lua relies on exactly that (checked at its import)."""
@@ -72,6 +78,40 @@ CODE_STATUS = {
 }
 _EDGES, _BLOCKED = FIELDS.index("edges"), FIELDS.index("blockedBy")
 _LTT, _RECENT = FIELDS.index("lastTransitionTime"), FIELDS.index("recent")
+_LABELS = FIELDS.index("labels")
+_WHOLE = len(FIELDS) - 1  # separators in a member with every field
+MAX_LABELS = 32
+"""Labels kept per row (by key order); the rest are cut and the row says `labelsTruncated`."""
+MAX_LABELS_BYTES = 512
+"""Bytes of the stored labels field per row at most (as MAX_LABELS)."""
+NAME_MARK = "@"
+"""A label value equal to the object's name, stored (`@` is no valid label value)."""
+CUT_MARK = "!"
+"""Leads a labels field that was cut (no valid key starts with `!`)."""
+LABEL_KEY_CODES = {
+    k: f"~{i:x}"
+    for i, k in enumerate(
+        (
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/version",
+            "app.kubernetes.io/component",
+            "app.kubernetes.io/part-of",
+            "app.kubernetes.io/managed-by",
+            "kustomize.toolkit.fluxcd.io/name",
+            "kustomize.toolkit.fluxcd.io/namespace",
+            "helm.toolkit.fluxcd.io/name",
+            "helm.toolkit.fluxcd.io/namespace",
+            "app",
+            "version",
+            "team",
+            "helm.sh/chart",
+            "istio.io/rev",
+        )
+    )
+}
+"""Well-known label keys stored as `~` + hex (no valid key starts with `~`). Append only."""
+LABEL_KEY_OF = {v: k for k, v in LABEL_KEY_CODES.items()}
 DAY_S = 86400
 API_VERSION_CODES = {
     a: f"~{i:x}"
@@ -241,6 +281,10 @@ class Row(TypedDict):
     """Served rows only (from the stored `recent` field), as `transitions24h`."""
     transitions24h: NotRequired[int]
     blockedBy: NotRequired[edge_codec.Blocker]
+    labels: NotRequired[dict[str, str]]
+    """The object's labels (valid ones, at most MAX_LABELS / MAX_LABELS_BYTES)."""
+    labelsTruncated: NotRequired[bool]
+    """Present (true) only when labels were cut: invalid, or past the caps."""
 
 
 def member(
@@ -282,7 +326,8 @@ def build_row(
     name = str(meta.get("name") or "")
     if not (isinstance(ui_url, str) and ui_url) and kind.ui_url_template:
         ui_url = kind.ui_url(cluster, namespace, name, api_version)
-    return Row(
+    labels, cut = capped_labels(meta.get("labels"))
+    row = Row(
         cluster=cluster,
         namespace=namespace,
         kind=kind.key,
@@ -296,7 +341,64 @@ def build_row(
         lastTransitionTime=st.last_transition_time or None,
         revision=status_rules.revision(obj),
         uiUrl=ui_url if isinstance(ui_url, str) and ui_url else None,
+        labels=labels,
     )
+    if cut:
+        row["labelsTruncated"] = True
+    return row
+
+
+def capped_labels(raw: Any) -> tuple[dict[str, str], bool]:
+    """The labels a row keeps of an object's `metadata.labels` (leaf data: untrusted): the
+    valid ones in key order, up to MAX_LABELS and MAX_LABELS_BYTES; whether any were cut."""
+    if not isinstance(raw, dict) or not raw:
+        return {}, False
+    out: dict[str, str] = {}
+    cut, size = False, 0
+    for k in sorted(str(k) for k in raw):
+        v = raw.get(k)
+        if not isinstance(v, str) or not label_rules.valid_label(k, v):
+            cut = True
+            continue
+        size += len(LABEL_KEY_CODES.get(k, k)) + len(v) + 2
+        if len(out) >= MAX_LABELS or size > MAX_LABELS_BYTES:
+            cut = True
+            break
+        out[k] = v
+    return out, cut
+
+
+def labels_field(labels: dict[str, str], name: str, cut: bool = False) -> str:
+    """The stored `labels` field of a row's labels (already capped by `capped_labels`)."""
+    text = ",".join(
+        f"{LABEL_KEY_CODES.get(k, k)}={NAME_MARK if v == name and v else v}"
+        for k, v in sorted(labels.items())
+    )
+    return CUT_MARK + text if cut else text
+
+
+def parse_labels(field: str, name: str) -> tuple[dict[str, str], bool]:
+    """(labels, cut) of a stored `labels` field."""
+    if not field:
+        return {}, False
+    cut = field[:1] == CUT_MARK
+    out: dict[str, str] = {}
+    for pair in (field[1:] if cut else field).split(","):
+        if not pair:
+            continue
+        k, _, v = pair.partition("=")
+        out[LABEL_KEY_OF.get(k, k)] = name if v == NAME_MARK else v
+    return out, cut
+
+
+def labels_of(member: str | bytes) -> dict[str, str]:
+    """The labels of an encoded member (what selectors match), without decoding the rest."""
+    if isinstance(member, bytes):
+        member = member.decode()
+    parts = member.split(SEP)
+    if len(parts) <= _LABELS or not parts[_LABELS]:
+        return {}
+    return parse_labels(parts[_LABELS], parts[2])[0]
 
 
 def status_code(status: str, suspended: bool) -> str:
@@ -345,6 +447,7 @@ def encode(row: Row, edges: str = "", blocked: str = "") -> str:
             edges,
             blocked,
             "",
+            labels_field(row.get("labels") or {}, row["name"], bool(row.get("labelsTruncated"))),
         )
     )
 
@@ -394,8 +497,19 @@ def with_recent(member: str, recent: str) -> str:
 
 def without_recent(member: str) -> str:
     """The member as the leaf's object alone makes it (its `recent` field empty, every field
-    present): what a full sync's snapshot holds."""
+    present): what a full sync's snapshot holds. Run on every stored row per sync: most have
+    no `recent`, and are returned as they are without splitting every field."""
+    if member.count(SEP) == _WHOLE:
+        head, recent, labels = member.rsplit(SEP, 2)
+        return member if not recent else f"{head}{SEP}{SEP}{labels}"
     return with_recent(member, "")
+
+
+def has_recent(member: str) -> bool:
+    """Whether an encoded member has a `recent` field (it transitioned lately)."""
+    if member.count(SEP) == _WHOLE:
+        return bool(member.rsplit(SEP, 2)[1])
+    return bool(recent_of(member))
 
 
 def bare(member: str) -> str:
@@ -451,7 +565,9 @@ def decode(cluster: str, member: str | bytes) -> Row:
         _,
         blocked,
         recent,
+        labels_text,
     ) = _fields(member)
+    labels, cut = parse_labels(labels_text, name)
     row = Row(
         cluster=cluster,
         namespace=ns,
@@ -468,7 +584,10 @@ def decode(cluster: str, member: str | bytes) -> Row:
         uiUrl=ui_url or None,
         failingSince=failing_since(code, ltt, recent),
         transitions24h=transitions_24h(recent),
+        labels=labels,
     )
+    if cut:
+        row["labelsTruncated"] = True
     if blocked:
         row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)  # type: ignore[typeddict-item]
     return row
@@ -482,9 +601,24 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     api_versions, reason_of, message = API_VERSION_OF, _reason, _message
     now = time.time()
     for cluster, member in rows:
-        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, blocked, rec = (
-            _fields(member.decode())
-        )
+        (
+            ns,
+            kind,
+            name,
+            code,
+            reason,
+            msg,
+            ltt,
+            rev,
+            api_version,
+            ui_url,
+            warn,
+            _,
+            blocked,
+            rec,
+            lab,
+        ) = _fields(member.decode())
+        labels, cut = parse_labels(lab, name) if lab else ({}, False)
         row: Any = {
             "cluster": cluster,
             "namespace": ns,
@@ -501,7 +635,10 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             "uiUrl": ui_url or None,
             "failingSince": failing_since(code, ltt, rec),
             "transitions24h": transitions_24h(rec, now) if rec else 0,
+            "labels": labels,
         }
+        if cut:
+            row["labelsTruncated"] = True
         if blocked:
             row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)
         append(row)
@@ -520,8 +657,8 @@ def row_json(cluster: str, member: bytes, now: float | None = None) -> str:
 def timeless_row_json(cluster: str, member: bytes) -> str:
     """`row_json` without `transitions24h`, which slides with time (query.body caches this and
     adds the count per request)."""
-    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, _, rec = _fields(
-        member.decode()
+    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, _, rec, lab = (
+        _fields(member.decode())
     )
     e = _esc
     msg, reason = _message(msg, rev), _reason(reason)
@@ -534,8 +671,17 @@ def timeless_row_json(cluster: str, member: bytes) -> str:
         f'"suspended":{suspended},"reason":{e(reason)},"message":{e(msg)},'
         f'"warnings":{int(warn or 0)},"lastTransitionTime":{e(at) if at else "null"},"revision":{e(rev)},'
         f'"uiUrl":{e(ui_url) if ui_url else "null"},'
-        f'"failingSince":{e(since) if since else "null"}}}'
+        f'"failingSince":{e(since) if since else "null"},"labels":{_labels_json(lab, name)}}}'
     )
+
+
+def _labels_json(field: str, name: str) -> str:
+    """The `labels` object (and `labelsTruncated` when cut) of a stored labels field, as JSON."""
+    if not field:
+        return "{}"
+    labels, cut = parse_labels(field, name)
+    text = "{" + ",".join(f"{_esc(k)}:{_esc(v)}" for k, v in labels.items()) + "}"
+    return text + ',"labelsTruncated":true' if cut else text
 
 
 def identity(member: str | bytes) -> str:
