@@ -17,7 +17,7 @@ for a row that has not transitioned (most rows). `failingSince` and `transitions
 computed from it when a row is served (`transitions24h` slides with time: `transitions_24h`).
 `labels` is the object's labels as `k=v` joined by `,` (neither may appear in a valid key or
 value), sorted by key, well-known keys coded (`LABEL_KEY_CODES`), a value equal to the object's
-name stored as `@`; a leading `!` says labels were cut (`labels_field`: invalid ones dropped,
+name stored as `@`, one equal to its namespace as `^`; a leading `!` says labels were cut (`labels_field`: invalid ones dropped,
 at most `MAX_LABELS` and `MAX_LABELS_BYTES`).
 
 The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX walks rows in
@@ -86,6 +86,8 @@ MAX_LABELS_BYTES = 512
 """Bytes of the stored labels field per row at most (as MAX_LABELS)."""
 NAME_MARK = "@"
 """A label value equal to the object's name, stored (`@` is no valid label value)."""
+NS_MARK = "^"
+"""A label value equal to the object's namespace, stored (`^` is no valid label value)."""
 CUT_MARK = "!"
 """Leads a labels field that was cut (no valid key starts with `!`)."""
 LABEL_KEY_CODES = {
@@ -107,6 +109,7 @@ LABEL_KEY_CODES = {
             "team",
             "helm.sh/chart",
             "istio.io/rev",
+            "fleetscope.io/team",
         )
     )
 }
@@ -368,26 +371,28 @@ def capped_labels(raw: Any) -> tuple[dict[str, str], bool]:
     return out, cut
 
 
-def labels_field(labels: dict[str, str], name: str, cut: bool = False) -> str:
+def labels_field(labels: dict[str, str], name: str, namespace: str = "", cut: bool = False) -> str:
     """The stored `labels` field of a row's labels (already capped by `capped_labels`)."""
+    marks = {name: NAME_MARK, namespace: NS_MARK}
+    marks.pop("", None)
     text = ",".join(
-        f"{LABEL_KEY_CODES.get(k, k)}={NAME_MARK if v == name and v else v}"
-        for k, v in sorted(labels.items())
+        f"{LABEL_KEY_CODES.get(k, k)}={marks.get(v, v)}" for k, v in sorted(labels.items())
     )
     return CUT_MARK + text if cut else text
 
 
-def parse_labels(field: str, name: str) -> tuple[dict[str, str], bool]:
+def parse_labels(field: str, name: str, namespace: str = "") -> tuple[dict[str, str], bool]:
     """(labels, cut) of a stored `labels` field."""
     if not field:
         return {}, False
     cut = field[:1] == CUT_MARK
+    marks = {NAME_MARK: name, NS_MARK: namespace}
     out: dict[str, str] = {}
     for pair in (field[1:] if cut else field).split(","):
         if not pair:
             continue
         k, _, v = pair.partition("=")
-        out[LABEL_KEY_OF.get(k, k)] = name if v == NAME_MARK else v
+        out[LABEL_KEY_OF.get(k, k)] = marks.get(v, v)
     return out, cut
 
 
@@ -398,7 +403,7 @@ def labels_of(member: str | bytes) -> dict[str, str]:
     parts = member.split(SEP)
     if len(parts) <= _LABELS or not parts[_LABELS]:
         return {}
-    return parse_labels(parts[_LABELS], parts[2])[0]
+    return parse_labels(parts[_LABELS], parts[2], parts[0])[0]
 
 
 def status_code(status: str, suspended: bool) -> str:
@@ -447,7 +452,12 @@ def encode(row: Row, edges: str = "", blocked: str = "") -> str:
             edges,
             blocked,
             "",
-            labels_field(row.get("labels") or {}, row["name"], bool(row.get("labelsTruncated"))),
+            labels_field(
+                row.get("labels") or {},
+                row["name"],
+                row["namespace"],
+                bool(row.get("labelsTruncated")),
+            ),
         )
     )
 
@@ -567,7 +577,7 @@ def decode(cluster: str, member: str | bytes) -> Row:
         recent,
         labels_text,
     ) = _fields(member)
-    labels, cut = parse_labels(labels_text, name)
+    labels, cut = parse_labels(labels_text, name, ns)
     row = Row(
         cluster=cluster,
         namespace=ns,
@@ -618,7 +628,7 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             rec,
             lab,
         ) = _fields(member.decode())
-        labels, cut = parse_labels(lab, name) if lab else ({}, False)
+        labels, cut = parse_labels(lab, name, ns) if lab else ({}, False)
         row: Any = {
             "cluster": cluster,
             "namespace": ns,
@@ -671,15 +681,15 @@ def timeless_row_json(cluster: str, member: bytes) -> str:
         f'"suspended":{suspended},"reason":{e(reason)},"message":{e(msg)},'
         f'"warnings":{int(warn or 0)},"lastTransitionTime":{e(at) if at else "null"},"revision":{e(rev)},'
         f'"uiUrl":{e(ui_url) if ui_url else "null"},'
-        f'"failingSince":{e(since) if since else "null"},"labels":{_labels_json(lab, name)}}}'
+        f'"failingSince":{e(since) if since else "null"},"labels":{_labels_json(lab, name, ns)}}}'
     )
 
 
-def _labels_json(field: str, name: str) -> str:
+def _labels_json(field: str, name: str, namespace: str) -> str:
     """The `labels` object (and `labelsTruncated` when cut) of a stored labels field, as JSON."""
     if not field:
         return "{}"
-    labels, cut = parse_labels(field, name)
+    labels, cut = parse_labels(field, name, namespace)
     text = "{" + ",".join(f"{_esc(k)}:{_esc(v)}" for k, v in labels.items()) + "}"
     return text + ',"labelsTruncated":true' if cut else text
 
