@@ -135,8 +135,10 @@ class Extras:
         for c, g in todo:  # gens were read before the scans: a later write moves them
             memo_key = (c, id(access[c]), filters, label_keys)
             self._remember(self._parts, memo_key, (access[c], g, parts[c]))
+        read_now = {c for c, _g in todo}
         for c in clusters:
             _add_part(out, c, parts[c], label_keys)
+            out.scanned += parts[c].scanned if c in read_now else 0
 
     def _remember(self, memo: dict[Any, Any], key: Any, value: Any) -> None:
         with self._lock:
@@ -193,7 +195,6 @@ def _add_all(out: dict[str, int], more: Mapping[str, int]) -> None:
 
 
 def _add_part(out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...]) -> None:
-    out.scanned += part.scanned
     for (kind, code), n in part.kinds.items():
         status, susp = tally.code_status(code)
         out.total += n
