@@ -227,11 +227,19 @@ def _flapping(members: list[bytes], filters: Filters, now: float) -> list[bytes]
     return out
 
 
-def _labelled(members: list[bytes], selector: Selector) -> list[bytes]:
+def labelled(members: list[bytes], selector: Selector) -> list[bytes]:
     """The members whose labels match `selector` (members without labels tested once)."""
     bare = selector.matches({})
     labels_of, matches = rows.labels_of, selector.matches
-    return [m for m in members if (bare if m[-1:] == b"\x00" else matches(labels_of(m)))]
+    needles = rows.label_needles(selector)
+    out = []
+    for m in members:
+        if m[-1:] == b"\x00":
+            if bare:
+                out.append(m)
+        elif all(any(n in m for n in alts) for alts in needles) and matches(labels_of(m)):
+            out.append(m)
+    return out
 
 
 _NOTHING = Range(b"", b"", None)  # a remembered pruned plan with no namespace left
@@ -585,7 +593,7 @@ class Reader:
                         replies[k] = [*replies[k][:3], *_flapping(replies[k][3:], filters, now)]
                 if filters.labels:  # the scan's bound stays as read
                     for k in range(pos, pos + nkeys):
-                        replies[k] = [*replies[k][:3], *_labelled(replies[k][3:], filters.labels)]
+                        replies[k] = [*replies[k][:3], *labelled(replies[k][3:], filters.labels)]
                 members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
                 pos += nkeys
                 result.scanned += scanned
@@ -821,7 +829,7 @@ class Reader:
                     replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
             if filters.labels:
                 for k in range(pos, pos + nkeys):
-                    replies[k] = [*replies[k][:3], *_labelled(replies[k][3:], filters.labels)]
+                    replies[k] = [*replies[k][:3], *labelled(replies[k][3:], filters.labels)]
             members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
             pos += nkeys
             if bound is not None:
@@ -949,7 +957,7 @@ class Reader:
                 self._visibility(access[c], filters, codes).keep(members), filters, now
             )
             if filters.labels:
-                found = _labelled(found, filters.labels)
+                found = labelled(found, filters.labels)
             out.scanned += len(members)
             for m in found:
                 ns, kind, name, code, _ = m.split(b"\x00", 4)

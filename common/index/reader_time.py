@@ -41,7 +41,7 @@ import redis
 
 from common import redis_client
 from common.index import keys, rows, tally, timeline
-from common.index.reader import Visibility
+from common.index.reader import Visibility, labelled
 from common.index.reader_plan import AccessLike, Filters
 from common.kinds.status import STATUSES
 
@@ -288,8 +288,10 @@ class TimeReader:
                 break
             last = got[-1]
             rows_of = self._aligned(got, codes, out, versions)
+            found = [m for m in rows_of if m is not None]
+            matching = {id(m) for m in labelled(found, filters.labels)}
             for (cluster, item), member in zip(got, rows_of, strict=True):
-                if member is not None and filters.labels.matches(rows.labels_of(member)):
+                if member is not None and id(member) in matching:
                     kept.append((cluster, item, member))
             if len(kept) >= need:
                 break

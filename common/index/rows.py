@@ -396,6 +396,24 @@ def parse_labels(field: str, name: str, namespace: str = "") -> tuple[dict[str, 
     return out, cut
 
 
+@functools.lru_cache(maxsize=1024)
+def label_needles(selector: label_rules.Selector) -> tuple[tuple[bytes, ...], ...]:
+    """A quick test of stored members against `selector`, before any is parsed: per
+    requirement that needs its key, byte strings of which a matching member holds at least one
+    (the stored `key=value` pair, or the key with the name or namespace mark). A member holding
+    none cannot match; one that holds them is then tested for real (other fields may hold the
+    same bytes)."""
+    out = []
+    for r in selector.requirements:
+        code = LABEL_KEY_CODES.get(r.key, r.key)
+        if r.op in ("=", "==", "in"):
+            pairs = {f"{code}={v}" for v in r.values} | {f"{code}={NAME_MARK}", f"{code}={NS_MARK}"}
+            out.append(tuple(sorted(p.encode() for p in pairs)))
+        elif r.op in ("exists", ">", "<"):
+            out.append((f"{code}=".encode(),))
+    return tuple(out)
+
+
 def labels_of(member: str | bytes) -> dict[str, str]:
     """The labels of an encoded member (what selectors match), without decoding the rest."""
     if isinstance(member, bytes):
