@@ -887,7 +887,7 @@ class Reader:
         if hit is not None and (hit.access is not access or hit.clusters != clusters):
             hit = None
         if hit is not None and hit.gens == gens:
-            spaces = self.extras.namespaces(access, filters, clusters, gens)
+            spaces = self.extras.namespaces(access, filters, clusters, gens, self.tallies)
             return dataclasses.replace(hit.out, version=version, namespaces=spaces)
         namespaces = tuple(sorted(set(filters.namespaces)))
         tables: dict[str, tally.Table | None] = {}
@@ -924,7 +924,7 @@ class Reader:
         ready = [(c, g) for c, g in zip(clusters, gens, strict=True) if c not in unready]
         late = [(c, g) for c, g in zip(clusters, gens, strict=True) if c in unready]
         spaces = self.extras.namespaces(
-            access, filters, [c for c, _ in ready], [g for _, g in ready]
+            access, filters, [c for c, _ in ready], [g for _, g in ready], self.tallies
         )
         if unready:  # their per-namespace counts are not complete: counted from the rows
             rest = Facets()

@@ -1,8 +1,9 @@
 """Facets beyond the count tables: rows per namespace, and per value of asked label keys.
 
 `namespaces` comes from the per-namespace counts (common.index.nscounts) the writer keeps, over
-the kinds the caller may list in each namespace and the filters, one round trip for the
-clusters written since the caller last asked (per cluster generation). What the tables cannot
+the kinds the caller may list in each namespace and the filters: those the caller's count table
+was summed from, or (a caller with cluster-wide kinds) every namespace's, read once per cluster
+generation (one round trip for the clusters written since). What the tables cannot
 count (a label selector, `labelKeys`, a name substring) is counted from the rows themselves:
 each cluster's visible rows read as a list page reads them (common.index.reader's streams), the
 selector tested on each, remembered per cluster generation, so an unchanged fleet costs one
@@ -48,6 +49,8 @@ class Extras:
         self.r = r
         self._ns: dict[tuple[str, int, Filters], tuple[AccessLike, int, dict[str, int]]] = {}
         self._parts: dict[tuple[Any, ...], tuple[AccessLike, int, Part]] = {}
+        self._raw: dict[str, tuple[int, dict[str, str]]] = {}
+        """Every namespace's counts of a cluster (encoded), by generation: for wide callers."""
         self._lock = threading.Lock()
         self.reads = 0
         """Clusters whose rows or counts were read (not answered from memory): for tests."""
@@ -60,38 +63,47 @@ class Extras:
         filters: Filters,
         clusters: Sequence[str],
         gens: Sequence[Any],
+        tallies: tally.Tallies,
     ) -> dict[str, int]:
         """Visible rows per namespace ("" for cluster-scoped rows) under `filters` (no name,
-        selector or flapping filter: those are counted from rows)."""
+        selector or flapping filter: those are counted from rows). A caller who sees only some
+        namespaces is summed from the per-namespace counts its count table was read from (no
+        read of its own); one with cluster-wide kinds from every namespace's counts, read once
+        per cluster generation and shared by every such caller."""
         out: dict[str, int] = {}
+        ns_key = tuple(sorted(set(filters.namespaces)))
         todo: list[tuple[str, int]] = []
         for c, g in zip(clusters, gens, strict=True):
-            hit = self._ns.get((c, id(access[c]), filters))
-            if hit is not None and hit[0] is access[c] and hit[1] == int(g or 0):
+            gen, a = int(g or 0), access[c]
+            hit = self._ns.get((c, id(a), filters))
+            if hit is not None and hit[0] is a and hit[1] == gen:
                 _add_all(out, hit[2])
+                continue
+            entry = None if tally.view(a, ns_key).cluster_wide else tallies.entry(c, a, ns_key, gen)
+            raw = self._raw.get(c)
+            if entry is not None:
+                values: Mapping[str, str] = entry.per_ns
+            elif raw is not None and raw[0] == gen:
+                values = raw[1]
             else:
-                todo.append((c, int(g or 0)))
+                todo.append((c, gen))
+                continue
+            mine = _namespace_rows(a, filters, values)
+            self._remember(self._ns, (c, id(a), filters), (a, gen, mine))
+            _add_all(out, mine)
         if not todo:
             return out
         p = self.r.pipeline(transaction=False)
-        spans: list[tuple[str, int, Any, int]] = []
-        for c, g in todo:
-            a = access[c]
-            if a.cluster_wide and not filters.namespaces:
-                spans.append((c, g, None, nscounts.queue_read_all(p, c)))
-            else:
-                wanted = filters.namespaces or tuple(a.namespaces)
-                groups = nscounts.queue_read(p, c, wanted)
-                spans.append((c, g, groups, len(groups)))
+        spans = [nscounts.queue_read_all(p, c) for c, _g in todo]
         replies = p.execute()
         self.reads += len(todo)
         pos = 0
-        for c, g, groups, n in spans:
-            got = replies[pos : pos + n]
+        for (c, gen), n in zip(todo, spans, strict=True):
+            values = nscounts.collect_all(replies[pos : pos + n])
             pos += n
-            values = nscounts.collect_all(got) if groups is None else nscounts.collect(groups, got)
+            self._remember(self._raw, c, (gen, values))
             mine = _namespace_rows(access[c], filters, values)
-            self._remember(self._ns, (c, id(access[c]), filters), (access[c], g, mine))
+            self._remember(self._ns, (c, id(access[c]), filters), (access[c], gen, mine))
             _add_all(out, mine)
         return out
 

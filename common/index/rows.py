@@ -90,6 +90,9 @@ NS_MARK = "^"
 """A label value equal to the object's namespace, stored (`^` is no valid label value)."""
 CUT_MARK = "!"
 """Leads a labels field that was cut (no valid key starts with `!`)."""
+SLIM_LABELS = ("fleetscope", "labels")
+"""Where a slimmed object (collector.mesh.slim, held by the watcher) keeps its row's labels
+field in its metadata: a tuple key, which no object parsed from JSON can hold."""
 LABEL_KEY_CODES = {
     k: f"~{i:x}"
     for i, k in enumerate(
@@ -329,7 +332,11 @@ def build_row(
     name = str(meta.get("name") or "")
     if not (isinstance(ui_url, str) and ui_url) and kind.ui_url_template:
         ui_url = kind.ui_url(cluster, namespace, name, api_version)
-    labels, cut = capped_labels(meta.get("labels"))
+    held = meta.get(SLIM_LABELS)
+    if isinstance(held, str):  # a slimmed object (collector.mesh.slim): its labels field
+        labels, cut = parse_labels(held, name, namespace)
+    else:
+        labels, cut = capped_labels(meta.get("labels"))
     row = Row(
         cluster=cluster,
         namespace=namespace,
