@@ -141,8 +141,9 @@ def facets_response(
             "statuses": dict(sorted(counts.statuses.items())),
             "suspended": {flag: counts.suspended.get(flag, 0) for flag in ("true", "false")},
         }
-        if not by:  # rows per namespace (group counts have none)
-            members["namespaces"] = dict(sorted(counts.namespaces.items()))
+        if not by:  # rows per namespace (group counts have none); `_`: cluster-scoped rows,
+            # as the namespace filter and object paths name them
+            members["namespaces"] = {ns or "_": n for ns, n in sorted(counts.namespaces.items())}
         if label_keys:
             members.update(_label_values(counts, label_keys))
         text = json.dumps(members, separators=(",", ":"))[1:-1]

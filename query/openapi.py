@@ -151,7 +151,8 @@ SCHEMAS: S = {
             "kinds": {"type": "object", "additionalProperties": _INT},
             "statuses": {"type": "object", "additionalProperties": _INT},
             "suspended": _obj({"true": _INT, "false": _INT}),
-            # objects per namespace ("" for cluster-scoped objects); not with `by`
+            # objects per namespace (`_` for cluster-scoped objects, as the filter takes it);
+            # not with `by`
             "namespaces": {"type": "object", "additionalProperties": _INT},
             # with `labelKeys`: per key, its most common values with their objects
             "labels": {

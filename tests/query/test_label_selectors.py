@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client as kclient
 from kubernetes import config as kconfig
 
+from common import labels
 from common.index.reader_facets import LABEL_VALUES_TOP
 from common.kinds.registry import builtin_registry
 from kubesim.fleet import generate_fleet
@@ -129,12 +130,20 @@ def check_selector(world: dict[str, Any], selector: str) -> None:
         facets = counts.get_json()
         assert facets["total"] == len(expected), (name, selector)
         assert facets["clusters"] == dict(Counter(o[0] for o in expected))
-        assert facets["namespaces"] == dict(Counter(o[1] for o in expected))
+        assert facets["namespaces"] == dict(Counter(o[1] or "_" for o in expected))
         groups = walk(world["client"], user, "/api/v1/groups", labelSelector=selector)
         by_object = Counter((o[1], o[2], o[3]) for o in expected)
         assert {(g["namespace"], g["kind"], g["name"]): g["total"] for g in groups} == dict(
             by_object
         ), (name, selector)
+        for g in groups[:2]:  # one group's rows: the clusters where the selector holds
+            path = f"/api/v1/groups/{g['namespace'] or '_'}/{g['kind']}/{g['name']}"
+            one = world["client"].get(
+                path, query_string={"labelSelector": selector}, headers=headers(user)
+            )
+            items = one.get_json()["items"]
+            assert len(items) == g["total"], (name, selector, path)
+            assert all(labels.parse(selector).matches(r["labels"]) for r in items)
     if selector == SELECTORS[0]:
         assert allowed(USERS["dev-team-00"], objects), "the selector should match something"
 
@@ -167,7 +176,7 @@ def test_namespace_and_label_value_facets_equal_the_users_rows(
         )
         facets = resp.get_json()
         assert facets["total"] == len(rows)
-        assert facets["namespaces"] == dict(Counter(r["namespace"] for r in rows))
+        assert facets["namespaces"] == dict(Counter(r["namespace"] or "_" for r in rows))
         plain = world["client"].get("/api/v1/facets", query_string=query, headers=headers(user))
         assert plain.get_json()["namespaces"] == facets["namespaces"]  # from the counts
         for k in keys:
