@@ -15,10 +15,8 @@ having none. `recent` is written by the writer from the row's transitions (commo
 `<failingSince epoch s>` then `,<epoch s>` per transition of the last day, newest first; empty
 for a row that has not transitioned (most rows). `failingSince` and `transitions24h` are
 computed from it when a row is served (`transitions24h` slides with time: `transitions_24h`).
-`labels` is the object's labels as `k=v` joined by `,` (neither may appear in a valid key or
-value), sorted by key, well-known keys coded (`LABEL_KEY_CODES`), a value equal to the object's
-name stored as `@`, one equal to its namespace as `^`; a leading `!` says labels were cut (`labels_field`: invalid ones dropped,
-at most `MAX_LABELS` and `MAX_LABELS_BYTES`).
+`labels` is the object's labels in common.index.label_field's compact form (valid ones only,
+capped; a leading `!` when some were cut).
 
 The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX walks rows in
 the list order and one command returns a whole page with its data. NUL sorts before every other
@@ -37,9 +35,8 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NotRequired, TypedDict
 
-from common import labels as label_rules
 from common.index import edges as edge_codec
-from common.index import keys
+from common.index import keys, label_field
 from common.kinds import relations
 from common.kinds import status as status_rules
 from common.kinds.registry import Kind
@@ -80,44 +77,14 @@ _EDGES, _BLOCKED = FIELDS.index("edges"), FIELDS.index("blockedBy")
 _LTT, _RECENT = FIELDS.index("lastTransitionTime"), FIELDS.index("recent")
 _LABELS = FIELDS.index("labels")
 _WHOLE = len(FIELDS) - 1  # separators in a member with every field
-MAX_LABELS = 32
-"""Labels kept per row (by key order); the rest are cut and the row says `labelsTruncated`."""
-MAX_LABELS_BYTES = 512
-"""Bytes of the stored labels field per row at most (as MAX_LABELS)."""
-NAME_MARK = "@"
-"""A label value equal to the object's name, stored (`@` is no valid label value)."""
-NS_MARK = "^"
-"""A label value equal to the object's namespace, stored (`^` is no valid label value)."""
-CUT_MARK = "!"
-"""Leads a labels field that was cut (no valid key starts with `!`)."""
+MAX_LABELS, MAX_LABELS_BYTES = label_field.MAX_LABELS, label_field.MAX_LABELS_BYTES
 SLIM_LABELS = ("fleetscope", "labels")
 """Where a slimmed object (collector.mesh.slim, held by the watcher) keeps its row's labels
 field in its metadata: a tuple key, which no object parsed from JSON can hold."""
-LABEL_KEY_CODES = {
-    k: f"~{i:x}"
-    for i, k in enumerate(
-        (
-            "app.kubernetes.io/name",
-            "app.kubernetes.io/instance",
-            "app.kubernetes.io/version",
-            "app.kubernetes.io/component",
-            "app.kubernetes.io/part-of",
-            "app.kubernetes.io/managed-by",
-            "kustomize.toolkit.fluxcd.io/name",
-            "kustomize.toolkit.fluxcd.io/namespace",
-            "helm.toolkit.fluxcd.io/name",
-            "helm.toolkit.fluxcd.io/namespace",
-            "app",
-            "version",
-            "team",
-            "helm.sh/chart",
-            "istio.io/rev",
-            "fleetscope.io/team",
-        )
-    )
-}
-"""Well-known label keys stored as `~` + hex (no valid key starts with `~`). Append only."""
-LABEL_KEY_OF = {v: k for k, v in LABEL_KEY_CODES.items()}
+capped_labels = label_field.capped
+labels_field = label_field.encode
+parse_labels = label_field.decode
+label_needles = label_field.needles
 DAY_S = 86400
 API_VERSION_CODES = {
     a: f"~{i:x}"
@@ -356,69 +323,6 @@ def build_row(
     if cut:
         row["labelsTruncated"] = True
     return row
-
-
-def capped_labels(raw: Any) -> tuple[dict[str, str], bool]:
-    """The labels a row keeps of an object's `metadata.labels` (leaf data: untrusted): the
-    valid ones in key order, up to MAX_LABELS and MAX_LABELS_BYTES; whether any were cut."""
-    if not isinstance(raw, dict) or not raw:
-        return {}, False
-    out: dict[str, str] = {}
-    cut, size = False, 0
-    for k in sorted(str(k) for k in raw):
-        v = raw.get(k)
-        if not isinstance(v, str) or not label_rules.valid_label(k, v):
-            cut = True
-            continue
-        size += len(LABEL_KEY_CODES.get(k, k)) + len(v) + 2
-        if len(out) >= MAX_LABELS or size > MAX_LABELS_BYTES:
-            cut = True
-            break
-        out[k] = v
-    return out, cut
-
-
-def labels_field(labels: dict[str, str], name: str, namespace: str = "", cut: bool = False) -> str:
-    """The stored `labels` field of a row's labels (already capped by `capped_labels`)."""
-    marks = {name: NAME_MARK, namespace: NS_MARK}
-    marks.pop("", None)
-    text = ",".join(
-        f"{LABEL_KEY_CODES.get(k, k)}={marks.get(v, v)}" for k, v in sorted(labels.items())
-    )
-    return CUT_MARK + text if cut else text
-
-
-def parse_labels(field: str, name: str, namespace: str = "") -> tuple[dict[str, str], bool]:
-    """(labels, cut) of a stored `labels` field."""
-    if not field:
-        return {}, False
-    cut = field[:1] == CUT_MARK
-    marks = {NAME_MARK: name, NS_MARK: namespace}
-    out: dict[str, str] = {}
-    for pair in (field[1:] if cut else field).split(","):
-        if not pair:
-            continue
-        k, _, v = pair.partition("=")
-        out[LABEL_KEY_OF.get(k, k)] = marks.get(v, v)
-    return out, cut
-
-
-@functools.lru_cache(maxsize=1024)
-def label_needles(selector: label_rules.Selector) -> tuple[tuple[bytes, ...], ...]:
-    """A quick test of stored members against `selector`, before any is parsed: per
-    requirement that needs its key, byte strings of which a matching member holds at least one
-    (the stored `key=value` pair, or the key with the name or namespace mark). A member holding
-    none cannot match; one that holds them is then tested for real (other fields may hold the
-    same bytes)."""
-    out = []
-    for r in selector.requirements:
-        code = LABEL_KEY_CODES.get(r.key, r.key)
-        if r.op in ("=", "==", "in"):
-            pairs = {f"{code}={v}" for v in r.values} | {f"{code}={NAME_MARK}", f"{code}={NS_MARK}"}
-            out.append(tuple(sorted(p.encode() for p in pairs)))
-        elif r.op in ("exists", ">", "<"):
-            out.append((f"{code}=".encode(),))
-    return tuple(out)
 
 
 def labels_of(member: str | bytes) -> dict[str, str]:
