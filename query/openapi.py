@@ -359,14 +359,17 @@ _LABEL_SELECTOR = _param(
     "only objects whose labels match, in Kubernetes' syntax: `k=v`, `k==v`, `k!=v`, "
     "`k in (a,b)`, `k notin (a,b)`, `k`, `!k`, `k>1`, `k<1`, comma = AND (`!=` and `notin` "
     "also match objects without the key). A malformed selector is a 400 with the message "
-    "kube-apiserver gives and the position where parsing stopped",
+    "kube-apiserver gives and the position where parsing stopped. Tested on each visible row "
+    "read; with `sort`, a page may hold fewer than `limit` rows while `continue` is set; on "
+    "facets and groups, counted from the matching rows (at most 100,000 for groups)",
     {"type": "string", "maxLength": MAX_SELECTOR_LEN},
 )
 _LABEL_KEYS = _param(
     "labelKeys",
     f"count objects by the values of these label keys (`labels`: the {LABEL_VALUES_TOP} values "
     f"with most objects per key; `labelsOmitted`: the rest), at most {LABEL_KEYS_MAX} keys; "
-    "not with `by` or `flapping`",
+    "not with `by` or `flapping`. Counted from the visible rows, remembered per cluster until "
+    "it is written",
     {"type": "array", "items": _STR},
     explode=True,
 )
