@@ -9,6 +9,8 @@ USAGE of one cluster's keys by type, the average encoded member length. Target: 
 were stored). Then a day of transitions under bench.history_churn's model (`--churn` % of rows
 an hour for `--hours`, through the real writer) and the memory it added per row of the fleet:
 the transition history (target: <= 60 B/row) plus the rows' own moves in the time index.
+Labels (target: <= 40 B/row): one cluster's row zsets rebuilt without the labels field, with
+the model measured there (labels per row, distinct keys and values).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import redis
 from bench import report
 from bench.fleetload import load_fleet
 from bench.history_churn import churn
-from common.index import keys
+from common.index import keys, rows
 from common.redis_server import start_redis_server
 
 TARGET_BYTES = 400  # with edges and dependents (issue #15; 350 before relations were stored)
+LABELS_TARGET_BYTES = 40  # issue #40: the rows' labels, on top of the index
 HISTORY_TARGET_BYTES = 60  # issue #36: history under the churn model, on top of the index
 
 
@@ -59,6 +62,48 @@ def breakdown(r: redis.Redis, cluster: str) -> dict[str, int]:
     return out
 
 
+def labels_usage(r: redis.Redis, cluster: str) -> dict[str, Any]:
+    """What one cluster's labels cost: its row zsets (all rows, and the status indexes that
+    hold copies) rebuilt in scratch keys without the members' labels field, MEMORY USAGE
+    compared; and the model (labels per row, distinct keys and values, field length)."""
+    label_at = rows.FIELDS.index("labels")
+    cost, scratch = 0, "bench:labels:scratch"
+    sources = [keys.rows(cluster), *(keys.by_status(cluster, s) for s in keys.INDEXED_STATUSES)]
+    per_row: list[int] = []
+    field_len: list[int] = []
+    seen_keys: set[str] = set()
+    seen_values: set[str] = set()
+    for i, key in enumerate(sources):
+        members = r.zrange(key, 0, -1)
+        if not members:
+            continue
+        bare = []
+        for m in members:
+            parts = m.split(b"\x00")
+            if i == 0 and len(parts) > label_at:
+                field_len.append(len(parts[label_at]))
+                got = rows.labels_of(m)
+                per_row.append(len(got))
+                seen_keys.update(got)
+                seen_values.update(got.values())
+            bare.append(b"\x00".join(parts[:label_at] + [b""] * (len(parts) > label_at)))
+        r.delete(scratch)
+        for k in range(0, len(bare), 1000):
+            r.zadd(scratch, dict.fromkeys(bare[k : k + 1000], 0))
+        cost += int(r.memory_usage(key, samples=0) or 0) - int(
+            r.memory_usage(scratch, samples=0) or 0
+        )
+    r.delete(scratch)
+    n = r.zcard(keys.rows(cluster)) or 1
+    return {
+        "labels_bytes_per_row": round(cost / n, 1),
+        "labels_per_row_avg": round(statistics.mean(per_row), 1) if per_row else 0,
+        "labels_field_len_avg": round(statistics.mean(field_len), 1) if field_len else 0,
+        "label_keys_distinct": len(seen_keys),
+        "label_values_distinct": len(seen_values),
+    }
+
+
 def history_usage(r: redis.Redis, cluster: str) -> tuple[int, int]:
     """(history keys, their MEMORY USAGE bytes) of one cluster."""
     found = list(r.scan_iter(match=keys.history_pattern(cluster), count=1000))
@@ -78,6 +123,7 @@ def measure(
         cluster = sorted(x.decode() for x in r.hkeys(keys.CLUSTERS))[0]
         members = r.zrange(keys.rows(cluster), 0, -1)
         parts = breakdown(r, cluster)
+        labelled = labels_usage(r, cluster)
         n = len(members)
         churned: dict[str, Any] = {}
         if churn_pct > 0:
@@ -101,6 +147,7 @@ def measure(
             "rss_mb": round(int(info["used_memory_rss"]) / 2**20, 1),
             "member_len_avg": round(statistics.mean(len(m) for m in members), 1),
             "per_row_in_one_cluster": {k: round(v / n) for k, v in parts.items()},
+            **labelled,
             **churned,
         }
     finally:
@@ -141,6 +188,10 @@ def main() -> None:
                 m.get("churn_added_bytes_per_row", "-"),
                 m.get("history_key_bytes_avg", "-"),
                 "yes" if m.get("history_bytes_per_row", 0) <= HISTORY_TARGET_BYTES else "NO",
+                m["labels_bytes_per_row"],
+                f"{m['labels_per_row_avg']} labels, {m['label_keys_distinct']} keys, "
+                f"{m['label_values_distinct']} values, field {m['labels_field_len_avg']} B",
+                "yes" if m["labels_bytes_per_row"] <= LABELS_TARGET_BYTES else "NO",
             )
         )
     report.record(
@@ -166,6 +217,9 @@ def main() -> None:
             "all the churn added B/row",
             "bytes per history key",
             f"history <= {HISTORY_TARGET_BYTES}",
+            "labels B/row (rows and status indexes)",
+            "labels model (one cluster)",
+            f"labels <= {LABELS_TARGET_BYTES}",
         ),
         rows,
         write_doc=not args.no_doc,

@@ -11,7 +11,7 @@ Targets (design.md): p99 <= 25 ms (name filter <= 100 ms), throughput >= 0.5 x o
 (issue #22) p99 <= 2 x the one-GET p99. Each profile and the one-GET endpoint are measured in
 alternating slices (`--slices`, default 10), so both see the same stretches of a drifting machine.
 
-Besides the list pages: `/api/v1/facets` for the cluster admin, the team member and the
+Label selectors (issue #40): `label_profiles`. Besides the list pages: `/api/v1/facets` for the cluster admin, the team member and the
 single-namespace user, and the web view's page (its list call and its facets call, asked in
 turn by each connection) for the team member, measured per pair (see `measure_profile`).
 """
@@ -128,6 +128,7 @@ def profiles(deep_token: str, related: str = "", groups_token: str = "") -> list
             f"limit=50&{NEWEST}&status=unhealthy",
         ),
         Profile("oldest first (single-namespace user)", *SOLO, "limit=50&sort=lastTransitionTime"),
+        *label_profiles(),
         *grouped,
         Profile("facets (cluster admin)", *ADMIN, "", path=FACETS),
         Profile("facets (team member)", *TEAM, "", path=FACETS),
@@ -150,6 +151,31 @@ def drift_profiles() -> list[Profile]:
             ("groups by object, kind=HelmRelease, drift=true (admin)", ADMIN),
             ("groups by object, kind=HelmRelease, drift=true (team member)", TEAM),
         )
+    ]
+
+
+def label_profiles() -> list[Profile]:
+    """`labelSelector` on lists (issue #40: >= 0.5 x the one-GET reference): a broad selector
+    (~40% of rows: Flux objects), a selective one (about 1 row in 12: one version of one
+    component), set-based for a team member, and label-value facets."""
+
+    def sel(text: str) -> str:
+        return "labelSelector=" + urllib.parse.quote(text, safe="")
+
+    broad = sel("app.kubernetes.io/component=gitops")
+    narrow = sel("app.kubernetes.io/component=mesh,app.kubernetes.io/version=1.3.2")
+    team = sel("app.kubernetes.io/component in (mesh,gateway),!helm.toolkit.fluxcd.io/name")
+    return [
+        Profile("label selector, broad (admin)", *ADMIN, f"limit=50&{broad}"),
+        Profile("label selector, selective (admin)", *ADMIN, f"limit=50&{narrow}"),
+        Profile("label selector, set-based (team member)", *TEAM, f"limit=50&{team}"),
+        Profile("label selector, newest first (team member)", *TEAM, f"limit=50&{team}&{NEWEST}"),
+        Profile(
+            "facets labelKeys=version (team member)",
+            *TEAM,
+            "labelKeys=app.kubernetes.io/version",
+            path=FACETS,
+        ),
     ]
 
 

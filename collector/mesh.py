@@ -93,6 +93,12 @@ def slim(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
     labels = meta.get("labels")
     if isinstance(labels, dict) and any(k in labels for k in _MANAGED_LABELS):
         kept["labels"] = {k: labels[k] for k in _MANAGED_LABELS if k in labels}
+    if isinstance(labels, dict) and labels:
+        # the row's labels as its stored field (a short string, not the leaf's whole dict)
+        capped, cut = rows.capped_labels(labels)
+        name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        field = rows.labels_field(capped, name, namespace if kind.namespaced else "", cut)
+        kept[rows.SLIM_LABELS] = field  # type: ignore[index]
     if validated(kind):
         out = {**istio_checks.essentials(kind.kind, obj), "metadata": kept}
     else:

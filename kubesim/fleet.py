@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import random
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,6 +186,7 @@ class GeneratedFleet:
             "gen": str(gen),
             "ogen": str(gen - 1),
             "team": team,
+            **recommended_values(planned, res.group, manager),
             **planned.values,
             **extra,
         }
@@ -199,6 +201,28 @@ class GeneratedFleet:
         if tmpl is None:
             tmpl = self._templates[key] = Template(make())
         return tmpl
+
+
+COMPONENTS = {
+    "toolkit.fluxcd.io": "gitops",
+    "istio.io": "mesh",
+    "gateway.networking.k8s.io": "gateway",
+    "kuadrant.io": "policy",
+}
+"""`app.kubernetes.io/component` by the API group (suffix) of the object's kind."""
+
+
+def recommended_values(planned: Planned, group: str, manager: Manager | None) -> dict[str, str]:
+    """Slot values of the recommended labels (`kubesim.plan.LABELS`): functions of the name,
+    namespace, API group and manager only, so no random draw moves."""
+    h = zlib.crc32(f"{planned.namespace}/{planned.name}".encode())
+    component = next((c for g, c in COMPONENTS.items() if group.endswith(g)), "app")
+    managed_by = {"helm": "Helm", "kustomize": "flux"}.get(manager[0], "") if manager else ""
+    return {
+        "appver": f"1.{h % 4}.{h // 4 % 3}",
+        "component": component,
+        "managedby": managed_by or "kubectl",
+    }
 
 
 @functools.lru_cache(maxsize=65536)

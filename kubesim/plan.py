@@ -16,7 +16,18 @@ from typing import Any, NamedTuple
 
 from kubesim.seeds import mix64, unit
 
-LABELS = {"app.kubernetes.io/part-of": "@@ns@@", "fleetscope.io/team": "@@team@@"}
+LABELS = {
+    "app.kubernetes.io/part-of": "@@ns@@",
+    "fleetscope.io/team": "@@team@@",
+    # Kubernetes' recommended labels, filled by kubesim.fleet from the object's name, kind and
+    # manager (functions of them, no random draws: the fleet stays as it was generated)
+    "app.kubernetes.io/name": "@@name@@",
+    "app.kubernetes.io/instance": "@@name@@-@@ns@@",
+    "app.kubernetes.io/version": "@@appver@@",
+    "app.kubernetes.io/component": "@@component@@",
+    "app.kubernetes.io/managed-by": "@@managedby@@",
+}
+"""Labels of the generated objects teams own (not of what a controller makes)."""
 GATEWAY_ITEMS = ("gw-", "route-", "policy-")
 SHOWCASE = (
     # Istio (no status: fleetscope's own validation must find these)

@@ -44,7 +44,8 @@ def _term(term: str) -> LabelTest:
         raise KubeError.bad_request(f"unable to parse requirement: {term!r}")
     negate, key, op, values = m.groups()
     if op:
-        allowed = {v.strip() for v in values.split(",") if v.strip()}
+        # As apimachinery's parser: `()` is the set holding "", and so is an empty item.
+        allowed = {v.strip() for v in values.split(",")}
         if op == "in":
             return lambda labels: labels.get(key) in allowed
         return lambda labels: labels.get(key) not in allowed

@@ -61,7 +61,11 @@ def facets() -> Response:
     params.check_known(request.args, params.FACET_PARAMS)
     filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     by = params.facets_by(request.args)
+    label_keys = params.label_keys(request.args)
     if by and filters.flapping:
         raise InvalidInput("flapping", "not with `by` (group counts) yet; drop one of them")
-    counts, scope = listing.facets(st, user, filters, by)
-    return body.facets_response(counts, scope.freshness(st.settings))
+    if label_keys and (by or filters.flapping):
+        why = "`by` (group counts)" if by else "`flapping`"
+        raise InvalidInput("labelKeys", f"not with {why} yet; drop one of them")
+    counts, scope = listing.facets(st, user, filters, by, label_keys)
+    return body.facets_response(counts, scope.freshness(st.settings), label_keys, by)

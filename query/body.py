@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from flask import Response
 
-from common.index import rows
+from common.index import reader_facets, rows
 from common.index.edges import decode_blocker
 from common.index.reader import Facets
 from common.rbac.grants import Access
@@ -103,17 +103,35 @@ def page_response(
     return Response(f'{{"items":[{items}]{tail}}}\n', mimetype="application/json")
 
 
+def _label_values(counts: Facets, label_keys: tuple[str, ...]) -> dict[str, Any]:
+    """`labels` (per asked key, its top values with their rows) and `labelsOmitted` (per key
+    with more values than shown: how many values and rows were left out)."""
+    shown: dict[str, dict[str, int]] = {}
+    omitted: dict[str, dict[str, int]] = {}
+    for k in label_keys:
+        top, values, rows_left = reader_facets.top_values(counts.labels.get(k, {}))
+        shown[k] = top
+        if values:
+            omitted[k] = {"values": values, "rows": rows_left}
+    return {"labels": shown, "labelsOmitted": omitted}
+
+
 _facets: dict[int, tuple[dict[str, int], str]] = {}
 FACETS_CACHED = 1024
 
 
-def facets_response(counts: Facets, freshness: dict[str, Any]) -> Response:
-    """`{"total", "clusters", "kinds", "statuses", "suspended", "freshness"}` as a JSON
-    response. The counts' part is encoded once per result the reader shares (its remembered
+def facets_response(
+    counts: Facets,
+    freshness: dict[str, Any],
+    label_keys: tuple[str, ...] = (),
+    by: str = "",
+) -> Response:
+    """`{"total", "clusters", "kinds", "statuses", "suspended", "namespaces", "freshness"}`
+    as a JSON response (`namespaces` not with `by`; `labels` with `label_keys`). The counts' part is encoded once per result the reader shares (its remembered
     facets keep their dicts while no cluster is written), so a fleet's 200-cluster object is
     not sorted and encoded again on every request."""
     hit = _facets.get(id(counts.clusters))
-    if hit is not None and hit[0] is counts.clusters:
+    if hit is not None and hit[0] is counts.clusters and not label_keys:
         text = hit[1]
     else:
         members = {
@@ -123,9 +141,15 @@ def facets_response(counts: Facets, freshness: dict[str, Any]) -> Response:
             "statuses": dict(sorted(counts.statuses.items())),
             "suspended": {flag: counts.suspended.get(flag, 0) for flag in ("true", "false")},
         }
+        if not by:  # rows per namespace (group counts have none); `_`: cluster-scoped rows,
+            # as the namespace filter and object paths name them
+            members["namespaces"] = {ns or "_": n for ns, n in sorted(counts.namespaces.items())}
+        if label_keys:
+            members.update(_label_values(counts, label_keys))
         text = json.dumps(members, separators=(",", ":"))[1:-1]
         if len(_facets) >= FACETS_CACHED:
             _facets.clear()
-        _facets[id(counts.clusters)] = (counts.clusters, text)  # held: its id stays its own
+        if not label_keys:
+            _facets[id(counts.clusters)] = (counts.clusters, text)  # held: its id stays its own
     fresh = json.dumps(freshness, separators=(",", ":"))
     return Response(f'{{{text},"freshness":{fresh}}}\n', mimetype="application/json")

@@ -24,6 +24,7 @@ from flask import Request, Response, stream_with_context
 from common.errors import RequestError
 from common.index.reader import Filters, PageRequest
 from common.index.reader_groups import RANK, Group
+from common.labels import format_labels
 from common.rbac.authorizer import UserInfo
 from query import body, listing
 from query.state import QueryState
@@ -45,9 +46,11 @@ OBJECT_COLUMNS = (
     "revision",
     "blockedBy",
     "uiUrl",
+    "labels",
 )
 """Columns of an object export; a row's field that the API adds later becomes a new column at
-the end, so readers should go by the header's names."""
+the end, so readers should go by the header's names. `labels` is selector-like, `k=v,k2=v2`
+sorted by key (labels cut from the row are not there: see the JSON's `labelsTruncated`)."""
 GROUP_COLUMNS = (
     "namespace",
     "kind",
@@ -112,6 +115,7 @@ def object_records(
 def _records(texts: Iterator[str]) -> Iterator[list[str]]:
     for text in texts:
         row = json.loads(text)
+        row["labels"] = format_labels(row.get("labels") or {})
         yield [cell(row.get(c)) for c in OBJECT_COLUMNS]
 
 

@@ -4,12 +4,12 @@ version moved the page is read again under freshly checked grants. Views stay th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
-from common.index import keys
+from common.index import keys, reader_facets
 from common.index.reader import Facets, Filters, Page, PageRequest
-from common.index.reader_groups import Group, GroupCursor, GroupPage
+from common.index.reader_groups import DRAIN_MAX, Group, GroupCursor, GroupPage
 from common.index.reader_time import TimeCursor, TimePage
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
@@ -106,9 +106,22 @@ def group(
     return got, found, scope
 
 
-def facets(st: QueryState, user: UserInfo, filters: Filters, by: str = "") -> tuple[Facets, Scope]:
+def facets(
+    st: QueryState,
+    user: UserInfo,
+    filters: Filters,
+    by: str = "",
+    label_keys: tuple[str, ...] = (),
+) -> tuple[Facets, Scope]:
     """Counts of what `user` may list (rows, or with `by` the groups of `group_page`), under
-    the same optimistic-then-confirmed grants."""
+    the same optimistic-then-confirmed grants; `label_keys`: rows by those labels' values."""
+    if by and filters.labels:
+        return _confirmed(
+            st,
+            user,
+            filters,
+            lambda access, confirm: _labelled_groups(st, access, filters, by, confirm),
+        )
     if by:
         return _confirmed(
             st,
@@ -117,8 +130,23 @@ def facets(st: QueryState, user: UserInfo, filters: Filters, by: str = "") -> tu
             lambda access, confirm: st.group_facets.facets(access, filters, by, confirm),
         )
     return _confirmed(
-        st, user, filters, lambda access, confirm: st.reader.facets(access, filters, confirm)
+        st,
+        user,
+        filters,
+        lambda access, confirm: st.reader.facets(access, filters, confirm, label_keys),
     )
+
+
+def _labelled_groups(
+    st: QueryState, access: Mapping[str, Access], filters: Filters, by: str, confirm: bool
+) -> Facets:
+    """Group facets under a label selector (counted from the matching rows)."""
+    version = keys.GrantsVersion(st.reader.r.get(keys.VERSION)) if confirm else None
+    wanted = set(filters.clusters)
+    clusters = [c for c in sorted(access) if not wanted or c in wanted]
+    out = reader_facets.group_counts(st.reader, access, filters, by, clusters, DRAIN_MAX)
+    out.version = version
+    return out
 
 
 def scoped_access(scope: Scope, filters: Filters) -> dict[str, Access]:

@@ -8,10 +8,12 @@ import textwrap
 from typing import Any
 
 from common.index.keys import CLUSTER_NAME_RE
+from common.index.reader_facets import LABEL_KEYS_MAX, LABEL_VALUES_TOP
 from common.index.registry_record import PROBLEM_TYPES
 from common.kinds.registry import KindRegistry
 from common.kinds.relations import RELATIONS
 from common.kinds.status import STATUSES
+from common.labels import MAX_SELECTOR_LEN
 from query.params import (
     BY,
     DEFAULT_CLUSTER_LIMIT,
@@ -65,6 +67,8 @@ _ROW = {
     # recorded transitions in the last 24 hours (at most FLEETSCOPE_HISTORY_MAX)
     "failingSince": _NSTR,
     "transitions24h": {"type": "integer", "minimum": 0},
+    # the object's labels (valid ones, at most 32 and 512 bytes stored: see `labelsTruncated`)
+    "labels": {"type": "object", "additionalProperties": _STR},
 }
 _EDGE = {
     "relation": {"type": "string", "enum": list(RELATIONS)},
@@ -110,7 +114,11 @@ _REVISIONS = {
 SCHEMAS: S = {
     "Error": _obj({"error": _STR, "message": _STR}),
     # `blockedBy`: only when the row has one and the caller may list that node.
-    "Row": _obj({**_ROW, "blockedBy": _ref("Blocker")}, list(_ROW)),
+    # `labelsTruncated`: only (true) when some labels were cut (invalid, or past the caps).
+    "Row": _obj(
+        {**_ROW, "blockedBy": _ref("Blocker"), "labelsTruncated": {"type": "boolean"}},
+        list(_ROW),
+    ),
     "Blocker": _obj(
         {"cluster": _STR, "namespace": _STR, "kind": _STR, "name": _STR, "exists": _BOOL}
     ),
@@ -153,8 +161,22 @@ SCHEMAS: S = {
             "kinds": {"type": "object", "additionalProperties": _INT},
             "statuses": {"type": "object", "additionalProperties": _INT},
             "suspended": _obj({"true": _INT, "false": _INT}),
+            # objects per namespace (`_` for cluster-scoped objects, as the filter takes it);
+            # not with `by`
+            "namespaces": {"type": "object", "additionalProperties": _INT},
+            # with `labelKeys`: per key, its most common values with their objects
+            "labels": {
+                "type": "object",
+                "additionalProperties": {"type": "object", "additionalProperties": _INT},
+            },
+            # with `labelKeys`: per key with more values than shown, the values and objects left
+            "labelsOmitted": {
+                "type": "object",
+                "additionalProperties": _obj({"values": _INT, "rows": _INT}),
+            },
             "freshness": _ref("Freshness"),
-        }
+        },
+        ["total", "clusters", "kinds", "statuses", "suspended", "freshness"],
     ),
     "ClusterStatus": _obj(
         {
@@ -346,13 +368,35 @@ def _filters(registry: KindRegistry) -> list[S]:
             "object name contains this (case-insensitive)",
             {"type": "string", "pattern": NAME_SUBSTRING.pattern},
         ),
+        _LABEL_SELECTOR,
     ]
+
+
+_LABEL_SELECTOR = _param(
+    "labelSelector",
+    "only objects whose labels match, in Kubernetes' syntax: `k=v`, `k==v`, `k!=v`, "
+    "`k in (a,b)`, `k notin (a,b)`, `k`, `!k`, `k>1`, `k<1`, comma = AND (`!=` and `notin` "
+    "also match objects without the key). A malformed selector is a 400 with the message "
+    "kube-apiserver gives and the position where parsing stopped. Tested on each visible row "
+    "read; with `sort`, a page may hold fewer than `limit` rows while `continue` is set; on "
+    "facets and groups, counted from the matching rows (at most 100,000 for groups)",
+    {"type": "string", "maxLength": MAX_SELECTOR_LEN},
+)
+_LABEL_KEYS = _param(
+    "labelKeys",
+    f"count objects by the values of these label keys (`labels`: the {LABEL_VALUES_TOP} values "
+    f"with most objects per key; `labelsOmitted`: the rest), at most {LABEL_KEYS_MAX} keys; "
+    "not with `by` or `flapping`. Counted from the visible rows, remembered per cluster until "
+    "it is written",
+    {"type": "array", "items": _STR},
+    explode=True,
+)
 
 
 def _group_filters(registry: KindRegistry, kind: bool) -> list[S]:
     """The filters one group's routes take: cluster, status, suspended (and kind for a
     namespace group)."""
-    keep = {"cluster", "status", "suspended"} | ({"kind"} if kind else set())
+    keep = {"cluster", "status", "suspended", "labelSelector"} | ({"kind"} if kind else set())
     return [p for p in _filters(registry) if p["name"] in keep]
 
 
@@ -681,6 +725,7 @@ def document(registry: KindRegistry) -> S:
                         "groups with an object of that status on some cluster); omitted: objects",
                         {"type": "string", "enum": list(BY)},
                     ),
+                    _LABEL_KEYS,
                 ],
                 "Facets",
                 "counts",

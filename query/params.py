@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from werkzeug.datastructures import MultiDict
 
+from common import labels
 from common.errors import InvalidInput, NotFound
 from common.index import filter_values, keys
 from common.index.filter_values import (  # re-exported: the routes' checks
@@ -23,6 +24,7 @@ from common.index.filter_values import NAME_SUBSTRING as NAME_SUBSTRING
 from common.index.filter_values import check_kind as check_kind
 from common.index.filter_values import check_namespace as check_namespace
 from common.index.reader import Filters
+from common.index.reader_facets import LABEL_KEYS_MAX
 from common.kinds.registry import Kind, KindRegistry
 
 DEFAULT_LIMIT, MAX_LIMIT = 50, 500
@@ -41,6 +43,7 @@ LIST_PARAMS = (
     "continue",
     "sort",
     "flapping",
+    "labelSelector",
 )
 SORTS = ("lastTransitionTime", "-lastTransitionTime")
 """`sort` values: by the Ready condition's lastTransitionTime, oldest or (`-`) newest first."""
@@ -50,11 +53,30 @@ GROUP_PARAMS = (
     "clusterLimit",
     "drift",
 )
-GROUP_DETAIL_PARAMS = ("cluster", "kind", "status", "suspended", "limit", "continue")
+GROUP_DETAIL_PARAMS = (
+    "cluster",
+    "kind",
+    "status",
+    "suspended",
+    "limit",
+    "continue",
+    "labelSelector",
+)
 BY = ("object", "namespace")
 """`by` values of `/api/v1/groups`: one group per object (namespace, kind, name) or namespace."""
 DEFAULT_CLUSTER_LIMIT = 10
-FACET_PARAMS = ("cluster", "namespace", "kind", "status", "suspended", "name", "by", "flapping")
+FACET_PARAMS = (
+    "cluster",
+    "namespace",
+    "kind",
+    "status",
+    "suspended",
+    "name",
+    "by",
+    "flapping",
+    "labelSelector",
+    "labelKeys",
+)
 RELATIONS_PARAMS = ("depth",)
 DEFAULT_DEPTH, MAX_DEPTH = 1, 5
 _DEPTHS = frozenset(str(d) for d in range(1, MAX_DEPTH + 1))
@@ -161,7 +183,28 @@ def filters(
         name=args.get("name", ""),
         suspended=suspended(args),
         flapping=flapping(args, flapping_threshold),
+        label_selector=label_selector(args),
     )
+
+
+def label_selector(args: MultiDict[str, str]) -> str:
+    """The `labelSelector` parameter's text (once; "" when absent)."""
+    raw = args.getlist("labelSelector")
+    if len(raw) > 1:
+        raise InvalidInput("labelSelector", "once; join requirements with `,` (AND)")
+    return raw[0] if raw else ""
+
+
+def label_keys(args: MultiDict[str, str]) -> tuple[str, ...]:
+    """`labelKeys`: label keys whose values the facets count (comma-separated or repeated)."""
+    got = values(args, "labelKeys")
+    if len(got) > LABEL_KEYS_MAX:
+        raise InvalidInput("labelKeys", f"at most {LABEL_KEYS_MAX} keys")
+    for k in got:
+        errs = labels.key_errors(k)
+        if errs:
+            raise InvalidInput("labelKeys", f"{k[:80]!r} is not a label key: {'; '.join(errs)}")
+    return got
 
 
 def sort(args: MultiDict[str, str]) -> str:

@@ -52,6 +52,8 @@ def filters_hash(f: Filters) -> str:
         parts.append(f"flapping>={f.flapping}")
     if f.drift:  # appended only when set, as above
         parts.append("drift")
+    if f.labels:  # appended only when set, as `suspended`
+        parts.append(f"labels:{f.labels.canonical()}")
     canon = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 

@@ -20,6 +20,7 @@ def row(cluster: str, ns: str, kind: str, name: str, status: str = "healthy") ->
         lastTransitionTime=None,
         revision="",
         uiUrl=None,
+        labels={},
     )
 
 

@@ -8,6 +8,7 @@
           suspended: false
           name: podinfo                   # a substring of the name
           flapping: true                  # >= FLEETSCOPE_FLAPPING_THRESHOLD transitions in 24 h
+          labelSelector: "app.kubernetes.io/part-of=shop,tier notin (test)"
         for: 15m                          # how long a row keeps matching (default 0s)
         minClusters: 3                    # one alert per object matching on >= 3 clusters
         severity: critical                # default warning
@@ -108,8 +109,10 @@ MATCH_FIELDS: dict[str, MatchParser] = {
     "suspended": _suspended,
     "name": lambda v, what: v if isinstance(v, str) else _bad(what, "a string"),
     "flapping": _flapping,
+    "labelSelector": lambda v, what: v if isinstance(v, str) else _bad(what, "a string"),
 }
-"""`match` fields and how each value is read (a seam: `labelSelector` is one more entry)."""
+"""`match` fields and how each value is read (`labelSelector`: Kubernetes' selector syntax,
+checked by common.index.filter_values as the API checks it)."""
 
 
 def _detail(e: InvalidInput) -> str:
@@ -161,6 +164,7 @@ def _filters(match: Any, registry: KindRegistry, flapping_threshold: int) -> Fil
             name=got.get("name", ""),
             suspended=got.get("suspended"),
             flapping=flapping_threshold if got.get("flapping") else 0,
+            label_selector=got.get("labelSelector", ""),
         )
     except InvalidInput as e:
         raise InvalidInput(f"match.{e.param}", _detail(e)) from None

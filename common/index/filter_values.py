@@ -1,5 +1,5 @@
 """The list filters' values, validated: one place for what `cluster`, `namespace`, `kind`,
-`status`, `suspended` and `name` accept, shared by the query service's parameters
+`status`, `suspended`, `name` and `labelSelector` accept, shared by the query service's parameters
 (query.params) and the alert rules' `match` (common.alerts.rules). A bad value is an
 InvalidInput naming the filter and what it accepts.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from common import labels
 from common.errors import InvalidInput
 from common.index import keys
 from common.index.reader_plan import Filters
@@ -55,6 +56,15 @@ def check_name_substring(name: str, param: str = "name") -> str:
     return name
 
 
+def check_label_selector(text: str, param: str = "labelSelector") -> labels.Selector:
+    """A label selector in Kubernetes' syntax; a malformed one is refused with upstream's
+    message and the position where parsing stopped."""
+    try:
+        return labels.parse(text)
+    except labels.SelectorError as e:
+        raise InvalidInput(param, f"{e.message} (at position {e.position})") from e
+
+
 def build(
     registry: KindRegistry,
     clusters: Iterable[str] = (),
@@ -64,6 +74,7 @@ def build(
     name: str = "",
     suspended: bool | None = None,
     flapping: int = 0,
+    label_selector: str = "",
 ) -> Filters:
     """Validated filters (values already split and deduplicated by the caller)."""
     return Filters(
@@ -74,4 +85,5 @@ def build(
         name=check_name_substring(name),
         suspended=suspended,
         flapping=flapping,
+        labels=check_label_selector(label_selector),
     )

@@ -90,6 +90,7 @@ class Snapshot:
         self._stored: dict[str, tuple[str, str, str]] = {}  # identity -> (ns, kind, name)
         us, code = codec.US, codec.kind_code
         whole = len(rows.FIELDS) - 1  # separators in a member with every field
+        after_edges = len(rows.FIELDS) - rows.FIELDS.index("edges")  # fields from edges on
         by_identity, stored, edges_at = self.by_identity, self._stored, rows.edges_of
         for m in members:
             ns, kind, name, status, _ = m.split(sep, 4)
@@ -98,7 +99,7 @@ class Snapshot:
             stored[identity] = (ns, kind, name)
             if status in failing_codes:
                 failing_rows.add(identity)
-            edges = m.rsplit(sep, 3)[1] if m.count(sep) == whole else edges_at(m)
+            edges = m.rsplit(sep, after_edges)[1] if m.count(sep) == whole else edges_at(m)
             if edges:
                 parsed.append((identity, ns, edges))
         self.sources: dict[str, set[str]] = {}
@@ -133,10 +134,12 @@ class Snapshot:
         lookup = self.by_identity.get
         out = set()
         affected, sep = self.affected, rows.SEP
+        whole = len(rows.FIELDS) - 1
         for identity, member in self.by_identity.items():
             blocked = blocker(identity, lookup) if identity in affected else ""
-            # blockedBy is the field before `recent`, the last (a quick look, then the check)
-            if member.rsplit(sep, 2)[-2:-1] != [blocked] and rows.blocked_of(member) != blocked:
+            # blockedBy is the third field from the end of a whole member (no full split)
+            now = member.rsplit(sep, 3)[1] if member.count(sep) == whole else None
+            if (now if now is not None else rows.blocked_of(member)) != blocked:
                 member = rows.with_blocked(member, blocked)
             out.add(member)
         return out

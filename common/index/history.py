@@ -184,7 +184,7 @@ def _next_recent(
 
 def flapping_now(member: str, threshold: int, now: float) -> bool:
     """Whether a member had at least `threshold` transitions in the 24 hours before `now`."""
-    if member[-1:] == SEP:  # no recent transitions (most rows): no parse
+    if not rows.has_recent(member):  # most rows: no parse
         return False
     return rows.transitions_24h(rows.recent_of(member), now) >= threshold
 

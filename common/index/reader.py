@@ -18,11 +18,12 @@ from typing import Any
 import redis
 
 from common import redis_client
-from common.index import keys, reader_lua, rows, tally
+from common.index import keys, reader_facets, reader_lua, rows, tally
 from common.index.reader_plan import AccessLike, Filters, Range, after, clip_all, plan
 from common.index.reader_plan import visible_kinds_uniform as _uniform
 from common.index.rows import Row, decode_page
 from common.kinds.status import STATUSES
+from common.labels import Selector
 from common.redis_client import text
 
 __all__ = ["AccessLike", "Chunk", "Cursor", "Facets", "Filters", "Page", "Reader", "Stream"]
@@ -93,6 +94,10 @@ class Facets:
     """Members Redis examined (0 when summed from the count tables)."""
     version: keys.GrantsVersion | None = None
     """The grants version, read in the first round trip when asked (`confirm_version`)."""
+    namespaces: dict[str, int] = field(default_factory=dict)
+    """Rows by namespace ("" for cluster-scoped rows)."""
+    labels: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per asked label key, rows by its value (every value: the API shows the top ones)."""
 
 
 @dataclass
@@ -214,10 +219,25 @@ def _flapping(members: list[bytes], filters: Filters, now: float) -> list[bytes]
     """The members with at least `filters.flapping` transitions in the 24 hours before `now`."""
     out = []
     for m in members:
-        if m[-1:] == b"\x00":
-            continue  # no recent transitions
         recent = rows.recent_of(m.decode())
+        if not recent:
+            continue
         if rows.transitions_24h(recent, now) >= filters.flapping:
+            out.append(m)
+    return out
+
+
+def labelled(members: list[bytes], selector: Selector) -> list[bytes]:
+    """The members whose labels match `selector` (members without labels tested once)."""
+    bare = selector.matches({})
+    labels_of, matches = rows.labels_of, selector.matches
+    needles = rows.label_needles(selector)
+    out = []
+    for m in members:
+        if m[-1:] == b"\x00":
+            if bare:
+                out.append(m)
+        elif all(any(n in m for n in alts) for alts in needles) and matches(labels_of(m)):
             out.append(m)
     return out
 
@@ -256,6 +276,7 @@ class Reader:
         self._sha: dict[str, str] = {}
         self._plans: dict[tuple[int, Filters], tuple[AccessLike, list[Range]]] = {}
         self.tallies = tally.Tallies(r)
+        self.extras = reader_facets.Extras(r)
         self._sizes: dict[str, tuple[float, dict[str, int]]] = {}
         self._visible: dict[tuple[int, Filters, bytes], tuple[AccessLike, Visibility]] = {}
         self._source_plans: dict[tuple[str, Filters], tuple[list[str], bytes]] = {}
@@ -499,7 +520,7 @@ class Reader:
         sparse = (
             filters.kinds or filters.suspended is True or (statuses and "healthy" not in statuses)
         )
-        return bool(sparse or filters.name)
+        return bool(sparse or filters.name or filters.labels)
 
     def _page(
         self,
@@ -570,6 +591,9 @@ class Reader:
                 if filters.flapping:  # still flapping now (the scan's bound stays as read)
                     for k in range(pos, pos + nkeys):
                         replies[k] = [*replies[k][:3], *_flapping(replies[k][3:], filters, now)]
+                if filters.labels:  # the scan's bound stays as read
+                    for k in range(pos, pos + nkeys):
+                        replies[k] = [*replies[k][:3], *labelled(replies[k][3:], filters.labels)]
                 members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
                 pos += nkeys
                 result.scanned += scanned
@@ -702,10 +726,16 @@ class Reader:
             if w.expect_gen is not None and not w.ranges:
                 spans.append((0, None))
                 continue
+            ask = want
+            if filters.labels:
+                # Rows are tested against the selector here, after the scan: ask for more
+                # each round trip (a selective selector keeps few of them), up to the budget.
+                ask = min(self.budget, max(2 * want, 64) << (2 * w.step))
+                w.step += 1 if w.visible is None or w.scripted else 0
             if w.visible is not None and not w.scripted:
                 sources = self._sources(w.cluster, filters)[0]
-                if w.visible.everything:
-                    n = want
+                if w.visible.everything or filters.labels:
+                    n = ask
                 else:
                     n = min(self.budget, max(2 * want, 64) << (2 * w.step))
                 lo = b"[" + w.start if w.start else b"-"
@@ -717,12 +747,12 @@ class Reader:
             window_end = window[-1].hi if len(w.ranges) > self.window else None
             sources, codes = self._sources(w.cluster, filters)
             if w.expect_gen is not None and self._plain(window, codes, filters):
-                lim = str(want).encode()
+                lim = str(ask).encode()
                 for key in sources:
                     calls.extend(("RANGE", key, [*_bounds(rng)[:2], lim]) for rng in window)
                 spans.append((len(sources) * len(window), window_end))
                 continue
-            args = self._args(want, codes, filters.name, window)
+            args = self._args(ask, codes, filters.name, window)
             if filters.name:  # the name index first (common.index.name_index)
                 named = [str(NAME_DENSE).encode(), *args]
                 calls.extend(("NAMED", (key, keys.names(w.cluster)), named) for key in sources)
@@ -737,7 +767,7 @@ class Reader:
         the script: every member of its ranges is the caller's (no kind, status code or name
         to test) and they are few (pruned to the namespaces the counts say hold matches), so
         reading up to the page from each costs less than running Lua once per cluster."""
-        if codes or filters.name or len(window) > PLAIN_RANGES_MAX:
+        if codes or filters.name or filters.labels or len(window) > PLAIN_RANGES_MAX:
             return False
         return all(rng.kinds is None for rng in window)
 
@@ -797,6 +827,9 @@ class Reader:
             if w.visible is not None and not w.visible.everything:
                 for k in range(pos, pos + nkeys):
                     replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
+            if filters.labels:
+                for k in range(pos, pos + nkeys):
+                    replies[k] = [*replies[k][:3], *labelled(replies[k][3:], filters.labels)]
             members, bound, scanned = self._merge(replies[pos : pos + nkeys], window_end)
             pos += nkeys
             if bound is not None:
@@ -809,6 +842,23 @@ class Reader:
     # -- facets --------------------------------------------------------------------------------
 
     def facets(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        confirm_version: bool = False,
+        label_keys: tuple[str, ...] = (),
+    ) -> Facets:
+        """`_facets_of` with `namespaces`; a label selector or `label_keys` (the values of those
+        keys) are counted from the rows (common.index.reader_facets)."""
+        if (filters.labels or label_keys or filters.name) and not filters.flapping:
+            clusters = self._candidates(access, filters, None)
+            gens, version = tally.generations(self.r, clusters, confirm_version)
+            out = Facets(version=version)
+            self.extras.scanned(self, access, filters, clusters, gens, label_keys, out)
+            return out
+        return self._facets_of(access, filters, confirm_version)
+
+    def _facets_of(
         self,
         access: Mapping[str, AccessLike],
         filters: Filters,
@@ -837,7 +887,8 @@ class Reader:
         if hit is not None and (hit.access is not access or hit.clusters != clusters):
             hit = None
         if hit is not None and hit.gens == gens:
-            return dataclasses.replace(hit.out, version=version)
+            spaces = self.extras.namespaces(access, filters, clusters, gens, self.tallies)
+            return dataclasses.replace(hit.out, version=version, namespaces=spaces)
         namespaces = tuple(sorted(set(filters.namespaces)))
         tables: dict[str, tally.Table | None] = {}
         stale = []
@@ -870,7 +921,18 @@ class Reader:
             self._facets[key] = _Summed(access, clusters, gens, out, summed)
         else:
             self._facets.clear()
-        return dataclasses.replace(out, version=version)
+        ready = [(c, g) for c, g in zip(clusters, gens, strict=True) if c not in unready]
+        late = [(c, g) for c, g in zip(clusters, gens, strict=True) if c in unready]
+        spaces = self.extras.namespaces(
+            access, filters, [c for c, _ in ready], [g for _, g in ready], self.tallies
+        )
+        if unready:  # their per-namespace counts are not complete: counted from the rows
+            rest = Facets()
+            late_gens = [g for _, g in late]
+            self.extras.scanned(self, access, filters, unready, late_gens, (), rest)
+            for ns, n in rest.namespaces.items():
+                spaces[ns] = spaces.get(ns, 0) + n
+        return dataclasses.replace(out, version=version, namespaces=spaces)
 
     def _flapping_facets(
         self,
@@ -894,6 +956,8 @@ class Reader:
             found = _flapping(
                 self._visibility(access[c], filters, codes).keep(members), filters, now
             )
+            if filters.labels:
+                found = labelled(found, filters.labels)
             out.scanned += len(members)
             for m in found:
                 ns, kind, name, code, _ = m.split(b"\x00", 4)
@@ -903,6 +967,7 @@ class Reader:
                     continue
                 status, suspended = tally.code_status(code.decode())
                 self._add(out, c, kind.decode(), status, suspended, 1)
+                out.namespaces[ns.decode()] = out.namespaces.get(ns.decode(), 0) + 1
         return out
 
     def _sum_table(

@@ -326,9 +326,14 @@ class GroupReader:
         if hit is not None and hit[0] is access and hit[1] == gens:
             return dataclasses.replace(hit[2], version=out.version, round_trips=1, scanned=0)
         start = cursor.start if cursor is not None else int(time.time() * 1000)
-        base = dataclasses.replace(filters, drift=False) if filters.drift else filters
+        # Drift under a label selector is kept on the selector's drained groups (_page);
+        # otherwise drifting groups are picked from the plain walk (_drift_page).
+        drained = bool(filters.labels)
+        base = (
+            dataclasses.replace(filters, drift=False) if filters.drift and not drained else filters
+        )
         ask = _Ask(access, clusters, dict(zip(clusters, gens, strict=True)), base, by, out)
-        if filters.drift and by == "object":
+        if filters.drift and by == "object" and not drained:
             self._drift_page(ask, limit, cursor, start)
         else:
             self._page(ask, limit, cursor, start)
@@ -350,8 +355,11 @@ class GroupReader:
         drained: dict[bytes, Group] = {}
         pos = (-cursor.unhealthy, cursor.key) if cursor is not None else None
         picked: list[tuple[int, bytes]] = []
-        if by == "namespace" and filters.name:
+        drain = bool(filters.labels) or (by == "namespace" and bool(filters.name))
+        if drain:  # labels (and names, by namespace) are in no index: from the matching rows
             for n, k in self._drained_order(q, drained):
+                if filters.drift and not drained[k].drifts():
+                    continue
                 if (pos is None or (-n, k) > pos) and k not in changed:
                     picked.append((n, k))
                     if len(picked) >= need:
@@ -360,7 +368,7 @@ class GroupReader:
         else:
             picked, unhealthy = self._unhealthy_part(q, pos, changed, need)
         rest = _statuses_allowed(filters) - {"unhealthy"}
-        if len(picked) < need and rest and not (by == "namespace" and filters.name):
+        if len(picked) < need and rest and not drain:
             after_key = cursor.key if cursor is not None and cursor.unhealthy == 0 else b""
             skip = changed | set(unhealthy)
             if by == "object":
@@ -369,10 +377,10 @@ class GroupReader:
             else:
                 picked += self._merge_namespaces(q, after_key, skip, need - len(picked))
         page = picked[:limit]
-        if by == "object":
-            out.groups = self._object_groups(q, page)
-        elif filters.name:
+        if drain:
             out.groups = [drained[k] for _n, k in page]
+        elif by == "object":
+            out.groups = self._object_groups(q, page)
         else:
             out.groups = self._namespace_groups(q, page)
         if len(picked) > limit:
@@ -870,9 +878,11 @@ class GroupReader:
         q: _Ask,
         groups: dict[bytes, Group],
     ) -> list[tuple[int, bytes]]:
-        """Namespace groups of a name filter, from every matching row (few: a name filter uses
-        the name index), in the groups' order; the groups go into `groups`."""
+        """Namespace groups of a name filter, or any groups of a label selector, from every
+        matching row (at most DRAIN_MAX), in the groups' order; the groups go into `groups`."""
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
+        if q.by == "object":
+            return self._drained_objects(q, groups)
         streams = [
             s for c in clusters if (s := self.reader.stream(c, access[c], filters)) is not None
         ]
@@ -900,17 +910,51 @@ class GroupReader:
                     left.append(s)
             streams = left
             if total > DRAIN_MAX:
-                raise InvalidInput(
-                    "name",
-                    f"matches more than {DRAIN_MAX} objects: too many to group by namespace; "
-                    "use a longer substring, or by=object",
-                )
+                _too_many(filters)
         order = []
         for space, ms in per.items():
             members = sorted(ms.values(), key=lambda m: (RANK[m.status], m.cluster))
             k = space.encode() + b"\x00"
             g = Group(k, space, None, None, members)
             g.order = sum(1 for m in members if m.statuses.get("unhealthy"))
+            groups[k] = g
+            order.append((g.order, k))
+        order.sort(key=_order)
+        return order
+
+    def _drained_objects(self, q: _Ask, groups: dict[bytes, Group]) -> list[tuple[int, bytes]]:
+        """Object groups of a label selector, from every matching row (the selector may hold
+        for an object on some clusters only: a group counts those), in the groups' order."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
+        streams = [
+            s for c in clusters if (s := self.reader.stream(c, access[c], filters)) is not None
+        ]
+        per: dict[bytes, list[Member]] = {}
+        total = 0
+        while streams:
+            chunks = self.reader.more(streams, filters, 256)
+            out.round_trips += 1
+            left = []
+            for s, ch in zip(streams, chunks, strict=True):
+                out.scanned += ch.scanned
+                total += len(ch.members)
+                for m in ch.members:
+                    ident = rows.identity_bytes(m)
+                    code = m[len(ident) : len(ident) + 1].decode()
+                    # shared per (cluster, code, revision), as the CODES path's members
+                    member = _member(s.cluster, code + rows.revision_of(m))
+                    per.setdefault(ident, []).append(member)
+                if not ch.done:
+                    left.append(s)
+            streams = left
+            if total > DRAIN_MAX:
+                _too_many(filters)
+        order = []
+        for k, members in per.items():
+            members.sort(key=lambda m: (RANK[m.status], m.cluster))
+            ns, kind, name, _ = k.decode().split("\x00", 3)
+            g = Group(k, ns, kind, name, members)
+            g.order = sum(1 for m in members if m.status == "unhealthy")
             groups[k] = g
             order.append((g.order, k))
         order.sort(key=_order)
@@ -934,6 +978,13 @@ class GroupReader:
         if by == "namespace":
             version = keys.GrantsVersion(self.r.get(keys.VERSION)) if confirm_version else None
             ns = key[:-1].decode()
+            if filters.labels:  # the per-namespace counts know no labels: from the rows
+                narrowed = dataclasses.replace(filters, namespaces=(ns,))
+                ask = _Ask(access, clusters, {}, narrowed, by, GroupPage([], None))
+                drained: dict[bytes, Group] = {}
+                self._drained_order(ask, drained)
+                got = drained.get(key)
+                return Group(key, ns, None, None, got.clusters if got else []), [], version
             ask = _Ask(access, clusters, {}, filters, by, GroupPage([], None))
             members = self._namespace_members(ask, [ns])
             return Group(key, ns, None, None, members.get(ns, [])), [], version
@@ -954,6 +1005,8 @@ class GroupReader:
             code = got[0][len(key) : len(key) + 1].decode()
             if not _code_ok(code, filters):
                 continue
+            if filters.labels and not filters.labels.matches(rows.labels_of(got[0])):
+                continue
             status, susp = tally.code_status(code)
             fields = got[0].split(b"\x00", at + 1)
             rev = fields[at].decode() if len(fields) > at else ""
@@ -962,6 +1015,20 @@ class GroupReader:
         name = key.split(b"\x00", 3)[2].decode()
         g = Group(key, ns, kind, name, [m for m, _ in found])
         return g, [row for _, row in found], version
+
+
+def _too_many(filters: Filters) -> None:
+    if filters.labels:
+        raise InvalidInput(
+            "labelSelector",
+            f"matches more than {DRAIN_MAX} objects: too many to group; narrow the selector "
+            "or add filters",
+        )
+    raise InvalidInput(
+        "name",
+        f"matches more than {DRAIN_MAX} objects: too many to group by namespace; "
+        "use a longer substring, or by=object",
+    )
 
 
 def group_key(namespace: str, kind: str | None = None, name: str | None = None) -> bytes:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from common.index.rows import kind_prefix, namespace_prefix
+from common.labels import EVERYTHING, Selector
 
 TOP = b"\xff"  # sorts after every byte a member can hold right after a NUL-terminated prefix
 
@@ -43,6 +44,8 @@ class Filters:
     drift: bool = False
     """Object groups only: only groups whose clusters run two or more revisions
     (common.index.revisions); rows ignore it."""
+    labels: Selector = EVERYTHING
+    """Only rows whose labels match this selector (`labelSelector`; empty: any)."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ import redis
 
 from common import redis_client
 from common.index import keys, rows, tally, timeline
-from common.index.reader import Visibility
+from common.index.reader import Visibility, labelled
 from common.index.reader_plan import AccessLike, Filters
 from common.kinds.status import STATUSES
 
@@ -51,6 +51,9 @@ ENTRIES_MAX = 500_000
 """Window entries remembered per process (~120 B each: ~60 MB at most)."""
 MORE_GROUPS = 4  # window groups read at once for a cluster whose entries ran out
 PAGES_MAX = 1024  # remembered pages per process
+LABEL_ROUNDS = 8
+"""Batches of entries a label-selected page reads at most before returning short."""
+LABEL_BATCH_MAX = 4096  # entries per batch (their rows are read by identity)
 
 
 @dataclass(frozen=True)
@@ -236,21 +239,72 @@ class TimeReader:
         heapq.heapify(heap)
         need = limit + 1
         picked: list[tuple[str, Item]] = []
-        while heap and len(picked) < need:
-            top = heapq.heappop(heap)
-            i = top.k[-1] if descending else top[-1]
-            s = streams[i]
-            picked.append((s.cluster, s.head))
-            s.idx += s.step
-            while (more := self._advance(s, bounds, key, fetched)) is None:
-                self._read_windows([s], out, fetched)
-            if more:
-                heapq.heappush(heap, _key(s, i, descending))
+
+        def pick(want: int) -> list[tuple[str, Item]]:
+            got: list[tuple[str, Item]] = []
+            while heap and len(got) < want:
+                top = heapq.heappop(heap)
+                i = top.k[-1] if descending else top[-1]
+                s = streams[i]
+                got.append((s.cluster, s.head))
+                s.idx += s.step
+                while (more := self._advance(s, bounds, key, fetched)) is None:
+                    self._read_windows([s], out, fetched)
+                if more:
+                    heapq.heappush(heap, _key(s, i, descending))
+            return got
+
+        versions = {s.cluster: s.versions for s in streams}
+        if filters.labels:
+            self._selected(pick, need, codes, filters, out, versions, start)
+            return
+        picked = pick(need)
         page = picked[:limit]
-        out.members = self._rows(page, codes, out, {s.cluster: s.versions for s in streams})
+        out.members = self._rows(page, codes, out, versions)
         if len(picked) > limit:
             cluster, item = page[-1]
             out.cursor = TimeCursor(item[0], cluster, item[1], start)
+
+    def _selected(
+        self,
+        pick: Callable[[int], list[tuple[str, Item]]],
+        need: int,
+        codes: bytes,
+        filters: Filters,
+        out: TimePage,
+        versions: Mapping[str, Mapping[str, Any]],
+        start: int,
+    ) -> None:
+        """A page under a label selector: the time index knows no labels, so entries are taken
+        in order a batch at a time, their rows read and tested, until the page is full. After
+        `LABEL_ROUNDS` batches a page may be short, with a `continue` where the walk stopped."""
+        kept: list[tuple[str, Item, bytes]] = []
+        last: tuple[str, Item] | None = None
+        batch = need
+        for _round in range(LABEL_ROUNDS):
+            got = pick(batch)
+            if not got:
+                last = None
+                break
+            last = got[-1]
+            rows_of = self._aligned(got, codes, out, versions)
+            found = [m for m in rows_of if m is not None]
+            matching = {id(m) for m in labelled(found, filters.labels)}
+            for (cluster, item), member in zip(got, rows_of, strict=True):
+                if member is not None and id(member) in matching:
+                    kept.append((cluster, item, member))
+            if len(kept) >= need:
+                break
+            if len(got) < batch:  # every entry was read
+                last = None
+                break
+            batch = min(batch * 4, LABEL_BATCH_MAX)
+        out.members = [(c, m) for c, _item, m in kept[: need - 1]]
+        if len(kept) >= need:
+            cluster, item, _m = kept[need - 2]
+            out.cursor = TimeCursor(item[0], cluster, item[1], start)
+        elif last is not None:  # rounds ran out: a short page, continued after what was read
+            out.cursor = TimeCursor(last[1][0], last[0], last[1][1], start)
 
     # -- segments ------------------------------------------------------------------------------
 
@@ -469,6 +523,23 @@ class TimeReader:
         """The stored rows of a page's entries (the status indexes' members as read; the others
         by identity, in one round trip); a row deleted since, or whose status no longer matches
         the filter, is left out."""
+        members = []
+        for (cluster, _item), member in zip(
+            page, self._aligned(page, codes, out, versions), strict=True
+        ):
+            if member is not None:
+                members.append((cluster, member))
+        return members
+
+    def _aligned(
+        self,
+        page: list[tuple[str, Item]],
+        codes: bytes,
+        out: TimePage,
+        versions: Mapping[str, Mapping[str, Any]],
+    ) -> list[bytes | None]:
+        """The stored row of each entry of `page` (None: deleted since, or its status no
+        longer matches)."""
         # A window's version moves with every write to it, and a row's member changes only
         # with a write to the window holding its entry: members are remembered by entry and
         # that window's version.
@@ -499,14 +570,10 @@ class TimeReader:
                     found[i] = reply[0]
                     known[(cluster, entry)] = (version, reply[0])
             self._held += len(todo)
-        members = []
-        for (cluster, _item), member in zip(page, found, strict=True):
-            if member is None:  # deleted since its entry was read
-                continue
-            if codes and member.split(b"\x00", 4)[3] not in codes:
-                continue
-            members.append((cluster, member))
-        return members
+        for i, member in enumerate(found):
+            if member is not None and codes and member.split(b"\x00", 4)[3] not in codes:
+                found[i] = None
+        return found
 
     def _key(self, filters: Filters, codes: bytes) -> tuple[Filters, bytes]:
         """One object per (filters, codes): segments are remembered by its id (hashing the

@@ -4,7 +4,7 @@ A row is stored as one member of its cluster's lexicographic sorted set (see com
 
     <namespace> NUL <kind key> NUL <name> NUL <status code> NUL <reason> NUL <message>
                 NUL <lastTransitionTime epoch s> NUL <revision> NUL <apiVersion> NUL <uiUrl>
-                NUL <warnings> NUL <edges> NUL <blockedBy> NUL <recent>
+                NUL <warnings> NUL <edges> NUL <blockedBy> NUL <recent> NUL <labels>
 
 The status code is one byte: the health (`h` healthy, `u` unhealthy, `p` progressing, `k`
 unknown), upper-case when the object is suspended, so one code filter selects any mix of health
@@ -15,6 +15,8 @@ having none. `recent` is written by the writer from the row's transitions (commo
 `<failingSince epoch s>` then `,<epoch s>` per transition of the last day, newest first; empty
 for a row that has not transitioned (most rows). `failingSince` and `transitions24h` are
 computed from it when a row is served (`transitions24h` slides with time: `transitions_24h`).
+`labels` is the object's labels in common.index.label_field's compact form (valid ones only,
+capped; a leading `!` when some were cut).
 
 The first three fields are the sort key (namespace, kind, name), so ZRANGEBYLEX walks rows in
 the list order and one command returns a whole page with its data. NUL sorts before every other
@@ -34,7 +36,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NotRequired, TypedDict
 
 from common.index import edges as edge_codec
-from common.index import keys
+from common.index import keys, label_field
 from common.kinds import relations
 from common.kinds import status as status_rules
 from common.kinds.registry import Kind
@@ -57,9 +59,11 @@ FIELDS = (
     "edges",
     "blockedBy",
     "recent",
+    "labels",
 )
 """The member's fields in order. The first three are the identity (the sort key); the status code
 (one byte) follows it: common.index.reader_lua relies on exactly that (checked at its import)."""
+_REVISION = FIELDS.index("revision")
 STATUS_CODES = {"healthy": "h", "unhealthy": "u", "progressing": "p", "unknown": "k"}
 """The code of each health when not suspended; suspended rows use the upper-case code."""
 LEGACY_SUSPENDED = "s"
@@ -72,6 +76,16 @@ CODE_STATUS = {
 }
 _EDGES, _BLOCKED = FIELDS.index("edges"), FIELDS.index("blockedBy")
 _LTT, _RECENT = FIELDS.index("lastTransitionTime"), FIELDS.index("recent")
+_LABELS = FIELDS.index("labels")
+_WHOLE = len(FIELDS) - 1  # separators in a member with every field
+MAX_LABELS, MAX_LABELS_BYTES = label_field.MAX_LABELS, label_field.MAX_LABELS_BYTES
+SLIM_LABELS = ("fleetscope", "labels")
+"""Where a slimmed object (collector.mesh.slim, held by the watcher) keeps its row's labels
+field in its metadata: a tuple key, which no object parsed from JSON can hold."""
+capped_labels = label_field.capped
+labels_field = label_field.encode
+parse_labels = label_field.decode
+label_needles = label_field.needles
 DAY_S = 86400
 API_VERSION_CODES = {
     a: f"~{i:x}"
@@ -241,6 +255,10 @@ class Row(TypedDict):
     """Served rows only (from the stored `recent` field), as `transitions24h`."""
     transitions24h: NotRequired[int]
     blockedBy: NotRequired[edge_codec.Blocker]
+    labels: NotRequired[dict[str, str]]
+    """The object's labels (valid ones, at most MAX_LABELS / MAX_LABELS_BYTES)."""
+    labelsTruncated: NotRequired[bool]
+    """Present (true) only when labels were cut: invalid, or past the caps."""
 
 
 def member(
@@ -282,7 +300,12 @@ def build_row(
     name = str(meta.get("name") or "")
     if not (isinstance(ui_url, str) and ui_url) and kind.ui_url_template:
         ui_url = kind.ui_url(cluster, namespace, name, api_version)
-    return Row(
+    held = meta.get(SLIM_LABELS)
+    if isinstance(held, str):  # a slimmed object (collector.mesh.slim): its labels field
+        labels, cut = parse_labels(held, name, namespace)
+    else:
+        labels, cut = capped_labels(meta.get("labels"))
+    row = Row(
         cluster=cluster,
         namespace=namespace,
         kind=kind.key,
@@ -296,7 +319,21 @@ def build_row(
         lastTransitionTime=st.last_transition_time or None,
         revision=status_rules.revision(obj),
         uiUrl=ui_url if isinstance(ui_url, str) and ui_url else None,
+        labels=labels,
     )
+    if cut:
+        row["labelsTruncated"] = True
+    return row
+
+
+def labels_of(member: str | bytes) -> dict[str, str]:
+    """The labels of an encoded member (what selectors match), without decoding the rest."""
+    if isinstance(member, bytes):
+        member = member.decode()
+    parts = member.split(SEP)
+    if len(parts) <= _LABELS or not parts[_LABELS]:
+        return {}
+    return parse_labels(parts[_LABELS], parts[2], parts[0])[0]
 
 
 def status_code(status: str, suspended: bool) -> str:
@@ -345,6 +382,12 @@ def encode(row: Row, edges: str = "", blocked: str = "") -> str:
             edges,
             blocked,
             "",
+            labels_field(
+                row.get("labels") or {},
+                row["name"],
+                row["namespace"],
+                bool(row.get("labelsTruncated")),
+            ),
         )
     )
 
@@ -394,8 +437,19 @@ def with_recent(member: str, recent: str) -> str:
 
 def without_recent(member: str) -> str:
     """The member as the leaf's object alone makes it (its `recent` field empty, every field
-    present): what a full sync's snapshot holds."""
+    present): what a full sync's snapshot holds. Run on every stored row per sync: most have
+    no `recent`, and are returned as they are without splitting every field."""
+    if member.count(SEP) == _WHOLE:
+        head, recent, labels = member.rsplit(SEP, 2)
+        return member if not recent else f"{head}{SEP}{SEP}{labels}"
     return with_recent(member, "")
+
+
+def has_recent(member: str) -> bool:
+    """Whether an encoded member has a `recent` field (it transitioned lately)."""
+    if member.count(SEP) == _WHOLE:
+        return bool(member.rsplit(SEP, 2)[1])
+    return bool(recent_of(member))
 
 
 def bare(member: str) -> str:
@@ -451,7 +505,9 @@ def decode(cluster: str, member: str | bytes) -> Row:
         _,
         blocked,
         recent,
+        labels_text,
     ) = _fields(member)
+    labels, cut = parse_labels(labels_text, name, ns)
     row = Row(
         cluster=cluster,
         namespace=ns,
@@ -468,7 +524,10 @@ def decode(cluster: str, member: str | bytes) -> Row:
         uiUrl=ui_url or None,
         failingSince=failing_since(code, ltt, recent),
         transitions24h=transitions_24h(recent),
+        labels=labels,
     )
+    if cut:
+        row["labelsTruncated"] = True
     if blocked:
         row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)  # type: ignore[typeddict-item]
     return row
@@ -482,9 +541,24 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
     api_versions, reason_of, message = API_VERSION_OF, _reason, _message
     now = time.time()
     for cluster, member in rows:
-        ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, blocked, rec = (
-            _fields(member.decode())
-        )
+        (
+            ns,
+            kind,
+            name,
+            code,
+            reason,
+            msg,
+            ltt,
+            rev,
+            api_version,
+            ui_url,
+            warn,
+            _,
+            blocked,
+            rec,
+            lab,
+        ) = _fields(member.decode())
+        labels, cut = parse_labels(lab, name, ns) if lab else ({}, False)
         row: Any = {
             "cluster": cluster,
             "namespace": ns,
@@ -501,7 +575,10 @@ def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
             "uiUrl": ui_url or None,
             "failingSince": failing_since(code, ltt, rec),
             "transitions24h": transitions_24h(rec, now) if rec else 0,
+            "labels": labels,
         }
+        if cut:
+            row["labelsTruncated"] = True
         if blocked:
             row["blockedBy"] = edge_codec.decode_blocker(cluster, blocked)
         append(row)
@@ -520,8 +597,8 @@ def row_json(cluster: str, member: bytes, now: float | None = None) -> str:
 def timeless_row_json(cluster: str, member: bytes) -> str:
     """`row_json` without `transitions24h`, which slides with time (query.body caches this and
     adds the count per request)."""
-    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, _, rec = _fields(
-        member.decode()
+    ns, kind, name, code, reason, msg, ltt, rev, api_version, ui_url, warn, _, _, rec, lab = (
+        _fields(member.decode())
     )
     e = _esc
     msg, reason = _message(msg, rev), _reason(reason)
@@ -534,8 +611,17 @@ def timeless_row_json(cluster: str, member: bytes) -> str:
         f'"suspended":{suspended},"reason":{e(reason)},"message":{e(msg)},'
         f'"warnings":{int(warn or 0)},"lastTransitionTime":{e(at) if at else "null"},"revision":{e(rev)},'
         f'"uiUrl":{e(ui_url) if ui_url else "null"},'
-        f'"failingSince":{e(since) if since else "null"}}}'
+        f'"failingSince":{e(since) if since else "null"},"labels":{_labels_json(lab, name, ns)}}}'
     )
+
+
+def _labels_json(field: str, name: str, namespace: str) -> str:
+    """The `labels` object (and `labelsTruncated` when cut) of a stored labels field, as JSON."""
+    if not field:
+        return "{}"
+    labels, cut = parse_labels(field, name, namespace)
+    text = "{" + ",".join(f"{_esc(k)}:{_esc(v)}" for k, v in labels.items()) + "}"
+    return text + ',"labelsTruncated":true' if cut else text
 
 
 def identity(member: str | bytes) -> str:
@@ -608,6 +694,13 @@ def status_of(member: str | bytes) -> str:
     if isinstance(member, bytes):
         member = member.decode()
     return CODE_STATUS[member.split(SEP, 4)[3]]
+
+
+def revision_of(member: str | bytes) -> str:
+    """The revision of an encoded member ("" for none), without decoding the rest."""
+    if isinstance(member, bytes):
+        member = member.decode()
+    return member.split(SEP, _REVISION + 1)[_REVISION] if member.count(SEP) > _REVISION else ""
 
 
 def suspended_of(member: str | bytes) -> bool:

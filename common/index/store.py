@@ -56,9 +56,8 @@ class _Snapshot:
     def delta(self, replies: list[Any]) -> writer.Delta:
         # Stored rows carry what the writer adds from their history (`recent`): compared
         # without it, so only what the leaf changed is a difference (the writer carries it on).
-        # Most rows never transitioned: their member ends with the empty `recent` (no copy).
-        sep = rows.SEP
-        current = {m if m[-1:] == sep else rows.without_recent(m): m for m in map(text, replies[0])}
+        # Most rows never transitioned: their member is kept as it is (no copy).
+        current = {rows.without_recent(m): m for m in map(text, replies[0])}
         removed = [m for bare, m in current.items() if bare not in self.members]
         added = self.members - current.keys()
         return writer.Delta(removed, added, self.members, self.dependents)

@@ -87,6 +87,13 @@ class Tallies:
             return hit.table
         return None
 
+    def entry(
+        self, cluster: str, access: AccessLike, namespaces: tuple[str, ...], gen: int
+    ) -> Entry | None:
+        """The remembered entry `cached` would answer from (None when there is none)."""
+        hit = self._tables.get((cluster, id(access), namespaces))
+        return hit if hit is not None and hit.access is access and hit.gen == gen else None
+
     def entries(self, wanted: Sequence[tuple[str, AccessLike]]) -> dict[str, Entry | None]:
         """Entries for planning, whatever their generation: a plan pruned by one checks the
         generation with its scan (and `forget`s it when moved), and a batch size estimated from

@@ -319,7 +319,7 @@ def _write_members(
     gone_by, new_by = _by_index(cluster, gone), _by_index(cluster, new)
     # A removed member may have been flapping when written, whatever its count now: removed
     # from the index whenever it has recent transitions (a no-op when it is not there).
-    gone_by[keys.flapping(cluster)] = [m for m in gone if m[-1:] != rows.SEP]
+    gone_by[keys.flapping(cluster)] = [m for m in gone if rows.has_recent(m)]
     new_by[keys.flapping(cluster)] = [m for m in new if history.flapping_now(m, flapping, now)]
     for index in [
         *(keys.by_status(cluster, s) for s in keys.INDEXED_STATUSES),

@@ -59,6 +59,12 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", metavar="SUBSTRING", help="name contains this (any case)")
     parser.add_argument(
         "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="label selector, as kubectl takes it: -l 'app.kubernetes.io/name=web', "
+        "'tier in (web,api)', '!canary', comma = AND",
+    )
+    parser.add_argument(
         "--suspended",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -86,6 +92,11 @@ def filter_params(args: argparse.Namespace, api: Api, path: str = OBJECTS) -> li
         params.append(("status", ",".join(statuses)))
     if args.name:
         params.append(("name", args.name))
+    selector = getattr(args, "selector", None)
+    if selector:
+        if not api.features().has_param(path, "labelSelector"):
+            raise BadInput("this fleetscope server has no label selectors (-l); upgrade it")
+        params.append(("labelSelector", selector))
     return params + extra
 
 

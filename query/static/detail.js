@@ -131,6 +131,15 @@ async function loadRelations() {
 
 // -- the dialog ---------------------------------------------------------------------------
 
+// The row's labels, as the index holds them (text only: leaf data).
+function renderLabels(row) {
+  const list = document.getElementById("labels-list");
+  const labels = Object.entries(row.labels || {});
+  list.replaceChildren(...labels.map(([k, v]) => el("li", `${k}=${v}`, "label-chip")));
+  if (!labels.length) list.append(el("li", row.labels ? "none" : "not in this view", "muted"));
+  document.getElementById("labels-cut").hidden = !row.labelsTruncated;
+}
+
 export async function openDetail(row) {
   const dialog = document.getElementById("detail");
   if (!dialog.open) opener = document.activeElement; // a related object keeps the first opener
@@ -143,6 +152,7 @@ export async function openDetail(row) {
   document.getElementById("detail-body").hidden = false;
   document.querySelector("#detail .format").hidden = true;
   if (!dialog.open) dialog.showModal();
+  renderLabels(row);
   loadRelations();
   loadHistory(row, objectPath(row));
   try {

@@ -16,7 +16,7 @@ import { describe, openDetail, refElement, setUpDetail } from "./detail.js";
 import { externalUrl } from "./links.js";
 
 const DIMENSIONS = { status: "f-status", suspended: "f-suspended", kind: "f-kind", cluster: "f-cluster" };
-const FILTERS = ["cluster", "namespace", "kind", "status", "suspended", "name"];
+const FILTERS = ["cluster", "namespace", "kind", "status", "suspended", "name", "labelSelector"];
 const SUSPENSION = { true: "suspended", false: "not suspended" };
 const SORTS = ["-lastTransitionTime", "lastTransitionTime"]; // newest first, oldest first
 // The header cycles: the default order, newest first, oldest first, back to the default.
@@ -37,6 +37,7 @@ function split(values) {
 function readState() {
   const q = new URLSearchParams(location.search);
   const state = { name: (q.get("name") || "").trim(), cont: q.get("continue") || "" };
+  state.labelSelector = (q.get("labelSelector") || "").trim();
   for (const f of ["cluster", "namespace", "kind", "status"]) state[f] = split(q.getAll(f));
   state.suspended = ["true", "false"].includes(q.get("suspended")) ? [q.get("suspended")] : [];
   state.sort = SORTS.includes(q.get("sort")) ? q.get("sort") : "";
@@ -56,6 +57,7 @@ function filterParams(state, without) {
   // One value filters; both (or none) chosen means either.
   if (without !== "suspended" && state.suspended.length === 1) p.set("suspended", state.suspended[0]);
   if (state.name) p.set("name", state.name);
+  if (state.labelSelector) p.set("labelSelector", state.labelSelector);
   return p;
 }
 
@@ -153,6 +155,7 @@ function fillForm(state) {
   drift.closest("label").hidden = state.group !== "object";
   document.getElementById("f-name").value = state.name;
   document.getElementById("f-namespace").value = state.namespace.join(", ");
+  document.getElementById("f-labels").value = state.labelSelector;
   const limit = document.getElementById("limit");
   if (![...limit.options].some((o) => o.value === String(state.limit))) {
     limit.add(new Option(String(state.limit)));
@@ -206,6 +209,7 @@ function applyForm(ev) {
   }
   state.namespace = split([document.getElementById("f-namespace").value]);
   state.name = document.getElementById("f-name").value.trim().toLowerCase();
+  state.labelSelector = document.getElementById("f-labels").value.trim();
   navigate(state, "", []);
 }
 
@@ -523,7 +527,11 @@ async function exportCsv(ev) {
 function setUp() {
   document.getElementById("filters").addEventListener("submit", applyForm);
   document.getElementById("clear").addEventListener("click", () => {
-    navigate({ ...readState(), cluster: [], namespace: [], kind: [], status: [], name: "" }, "", []);
+    navigate(
+      { ...readState(), cluster: [], namespace: [], kind: [], status: [], name: "", labelSelector: "" },
+      "",
+      [],
+    );
   });
   document.getElementById("sort-transition").addEventListener("click", () => {
     const state = readState();

@@ -213,3 +213,25 @@ def test_a_big_read_is_spread_over_evaluations_and_every_cluster_gets_its_turn(
     second = h.run()
     assert (first.changed, second.changed) == (5, 5)
     assert rb.hget(keys.ALERT_GENS, "#next") == names[10].encode()  # c00 waits for its turn
+
+
+def test_a_label_selector_narrows_a_rule(rb: redis.Redis, tmp_path: Path) -> None:
+    doc = """
+rules:
+  - name: ShopFailing
+    match: {status: unhealthy, labelSelector: "app.kubernetes.io/part-of=shop,tier notin (test)"}
+"""
+    h = Harness(rb, rules_file(tmp_path, doc))
+    shop, test_tier, other, bare = (
+        row("c1", "team-a", "Kustomization", n, "unhealthy", "boom") for n in "abcd"
+    )
+    shop["labels"] = {"app.kubernetes.io/part-of": "shop", "tier": "web"}
+    test_tier["labels"] = {"app.kubernetes.io/part-of": "shop", "tier": "test"}
+    other["labels"] = {"app.kubernetes.io/part-of": "blog"}
+    put(rb, "c1", shop, test_tier, other, bare)
+    h.run(time.time())
+    assert sorted(a["labels"]["name"] for a in h.firing().values()) == ["a"]
+    shop_b = dict(other, labels={"app.kubernetes.io/part-of": "shop"})  # relabelled: now shop
+    put(rb, "c1", shop, test_tier, shop_b, bare)  # type: ignore[arg-type]
+    h.run(time.time() + 1)
+    assert sorted(a["labels"]["name"] for a in h.firing().values()) == ["a", "c"]

@@ -27,7 +27,7 @@ def test_a_rule_reads_into_filters() -> None:
 rules:
   - name: R
     match: {cluster: [a, b], namespace: _, kind: HelmRelease, status: unhealthy,
-            suspended: false, name: Pod}
+            suspended: false, name: Pod, labelSelector: "team in (a, b),!canary"}
     for: 1h30m
     severity: critical
 """
@@ -46,6 +46,7 @@ rules:
         0,
         "critical",
     )
+    assert f.labels.canonical() == "!canary,team in (a,b)"
 
 
 @pytest.mark.parametrize(
@@ -65,6 +66,12 @@ rules:
         ("rules:\n  - name: A\n    match: {namespace: Bad_NS}\n", "match.namespace: 'Bad_NS'"),
         ("rules:\n  - name: A\n    match: {suspended: maybe}\n", "match.suspended: true or false"),
         ("rules:\n  - name: A\n    match: {labels: x}\n", "match.labels: unknown filter"),
+        (
+            "rules:\n  - name: A\n    match: {labelSelector: 'a in (x'}\n",
+            "rules[0] (A): match.labelSelector: unable to parse requirement: found '', "
+            "expected: ',' or ')' (at position 7)",
+        ),
+        ("rules:\n  - name: A\n    match: {labelSelector: [a]}\n", "match.labelSelector: a string"),
         ("rules:\n  - name: A\n    for: soon\n", "rules[0] (A): for: 'soon' is not a duration"),
         ("rules:\n  - name: A\n    minClusters: 0\n", "minClusters: an integer >= 1"),
         ("rules:\n  - name: A\n    severity: 'a b'\n", "severity: a word"),

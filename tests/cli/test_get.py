@@ -146,6 +146,17 @@ def test_filters_mean_what_the_api_filters_mean(stack: Stack, cli) -> None:
         (["--name", "WEB", "-A"], {"name": "web"}),
         (["--suspended"], {"suspended": "true"}),
         (["--no-suspended", "--status", "healthy"], {"suspended": "false", "status": "healthy"}),
+        (
+            ["-l", "app.kubernetes.io/component=mesh"],
+            {"labelSelector": "app.kubernetes.io/component=mesh"},
+        ),
+        (
+            ["hr", "--selector", "app.kubernetes.io/managed-by in (flux),!nosuch"],
+            {
+                "kind": "HelmRelease",
+                "labelSelector": "app.kubernetes.io/managed-by in (flux),!nosuch",
+            },
+        ),
     ]
     for args, params in cases:
         want = stack.api_rows(admin, **params)
@@ -154,6 +165,12 @@ def test_filters_mean_what_the_api_filters_mean(stack: Stack, cli) -> None:
         assert res.code == 0, (args, res.err)
         got = [shown_cells(c) for c in parse_table(res.out, 7)]
         assert got == [expected_cells(r) for r in want], args
+
+
+def test_a_malformed_selector_is_the_servers_message(stack: Stack, cli) -> None:
+    res = cli("get", "-l", "app in (web", *who(stack, "admin-0"))
+    assert res.code != 0
+    assert "unable to parse requirement: found '', expected: ',' or ')' (at position 11)" in res.err
 
 
 def test_sort_by_groups_and_what_the_server_refuses(stack: Stack, cli) -> None:

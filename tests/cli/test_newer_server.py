@@ -128,7 +128,13 @@ def sent(api: FakeApi, path: str) -> dict[str, list[str]]:
 
 def test_suspended_and_sort_use_the_new_parameters(api: FakeApi, cli) -> None:
     res = cli(
-        "get", "-l", "--sort-by=-lastTransitionTime", "--status", "unhealthy", "--server", api.url
+        "get",
+        "--suspended",
+        "--sort-by=-lastTransitionTime",
+        "--status",
+        "unhealthy",
+        "--server",
+        api.url,
     )
     assert res.code == 0, res.err
     query = sent(api, "/api/v1/objects")

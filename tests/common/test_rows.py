@@ -57,6 +57,7 @@ def test_build_row_from_flux_object() -> None:
         "lastTransitionTime": "2026-11-20T10:00:00Z",
         "revision": REV,
         "uiUrl": "https://ui.example/apps",
+        "labels": {},
     }
     member = rows.encode(row)
     assert REV not in member.split("\x00")[5]  # the message stores a placeholder for the revision

@@ -42,7 +42,25 @@ def make_row(
     row["suspended"], row["message"] = suspended, f"msg {name}"
     # as served: no transition time and no recorded transitions, so not known since when
     row["failingSince"], row["transitions24h"] = None, 0
+    row["labels"] = fleet_labels(ns, kind, name)
     return row
+
+
+def fleet_labels(ns: str, kind: str, name: str) -> dict[str, str]:
+    """Labels as a function of the identity (no random draws: the fleets stay as they were):
+    most rows have an app name (some the object's own name), a tier on some, a team on the
+    team namespaces' rows, and a few have none."""
+    n = sum(name.encode()) + len(ns) + len(kind)
+    if n % 7 == 0:
+        return {}
+    out = {"app.kubernetes.io/name": name if n % 5 == 0 else f"app{n % 4}"}
+    if n % 3:
+        out["tier"] = ("web", "db", "cache")[n % 3]
+    if ns.startswith("team-"):
+        out["team"] = ns
+    if n % 11 == 0:
+        out["example.com/release-x"] = str(n % 13)
+    return out
 
 
 def random_fleet(seed: int, clusters: int = 4, namespaces: int = 12, per_ns: int = 6) -> list[Row]:
@@ -129,6 +147,7 @@ def visible(
     statuses=(),
     name="",
     suspended=None,
+    labels=None,
 ) -> list[Row]:
     """The oracle: rows a caller with `access` sees under these filters, in list order."""
     out = []
@@ -143,6 +162,7 @@ def visible(
         ok = ok and (not statuses or row["status"] in statuses)
         ok = ok and name.lower() in row["name"]
         ok = ok and (suspended is None or row["suspended"] is suspended)
+        ok = ok and (labels is None or labels.matches(row.get("labels") or {}))
         if ok:
             out.append(row)
     return sorted(out, key=order)

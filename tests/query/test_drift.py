@@ -44,7 +44,8 @@ def releases(sim: KubeSim) -> dict[tuple[str, str], list[str]]:
 
 @pytest.mark.parametrize("user", list(USERS))
 def test_drift_groups_match_the_oracle_for_every_user(client: Any, user: str) -> None:
-    for query in ({}, {"kind": "HelmRelease"}, {"status": "healthy"}):
+    selector = {"labelSelector": "app.kubernetes.io/name=apps,fleetscope.io/team!=team-01"}
+    for query in ({}, {"kind": "HelmRelease"}, {"status": "healthy"}, selector):
         want = drifting(oracle(client, user, "object", **query))
         got = group_walk(client, user, 2, drift="true", **query)
         assert normal(got) == normal(want), (user, query)

@@ -81,12 +81,18 @@ def csv_records(url: str, user: str, path: str, **query: Any) -> list[list[str]]
 
 
 def as_record(row: dict[str, Any]) -> list[str]:
-    return [cell(row.get(c)) for c in OBJECT_COLUMNS]
+    labels = ",".join(f"{k}={v}" for k, v in sorted(row["labels"].items()))
+    return [labels if c == "labels" else cell(row.get(c)) for c in OBJECT_COLUMNS]
 
 
 @pytest.mark.parametrize("user", ["admin-0", "dev-team-00", "solo", "nobody"])
 def test_an_object_export_is_the_json_walk(url: str, user: str) -> None:
-    for query in ({}, {"status": "unhealthy,progressing"}, {"sort": "-lastTransitionTime"}):
+    for query in (
+        {},
+        {"status": "unhealthy,progressing"},
+        {"sort": "-lastTransitionTime"},
+        {"labelSelector": "fleetscope.io/team in (team-00,team-01)"},
+    ):
         records = csv_records(url, user, "/api/v1/objects", **query)
         assert records[0] == list(OBJECT_COLUMNS)
         want = [as_record(r) for r in json_walk(url, user, "/api/v1/objects", **query)]

@@ -702,3 +702,49 @@ def test_download_csv_holds_every_row_of_the_current_filters(stack: Stack, page:
         == len(api_names(stack, ADMIN, status="unhealthy,progressing", limit=500))
         > 2
     )
+
+
+def test_label_selector_field_and_labels_in_the_detail(stack: Stack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    selector = "app.kubernetes.io/component=mesh,app.kubernetes.io/managed-by!=kubectl"
+    want = api_names(stack, ADMIN, labelSelector=selector, limit=10)
+    assert want, "the fleet should hold objects with these labels"
+    page.goto("/?limit=10")
+    page.fill("#f-labels", selector)
+    page.press("#f-labels", "Enter")
+    expect(page).to_have_url(re.compile(r"labelSelector=app.kubernetes.io%2Fcomponent%3Dmesh"))
+    expect_names(page, want)
+    total = requests.get(
+        f"{stack.base}/api/v1/facets", params={"labelSelector": selector}, headers=ADMIN, timeout=10
+    ).json()["total"]
+    expect(page.locator("#summary")).to_have_text(f"{total:,} objects match")
+    shot(page, "label-selector")
+
+    # The URL holds the selector: a fresh load shows the same rows and fills the field.
+    page.goto(page.url)
+    expect(page.locator("#f-labels")).to_have_value(selector)
+    expect_names(page, want)
+
+    # The detail shows the row's labels.
+    row = requests.get(
+        f"{stack.base}/api/v1/objects",
+        params={"labelSelector": selector, "limit": 1},
+        headers=ADMIN,
+        timeout=10,
+    ).json()["items"][0]
+    page.locator(f"{ROWS} >> nth=0").get_by_role("button").first.click()
+    chips = page.locator("#labels-list li")
+    expect(chips).to_have_count(len(row["labels"]))
+    assert chips.all_text_contents() == [f"{k}={v}" for k, v in row["labels"].items()]
+    shot(page, "detail-labels")
+    page.click("#detail-close")
+
+    # A malformed selector is the API's message, on the page.
+    page.fill("#f-labels", "app in (web")
+    page.press("#f-labels", "Enter")
+    expect(page.locator("#error")).to_contain_text("unable to parse requirement")
+    expect(page.locator("#error")).to_contain_text("position 11")
+    page.click("#clear")
+    expect(page).not_to_have_url(re.compile(r"labelSelector="))
+    expect(page.locator("#f-labels")).to_have_value("")

@@ -1,0 +1,162 @@
+"""The `labels` field of a row member (common.index.rows): the object's labels, compact.
+
+    [!] item item ...     item = <key code><value>  |  ,<key>=<value>
+
+Labels are sorted by key. A well-known key is one character (`KEY_CODES`: punctuation no valid
+key or value holds) directly followed by its value, so coded items need no separator; any
+other key is written `,key=value` (a valid key or value holds neither `,` nor `=`). A value is
+stored as a mark when it is the object's name (`@`), its namespace (`^`) or `<name>-<namespace>`
+(`%`, the recommended `app.kubernetes.io/instance`), as `~` + hex for a common value
+(`VALUE_CODES`), else as it is (no valid value starts with `~@^%`). A leading `!` says labels
+were cut: invalid ones (leaf data is untrusted: only what the API server would accept is kept),
+or past `MAX_LABELS` / `MAX_LABELS_BYTES` (keys kept in order).
+
+Model (kubesim's fleet, docs/benchmarks.md): 8.5 labels a row (the recommended set, team, the
+Flux manager's pair), ~28 stored bytes where the `k=v,...` text is ~240.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from common import labels as label_rules
+
+MAX_LABELS = 32
+"""Labels kept per row (by key order); the rest are cut and the row says `labelsTruncated`."""
+MAX_LABELS_BYTES = 512
+"""Bytes of the stored labels field per row at most (as MAX_LABELS)."""
+NAME_MARK, NS_MARK, INSTANCE_MARK, VALUE_MARK, CUT_MARK = "@", "^", "%", "~", "!"
+_KEYS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/managed-by",
+    "kustomize.toolkit.fluxcd.io/name",
+    "kustomize.toolkit.fluxcd.io/namespace",
+    "helm.toolkit.fluxcd.io/name",
+    "helm.toolkit.fluxcd.io/namespace",
+    "app",
+    "version",
+    "team",
+    "helm.sh/chart",
+    "istio.io/rev",
+    "fleetscope.io/team",
+)
+_KEY_CHARS = "#$&*+:;<>?[]{}|()"
+KEY_CODES = dict(zip(_KEYS, _KEY_CHARS, strict=False))
+"""Well-known keys and their one-character codes. Append only: a stored code keeps its key."""
+KEY_OF = {v: k for k, v in KEY_CODES.items()}
+VALUE_CODES = {
+    v: f"{VALUE_MARK}{i:x}"
+    for i, v in enumerate(
+        (
+            "flux",
+            "Helm",
+            "kubectl",
+            "Kustomize",
+            "mesh",
+            "gitops",
+            "gateway",
+            "policy",
+            "apps",
+            "flux-system",
+            "istio-system",
+            "kustomize-controller",
+            "helm-controller",
+            "production",
+            "staging",
+            "true",
+        )
+    )
+}
+"""Common label values stored as `~` + hex. Append only."""
+VALUE_OF = {v: k for k, v in VALUE_CODES.items()}
+
+
+def capped(raw: Any) -> tuple[dict[str, str], bool]:
+    """The labels a row keeps of an object's `metadata.labels`: the valid ones in key order, up
+    to MAX_LABELS and MAX_LABELS_BYTES (as stored); whether any were cut."""
+    if not isinstance(raw, dict) or not raw:
+        return {}, False
+    out: dict[str, str] = {}
+    cut, size = False, 0
+    for k in sorted(str(k) for k in raw):
+        v = raw.get(k)
+        if not isinstance(v, str) or not label_rules.valid_label(k, v):
+            cut = True
+            continue
+        size += (1 if k in KEY_CODES else len(k) + 2) + len(v)
+        if len(out) >= MAX_LABELS or size > MAX_LABELS_BYTES:
+            cut = True
+            break
+        out[k] = v
+    return out, cut
+
+
+def _value(v: str, name: str, namespace: str) -> str:
+    if v == name and v:
+        return NAME_MARK
+    if namespace and v == namespace:
+        return NS_MARK
+    if namespace and v == f"{name}-{namespace}":
+        return INSTANCE_MARK
+    return VALUE_CODES.get(v, v)
+
+
+def encode(labels: dict[str, str], name: str, namespace: str = "", cut: bool = False) -> str:
+    """The stored field of a row's labels (already `capped`)."""
+    coded, plain = [], []
+    for k, v in sorted(labels.items()):
+        code = KEY_CODES.get(k)
+        if code is not None:
+            coded.append(code + _value(v, name, namespace))
+        else:
+            plain.append(f",{k}={_value(v, name, namespace)}")
+    return (CUT_MARK if cut else "") + "".join(coded) + "".join(plain)
+
+
+def decode(field: str, name: str, namespace: str = "") -> tuple[dict[str, str], bool]:
+    """(labels, cut) of a stored field."""
+    if not field:
+        return {}, False
+    cut = field[0] == CUT_MARK
+    marks = {NAME_MARK: name, NS_MARK: namespace, INSTANCE_MARK: f"{name}-{namespace}"}
+    out: dict[str, str] = {}
+    key, start, plain = "", -1, False
+    for i in range(1 if cut else 0, len(field) + 1):
+        ch = field[i] if i < len(field) else ","
+        if ch not in KEY_OF and ch != ",":
+            continue
+        if start >= 0:
+            text = field[start:i]
+            if plain:
+                key, _, text = text.partition("=")
+            v = marks.get(text) or (VALUE_OF.get(text, text) if text[:1] == VALUE_MARK else text)
+            out[key] = v
+        if i < len(field):
+            key, start, plain = KEY_OF.get(ch, ""), i + 1, ch == ","
+    return dict(sorted(out.items())), cut
+
+
+@functools.lru_cache(maxsize=1024)
+def needles(selector: label_rules.Selector) -> tuple[tuple[bytes, ...], ...]:
+    """A quick test of stored members against `selector`, before any is parsed: per
+    requirement that needs its key, byte strings of which a matching member holds at least one
+    (the stored key with the value, or with a mark). A member holding none cannot match; one
+    that holds them is then tested for real (other fields may hold the same bytes)."""
+    out = []
+    for r in selector.requirements:
+        code = KEY_CODES.get(r.key)
+        head = code if code is not None else f",{r.key}="
+        if r.op in ("=", "==", "in"):
+            stored = {VALUE_CODES.get(v, v) for v in r.values}
+            alts = {head + s for s in stored} | {
+                head + m for m in (NAME_MARK, NS_MARK, INSTANCE_MARK)
+            }
+            out.append(tuple(sorted(a.encode() for a in alts)))
+        elif r.op in ("exists", ">", "<"):
+            out.append((head.encode(),))
+    return tuple(out)
