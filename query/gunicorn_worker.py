@@ -119,6 +119,8 @@ def hand_over(
     if hasattr(result, "close"):
         result.close()
     resp.chunked = False
+    resp.response_length = None  # the body ends with the connection
+    resp.headers = [(k, v) for k, v in resp.headers if k.lower() != "content-length"]
     resp.force_close()
     resp.send_headers()
     from query.watch_hub import SocketSink  # not at import: query.auth imports this module

@@ -69,7 +69,7 @@ def watch() -> Response:
     resp_headers = {**HEADERS}
     if request.environ.get(HANDOFF):
         request.environ[SUBSCRIPTION] = (hub, sub)
-        return Response(b"", 200, resp_headers, mimetype="text/event-stream")
+        return Response(iter(()), 200, resp_headers, mimetype="text/event-stream")
     sink = watch_hub.QueueSink()
     sub.sink = sink
     hub.subscribe(sub)

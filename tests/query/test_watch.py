@@ -119,7 +119,7 @@ class Stream:
     def next(self) -> tuple[str, str | None, Any]:
         kind, eid, data = "", None, ""
         while True:
-            line = self.resp.fp.readline().decode()
+            line = self.resp.readline().decode()  # as framed: no Content-Length, no chunks
             if not line:
                 raise EOFError("stream closed")
             line = line.rstrip("\n")
