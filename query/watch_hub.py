@@ -229,6 +229,9 @@ class Hub:
     def _dispatch(self, cluster: str, change: Change) -> None:
         self.pos[cluster] = change.position
         self._token = None
+        # Streams of one caller share their access map (query.scope), so streams with the same
+        # filters get the same bytes: rendered once per change, not once per stream.
+        frames: dict[tuple[int, Filters], bytes | None] = {}
         for sub in self.subs:
             if sub.closed:
                 continue
@@ -237,13 +240,28 @@ class Hub:
                 if not ahead.behind(change.position):
                     continue
                 del sub.ahead[cluster]
-            self._deliver(sub, change, self._token_of(sub))
+            if sub.ahead:
+                self._deliver(sub, change, self._token_of(sub))
+                continue
+            key = (id(sub.access), sub.filters)
+            if key not in frames:
+                frames[key] = self._frame(sub, change, self._token_of(sub))
+            frame = frames[key]
+            if frame is not None and sub.sink is not None:
+                sub.sink.send(frame)
 
     def _deliver(self, sub: Subscription, change: Change, token: str) -> None:
+        frame = self._frame(sub, change, token)
+        if frame is not None and sub.sink is not None:
+            sub.sink.send(frame)
+
+    @staticmethod
+    def _frame(sub: Subscription, change: Change, token: str) -> bytes | None:
         got = watch_events.event_for(sub.filters, sub.access, change)
-        if got is not None and sub.sink is not None:
-            text = watch_events.row_text(sub.access, change.cluster, got[1])
-            sub.sink.send(watch_events.row_event(got[0], text, token))
+        if got is None:
+            return None
+        text = watch_events.row_text(sub.access, change.cluster, got[1])
+        return watch_events.row_event(got[0], text, token)
 
     def _token_of(self, sub: Subscription) -> str:
         if sub.ahead:
