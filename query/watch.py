@@ -42,8 +42,9 @@ HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 def list_position(st: QueryState) -> str:
     """The fleet position of a list about to be read: each registered cluster's generation,
-    read before the rows (a change racing the list may come again as an event, never lost)."""
-    names = st.fleet.snapshot(st.settings).clusters
+    read before the rows (a change racing the list may come again as an event, never lost; a
+    cluster registered since the fleet view's last read is absent: watched from its start)."""
+    names = st.fleet.known()
     gens, _ = tally.generations(st.r, names)
     return positions.encode(
         st.signer, {c: Position(int(g or 0)) for c, g in zip(names, gens, strict=True)}
