@@ -26,7 +26,10 @@ def r(redis_url: str) -> Any:
     client.close()
 
 
-def entries(r: Any, after: Position = Position(0)) -> list[feed.Change]:
+START = Position(0)
+
+
+def entries(r: Any, after: Position = START) -> list[feed.Change]:
     return feed.read_after(r, C, after)
 
 
