@@ -25,8 +25,6 @@ def list_objects() -> Response:
     limit = params.limit(request.args)
     token = request.args.get("continue", "")
     sort = params.sort(request.args)
-    if sort and filters.flapping:
-        raise InvalidInput("flapping", "not with `sort` yet; drop one of them")
     if export.wanted(request):
         records = export.object_records(st, user, filters, sort, token)
         export.check_total(listing.facets(st, user, filters)[0].total, _max_rows(), "rows")
@@ -47,7 +45,8 @@ def _time_page(filters: Filters, limit: int, token: str, sort: str) -> Response:
     cursor = st.signer.decode_time(token, filters, sort) if token else None
     descending = sort.startswith("-")
     rv = watch.list_position(st)
-    page, scope = listing.time_page(st, user, filters, limit, descending, cursor)
+    by_time = listing.flapping_time_page if filters.flapping else listing.time_page
+    page, scope = by_time(st, user, filters, limit, descending, cursor)
     after = st.signer.encode_time(page.cursor, filters, sort) if page.cursor else None
     rest = {"continue": after, "resourceVersion": rv, "freshness": scope.freshness(st.settings)}
     return body.page_response(page.members, rest, scope.visible)

@@ -405,7 +405,8 @@ when there is one and the caller may list it."""
 _FLAPPING = _param(
     "flapping",
     "`true`: only objects with at least `FLEETSCOPE_FLAPPING_THRESHOLD` (default 4) recorded "
-    "transitions in the last 24 hours (`transitions24h`); not with `sort`, nor on facets' `by`",
+    "transitions in the last 24 hours (`transitions24h`), also with `sort`; not on groups nor "
+    "on facets' `by` yet",
     {"type": "string", "enum": ["true"]},
 )
 
