@@ -154,6 +154,7 @@ class Hub:
         self.incoming: queue.Queue[Subscription] = queue.Queue()
         self.lock = threading.Lock()
         self.started = threading.Event()
+        self._idle = threading.Event()
         self._token: str | None = None
         self._version: Any = None
         self._snapshot: Any = None
@@ -206,7 +207,7 @@ class Hub:
 
     def _read(self) -> list[tuple[str, Change]]:
         if not self.pos:
-            self.started.wait(BLOCK_MS / 1000)
+            self._idle.wait(BLOCK_MS / 1000)  # no cluster yet: never set, a pause
             return []
         streams = {keys.feed(c): _id(p) for c, p in self.pos.items()}
         by_key = {keys.feed(c): c for c in self.pos}
@@ -217,7 +218,7 @@ class Hub:
                 pipe.xread({k: i})
             got = [x for reply in pipe.execute() for x in (reply or [])]
             if not got:
-                time.sleep(BLOCK_MS / 1000)
+                self._idle.wait(BLOCK_MS / 1000)
         else:
             got = self.r.xread(streams, block=BLOCK_MS) or []  # type: ignore[arg-type]
         out = []
