@@ -721,7 +721,18 @@ def _watch(registry: KindRegistry) -> S:
     item = _get(
         "The caller's visible row changes as Server-Sent Events (ADDED, MODIFIED, DELETED, "
         "BOOKMARK, STATUS, ERROR)",
-        [*_filters(registry), _FLAPPING, rv],
+        [
+            *_filters(registry),
+            _FLAPPING,
+            rv,
+            _param(
+                "timeoutSeconds",
+                "end the stream after this many seconds, 1..3600 (default: a random time "
+                "between 1800 and 3600, as kube-apiserver does; the client resumes from its "
+                "last event's id and is authenticated again)",
+                {"type": "integer", "minimum": 1, "maximum": 3600},
+            ),
+        ],
         "Error",
         "an event stream",
         400,

@@ -9,6 +9,8 @@ validates and (without a resourceVersion) lists; the socket then goes to the hub
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any
 
 from flask import Blueprint, Response, request
@@ -34,7 +36,12 @@ WATCH_PARAMS = (
     "resourceVersion",
     "allowWatchBookmarks",
     "watch",
+    "timeoutSeconds",
 )
+TIMEOUT_S = (1800, 3600)
+"""A stream ends after a random time in this range (kube-apiserver's watch timeout, from its
+`--min-request-timeout` of 1800 s), or after `timeoutSeconds`: the client reconnects with its
+last id and is authenticated again."""
 INITIAL_MAX = 10_000
 """Rows a watch without resourceVersion sends as ADDED; more: list (pages) then watch."""
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -61,6 +68,7 @@ def watch() -> Response:
     if hub.streams >= st.settings.watch_streams_max:
         raise TooBusy("this service serves as many watch streams as it may; retry later")
     sub = watch_hub.Subscription(user, filters, None)
+    sub.ends_at = time.monotonic() + _timeout_s()
     if rv in ("", "0"):
         token = list_position(st)
         sub.start = positions.decode(st.signer, token)
@@ -75,6 +83,15 @@ def watch() -> Response:
     sub.sink = sink
     hub.subscribe(sub)
     return Response(sink.drain(), 200, resp_headers, mimetype="text/event-stream")
+
+
+def _timeout_s() -> float:
+    raw = request.args.get("timeoutSeconds")
+    if raw is None:
+        return random.uniform(*TIMEOUT_S)
+    if not raw.isdigit() or not 1 <= int(raw) <= TIMEOUT_S[1]:
+        raise InvalidInput("timeoutSeconds", f"whole seconds, 1..{TIMEOUT_S[1]}")
+    return float(raw)
 
 
 def _initial(st: QueryState, user: Any, filters: Any, token: str) -> list[bytes]:

@@ -139,6 +139,9 @@ class Subscription:
     fresh: dict[str, Any] = field(default_factory=dict)
     """The caller's freshness block (the list answers'), as of the last re-scope."""
     bookmark_at: float = 0.0
+    ends_at: float = float("inf")
+    """When the hub closes the stream (monotonic): the client reconnects and is authenticated
+    again, so an expired token or a removed user does not keep a stream forever."""
 
     @property
     def closed(self) -> bool:
@@ -371,7 +374,10 @@ class Hub:
                 except OSError:
                     sub.sink.close()
         keep = []
+        now = time.monotonic()
         for sub in self.subs:
+            if now >= sub.ends_at and sub.sink is not None:
+                sub.sink.close()
             if isinstance(sub.sink, SocketSink) and sub.sink.outbox and not sub.sink.closed:
                 sub.sink.flush()
             if sub.closed:

@@ -252,3 +252,21 @@ def test_a_cluster_leaving_the_registry_sends_its_rows_deleted(r: Any, server: s
     }
     assert feed.last(r, C).gen == int(r.get(keys.generation(C)))  # both outlive the cluster
     stream.close()
+
+
+def test_a_stream_ends_at_its_timeout_and_resumes(r: Any, server: str) -> None:
+    _, page = get(server, "/api/v1/objects", ADMIN)
+    rv = page["resourceVersion"]
+    change(r, "team-a", "during")  # before the stream: its catch-up comes before any timeout
+    stream = Stream(server, f"/api/v1/watch?timeoutSeconds=1&resourceVersion={rv}", ADMIN)
+    _, eid, data = stream.rows(1)[0]
+    assert data["object"]["name"] == "during"
+    with pytest.raises(EOFError):  # the server ends it (bookmarks come until then)
+        while True:
+            stream.next()
+    change(r, "team-a", "after")  # the client comes back (authenticated again), misses nothing
+    again = Stream(server, "/api/v1/watch", {**ADMIN, "Last-Event-ID": eid or ""})
+    assert again.rows(1)[0][2]["object"]["name"] == "after"
+    again.close()
+    status, body = get(server, "/api/v1/watch?timeoutSeconds=0", ADMIN)
+    assert status == 400 and body["error"] == "invalid_parameter"
