@@ -123,7 +123,8 @@ def expired(r: Any, cluster: str, pos: Position) -> bool:
             return False
         raise
     got = {(k.decode() if isinstance(k, bytes) else k): v for k, v in info.items()}
-    if int(got.get("entries-added", 0)) <= int(got.get("length", 0)):
+    added = got.get("entries-added")  # Redis 7; before, judged by the oldest entry alone
+    if added is not None and int(added) <= int(got.get("length", 0)):
         return False  # nothing trimmed
     first = got.get("first-entry")
     if not first:
