@@ -68,6 +68,7 @@ class Collector:
                     self.settings.history_max,
                     self.settings.history_days,
                     self.settings.flapping_threshold,
+                    self.settings.watch_feed_max,
                 )
                 return run(self.r, work, client, self.kinds, fence, retention)
         finally:

@@ -76,7 +76,10 @@ class ClusterWatch:
     ) -> None:
         self.r, self.client, self.kinds, self.settings = r, client, kinds, settings
         self.retention = history.Retention(
-            settings.history_max, settings.history_days, settings.flapping_threshold
+            settings.history_max,
+            settings.history_days,
+            settings.flapping_threshold,
+            settings.watch_feed_max,
         )
         self.cluster = client.name
         self.fence = fence

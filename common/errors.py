@@ -14,6 +14,7 @@
         +-- Unauthenticated         401: missing or bad credentials
         +-- Forbidden               403: authenticated but not allowed
         +-- NotFound                404
+        +-- TooBusy                 429: the service serves as much of this as it may
         +-- UpstreamTimeout         504: a leaf cluster did not answer in time
         +-- UpstreamError           502: a leaf cluster answered with an error
 
@@ -102,6 +103,11 @@ class Forbidden(RequestError):
 class NotFound(RequestError):
     status = 404
     code = "not_found"
+
+
+class TooBusy(RequestError):
+    status = 429
+    code = "too_busy"
 
 
 class UpstreamError(RequestError):

@@ -265,6 +265,15 @@ class Settings:
     flapping_threshold: int = 4
     """Transitions in the last 24 hours from which an object counts as flapping (`flapping=true`, the web view's mark); the same for the collector, the watcher and the query service."""
 
+    watch_feed_max: int = 256
+    """Row changes kept per cluster in its change feed (`GET /api/v1/watch` resumes within them; an older position answers 410 Expired and the client lists again). About 400 bytes each."""
+
+    watch_bookmark_s: float = 15.0
+    """Seconds between BOOKMARK events on a watch stream (Kubernetes' own interval is about a minute; the web view's reconnects resume from them)."""
+
+    watch_streams_max: int = 2000
+    """Watch streams one query service process serves at once; more answer 429 (each holds a socket and ~10 KB, never a request thread)."""
+
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
 
@@ -332,6 +341,8 @@ class Settings:
                 self.history_max,
                 self.history_days,
                 self.flapping_threshold,
+                self.watch_feed_max,
+                self.watch_streams_max,
             )
             < 1
         ):

@@ -10,7 +10,7 @@ from flask import Blueprint, Response, request
 
 from common.errors import InvalidInput
 from common.index.reader import Filters, PageRequest
-from query import body, export, listing, params
+from query import body, export, listing, params, watch
 from query.listing import list_page
 from query.state import caller, state
 
@@ -25,8 +25,6 @@ def list_objects() -> Response:
     limit = params.limit(request.args)
     token = request.args.get("continue", "")
     sort = params.sort(request.args)
-    if sort and filters.flapping:
-        raise InvalidInput("flapping", "not with `sort` yet; drop one of them")
     if export.wanted(request):
         records = export.object_records(st, user, filters, sort, token)
         export.check_total(listing.facets(st, user, filters)[0].total, _max_rows(), "rows")
@@ -34,9 +32,10 @@ def list_objects() -> Response:
     if sort:
         return _time_page(filters, limit, token, sort)
     cursor = st.signer.decode(token, filters) if token else None
+    rv = watch.list_position(st)
     page, scope = list_page(st, user, PageRequest(filters, limit, cursor))
     after = st.signer.encode(page.cursor, filters) if page.cursor else None
-    rest = {"continue": after, "freshness": scope.freshness(st.settings)}
+    rest = {"continue": after, "resourceVersion": rv, "freshness": scope.freshness(st.settings)}
     return body.page_response(page.members, rest, scope.visible)
 
 
@@ -45,9 +44,11 @@ def _time_page(filters: Filters, limit: int, token: str, sort: str) -> Response:
     st, user = state(), caller()
     cursor = st.signer.decode_time(token, filters, sort) if token else None
     descending = sort.startswith("-")
-    page, scope = listing.time_page(st, user, filters, limit, descending, cursor)
+    rv = watch.list_position(st)
+    by_time = listing.flapping_time_page if filters.flapping else listing.time_page
+    page, scope = by_time(st, user, filters, limit, descending, cursor)
     after = st.signer.encode_time(page.cursor, filters, sort) if page.cursor else None
-    rest = {"continue": after, "freshness": scope.freshness(st.settings)}
+    rest = {"continue": after, "resourceVersion": rv, "freshness": scope.freshness(st.settings)}
     return body.page_response(page.members, rest, scope.visible)
 
 

@@ -25,6 +25,7 @@ from query import (
     info,
     metrics,
     relations,
+    watch,
 )
 from query.state import QueryState
 
@@ -39,6 +40,7 @@ def register_blueprints(app: Flask) -> None:
         relations.bp,
         alerts.bp,
         history.bp,
+        watch.bp,
     ):
         app.register_blueprint(bp)
     if importlib.util.find_spec("query.ui") is not None:  # the web view, when present

@@ -135,7 +135,8 @@ def _time_texts(
 ) -> Iterator[str]:
     descending = sort.startswith("-")
     while True:
-        page, scope = listing.time_page(st, user, filters, PAGE_ROWS, descending, cursor)
+        by_time = listing.flapping_time_page if filters.flapping else listing.time_page
+        page, scope = by_time(st, user, filters, PAGE_ROWS, descending, cursor)
         yield from body.row_texts(page.members, scope.visible)
         if page.cursor is None:
             return

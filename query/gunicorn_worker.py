@@ -9,11 +9,18 @@ answer of the service is `{"error": ..., "message": ...}` (docs/security.md#edge
 WSGI joins repeated header fields with commas, so `X-Remote-Group: a` twice and
 `X-Remote-Group: a,a` look alike; kube-apiserver tells them apart (docs/security.md#identities).
 This worker adds the fields as received under `environ[HEADER_FIELDS]` (query.auth reads it).
+
+A watch stream (`GET /api/v1/watch`) is answered like any request (same auth, Host check and
+headers, on a request thread); once its head is written, the connection's socket is handed to
+the process's watch hub (query.watch_hub) and the request thread is free again: the body is
+delimited by closing the connection (`Connection: close`, no chunking), as HTTP/1.1 allows.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -23,6 +30,10 @@ from gunicorn.workers.gthread import ThreadWorker
 
 HEADER_FIELDS = "fleetscope.header_fields"
 """environ key: the request's header fields, ((UPPER-CASE NAME, value), ...), as received."""
+HANDOFF = "fleetscope.watch.handoff"
+"""environ key: this server can take a watch stream's socket over (query.watch)."""
+SUBSCRIPTION = "fleetscope.watch.subscription"
+"""environ key the watch view sets: (hub, subscription) to hand the socket to once answered."""
 _current = threading.local()  # the request a gthread thread is answering
 
 CODES = {
@@ -73,16 +84,51 @@ class JsonErrorWorker(ThreadWorker):  # type: ignore[misc]
 
         def with_fields(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
             req = getattr(_current, "req", None)
+            conn = getattr(_current, "conn", None)
             if req is not None:
                 environ[HEADER_FIELDS] = tuple(req.headers)
+            if conn is not None and not isinstance(conn.sock, ssl.SSLSocket):
+                environ[HANDOFF] = True
             result: Iterable[bytes] = app(environ, start)
+            handed = environ.pop(SUBSCRIPTION, None)
+            if handed is not None and conn is not None:
+                return hand_over(handed, start, result, conn)
             return result
 
         self.wsgi = with_fields
 
     def handle_request(self, req: Any, conn: Any) -> Any:
-        _current.req = req  # the app runs on this thread, inside this call
+        _current.req, _current.conn = req, conn  # the app runs on this thread, in this call
         try:
             return super().handle_request(req, conn)
         finally:
-            _current.req = None
+            _current.req = _current.conn = None
+
+
+def hand_over(
+    handed: tuple[Any, Any],
+    start: Callable[..., Any],
+    result: Iterable[bytes],
+    conn: Any,
+) -> Iterable[bytes]:
+    """Write the stream's head now and give the socket to the hub; gunicorn then sees an
+    empty body and lets (a stand-in for) the connection go."""
+    resp = getattr(start, "__self__", None)
+    if resp is None or getattr(resp, "status_code", None) != 200:
+        return result
+    if hasattr(result, "close"):
+        result.close()
+    resp.chunked = False
+    resp.response_length = None  # the body ends with the connection
+    resp.headers = [(k, v) for k, v in resp.headers if k.lower() != "content-length"]
+    resp.force_close()
+    resp.send_headers()
+    from query.watch_hub import SocketSink  # not at import: query.auth imports this module
+
+    hub, sub = handed
+    # gunicorn closes the connection once this request is done (a half-close, which would end
+    # the stream whatever fd is left): it gets an unconnected socket to close instead.
+    real, conn.sock = conn.sock, socket.socket()
+    sub.sink = SocketSink(real)
+    hub.subscribe(sub)
+    return []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
-from common.index import keys, reader_facets
+from common.index import keys, reader_facets, rows
 from common.index.reader import Facets, Filters, Page, PageRequest
 from common.index.reader_groups import DRAIN_MAX, Group, GroupCursor, GroupPage
 from common.index.reader_time import TimeCursor, TimePage
@@ -48,6 +48,42 @@ def time_page(
             access, filters, limit, descending, cursor, confirm
         ),
     )
+
+
+def flapping_time_page(
+    st: QueryState,
+    user: UserInfo,
+    filters: Filters,
+    limit: int,
+    descending: bool,
+    cursor: TimeCursor | None,
+) -> tuple[TimePage, Scope]:
+    """`flapping=true` in lastTransitionTime order: the flapping rows the caller may list (each
+    cluster's small flapping index, read whole: common.index.reader.flapping_members), ordered
+    by (time, cluster, identity) and cut at the cursor, under the same confirmed grants."""
+
+    def read(access: dict[str, Access], confirm: bool) -> TimePage:
+        found, version, scanned = st.reader.flapping_members(access, filters, confirm)
+        keyed = sorted(((_at_ms(m), c, rows.identity_bytes(m)), (c, m)) for c, m in found)
+        if descending:
+            keyed.reverse()
+        if cursor is not None:
+            mark = (cursor.at, cursor.cluster, cursor.entry)
+            keyed = [k for k in keyed if (k[0] < mark if descending else k[0] > mark)]
+        page = keyed[:limit]
+        after = None
+        if len(keyed) > limit:
+            at, c, ident = page[-1][0]
+            after = TimeCursor(at, c, ident, 0)
+        return TimePage([m for _, m in page], after, scanned, version=version)
+
+    return _confirmed(st, user, filters, read)
+
+
+def _at_ms(member: bytes) -> int:
+    """A member's lastTransitionTime in ms (-1 without one: it sorts as the oldest)."""
+    at = rows.split_member(member.decode())[rows.FIELDS.index("lastTransitionTime")]
+    return int(float(at) * 1000) if at else -1
 
 
 def group_page(

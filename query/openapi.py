@@ -151,6 +151,10 @@ SCHEMAS: S = {
         {
             "items": {"type": "array", "items": _ref("Row")},
             "continue": _NSTR,
+            "resourceVersion": {
+                "type": "string",
+                "description": "the fleet position the page was read at: watch from it",
+            },
             "freshness": _ref("Freshness"),
         }
     ),
@@ -407,6 +411,7 @@ def _responses(ok: str, desc: str, *codes: int) -> S:
         401: "missing or invalid credentials",
         403: "the leaf cluster refused the caller",
         404: "unknown cluster, kind or object",
+        429: "the service serves as many watch streams as it may (FLEETSCOPE_WATCH_STREAMS_MAX)",
         502: "the leaf cluster answered with an error or is unreachable",
         503: "the index (Redis) is not reachable",
         504: "the leaf cluster did not answer in time",
@@ -462,7 +467,8 @@ when there is one and the caller may list it."""
 _FLAPPING = _param(
     "flapping",
     "`true`: only objects with at least `FLEETSCOPE_FLAPPING_THRESHOLD` (default 4) recorded "
-    "transitions in the last 24 hours (`transitions24h`); not with `sort`, nor on facets' `by`",
+    "transitions in the last 24 hours (`transitions24h`), also with `sort`; not on groups nor "
+    "on facets' `by` yet",
     {"type": "string", "enum": ["true"]},
 )
 
@@ -539,7 +545,27 @@ visible exactly when the row would be: a caller who may not list the kind in tha
 gets the same 404 as for an unknown object, deleted or not. Pages are keyset-paginated with
 signed tokens."""
 
+_WATCH = """\
+`GET /api/v1/watch` is a Server-Sent Events stream (`text/event-stream`) of the changes to the
+rows the caller may list that pass the list filters, as Kubernetes' list-then-watch works. Each
+event has `event: <TYPE>`, `id: <resourceVersion>` and `data: {"type": <TYPE>, "object": ...}`:
+`ADDED`, `MODIFIED`, `DELETED` carry the row exactly as `/api/v1/objects` shows it to the caller
+(`blockedBy` included only when the caller may list it). A row that changes into the filters is
+`ADDED`; one that changes out of them is `DELETED`, shown as it was (as Kubernetes' filtered
+watches do). `BOOKMARK` (every `FLEETSCOPE_WATCH_BOOKMARK_S`, default 15 s) carries
+`object.resourceVersion`; `STATUS` carries the caller's freshness block (the lists'), sent at the
+start and whenever it changes (a cluster stale, the index rebuilding, RBAC data too old).
+`resourceVersion` (a list answer's, or an event's `id`; also the `Last-Event-ID` header) resumes
+right after that position: no gap, no duplicate. Absent, empty or `0`: the rows the caller may
+list first, as `ADDED` (at most 10,000: more is a 400; list and watch from the list's
+`resourceVersion`), then the changes. A position older than the change feeds keep
+(`FLEETSCOPE_WATCH_FEED_MAX` per cluster) is one `ERROR` event, a Kubernetes Status with `code:
+410` and `reason: Expired`, and the stream ends: list again. Events follow the caller's current
+access: a revoked grant stops them as it stops list rows. The stream ends when the client
+disconnects; clients reconnect with the last `id`."""
+
 TAGS = [
+    {"name": "Watch", "description": " ".join(_WATCH.split())},
     {"name": "Relations", "description": " ".join(_RELATIONS.split())},
     {"name": "History", "description": " ".join(_HISTORY.split())},
     {"name": "Groups", "description": " ".join(_GROUPS.split())},
@@ -731,6 +757,7 @@ def document(registry: KindRegistry) -> S:
                 "counts",
                 *common_codes,
             ),
+            "/api/v1/watch": _watch(registry),
             "/api/v1/status": _get(
                 "Overall state and the caller's clusters' sync status",
                 [],
@@ -778,6 +805,41 @@ def document(registry: KindRegistry) -> S:
             },
         },
     }
+
+
+def _watch(registry: KindRegistry) -> S:
+    rv = _param(
+        "resourceVersion",
+        "resume right after this position (a list's `resourceVersion` or an event's `id`; the "
+        "`Last-Event-ID` header works too); absent, empty or `0`: the current rows as ADDED "
+        "first",
+        _STR,
+    )
+    item = _get(
+        "The caller's visible row changes as Server-Sent Events (ADDED, MODIFIED, DELETED, "
+        "BOOKMARK, STATUS, ERROR)",
+        [
+            *_filters(registry),
+            _FLAPPING,
+            rv,
+            _param(
+                "timeoutSeconds",
+                "end the stream after this many seconds, 1..3600 (default: a random time "
+                "between 1800 and 3600, as kube-apiserver does; the client resumes from its "
+                "last event's id and is authenticated again)",
+                {"type": "integer", "minimum": 1, "maximum": 3600},
+            ),
+        ],
+        "Error",
+        "an event stream",
+        400,
+        401,
+        429,
+        503,
+        tag="Watch",
+    )
+    item["get"]["responses"]["200"]["content"] = {"text/event-stream": {"schema": _STR}}
+    return item
 
 
 def markdown(doc: S) -> str:

@@ -64,6 +64,12 @@ class FleetView:
         finally:
             self._lock.release()
 
+    def known(self) -> list[str]:
+        """The registered clusters as last read, read now only if never read (a watch
+        position taken before a list: a cluster missing from it is watched from its start)."""
+        syncs = self._syncs if self._at > float("-inf") else self.syncs()
+        return sorted(syncs)
+
     def snapshot(self, settings: Settings) -> FleetSnapshot:
         """The current sync status with its derived lists (rebuilt only when it changed)."""
         syncs = self.syncs()

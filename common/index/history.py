@@ -49,6 +49,8 @@ class Retention:
     flapping: int = 4
     """FLEETSCOPE_FLAPPING_THRESHOLD: rows with this many transitions in the last 24 hours when
     written go into the flapping index (`flapping_now`)."""
+    feed_max: int = 256
+    """FLEETSCOPE_WATCH_FEED_MAX: entries kept in each cluster's change feed (common.index.feed)."""
 
     @property
     def window_s(self) -> float:

@@ -19,6 +19,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:h:<identity>  | str  | days | collector, watcher         | query (history)          |
 | fs:{c:<cluster>}:hk            | hash | -    | collector, watcher         | collector, watcher       |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
+| fs:{c:<cluster>}:feed          | stream| -   | collector, watcher         | query (watch streams)    |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
 | fs:{c:<cluster>}:lock:<work>   | str  | lock | collector                  | collector                |
@@ -53,6 +54,10 @@ those rows, both in common.index.graph's compact form; one logical hash spread o
 (common.index.buckets), values over 64 bytes in `dep:long`. `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
 by the next full sync. `tt` and `tt:<window>` are the time index (common.index.timeline: the
 windows in use with their versions, and each window's entries scored by transition time).
+`feed` is the cluster's change feed (common.index.feed): one entry per row change, its id
+`<generation>-<n>` (the write's new generation, the change's place in it), capped at
+`FLEETSCOPE_WATCH_FEED_MAX` entries; it and `gen` outlive the cluster leaving the registry (its
+rows' DELETED entries are the feed's last), so a position in it stays comparable.
 `h:<identity>` is one object's transition history (common.index.history: its identity is the
 row's sort key, NUL-separated; it expires `FLEETSCOPE_HISTORY_DAYS` after its newest entry, so
 it outlives a deleted row for that window) and `hk` the kinds (fields; values `1`) whose rows'
@@ -212,6 +217,11 @@ def timeline_window(cluster: str, suffix: str) -> str:
     return f"{_tag(cluster)}:tt:{suffix}"
 
 
+def feed(cluster: str) -> str:
+    """The cluster's change feed (a stream; common.index.feed)."""
+    return f"{_tag(cluster)}:feed"
+
+
 def history(cluster: str, identity: str) -> str:
     """One object's transition history (common.index.history); `identity` is the row's sort
     key (`namespace NUL kind NUL name NUL`, common.index.rows.sort_key)."""
@@ -275,10 +285,10 @@ def alert_candidates(cluster: str) -> str:
 
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry),
-    but the time index's windows (named in its directory, `timeline`) and the histories
-    (found with `history_pattern`)."""
+    but the time index's windows (named in its directory, `timeline`), the histories
+    (found with `history_pattern`), and the generation and change feed (they stay: `feed`)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
-    fixed += [generation(cluster), sync(cluster), timeline(cluster), history_kinds(cluster)]
+    fixed += [sync(cluster), timeline(cluster), history_kinds(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
     indexes.append(flapping(cluster))
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]

@@ -941,16 +941,41 @@ class Reader:
         clusters: Sequence[str],
         confirm_version: bool,
     ) -> Facets:
-        """Facets of `flapping=true`: every candidate cluster's flapping index (small) in one
-        round trip, its members tested as a page's are (the caller's access, the filters) and
-        kept while still flapping now."""
-        now = time.time()
+        """Facets of `flapping=true`: the flapping rows (`flapping_members`) counted."""
         out = Facets()
+        found, out.version, out.scanned = self._flapping_rows(
+            access, filters, clusters, confirm_version
+        )
+        for c, m in found:
+            ns, kind, _name, code, _ = m.split(b"\x00", 4)
+            status, suspended = tally.code_status(code.decode())
+            self._add(out, c, kind.decode(), status, suspended, 1)
+            out.namespaces[ns.decode()] = out.namespaces.get(ns.decode(), 0) + 1
+        return out
+
+    def flapping_members(
+        self, access: Mapping[str, AccessLike], filters: Filters, confirm_version: bool = False
+    ) -> tuple[list[tuple[str, bytes]], keys.GrantsVersion | None, int]:
+        """Every row the caller may list that passes `filters` and is flapping now, as
+        (cluster, member), with the grants version (when `confirm_version`) and the members
+        read: each candidate cluster's flapping index (small) in one round trip."""
+        clusters = self._candidates(access, filters, None)
+        return self._flapping_rows(access, filters, clusters, confirm_version)
+
+    def _flapping_rows(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        clusters: Sequence[str],
+        confirm_version: bool,
+    ) -> tuple[list[tuple[str, bytes]], keys.GrantsVersion | None, int]:
+        now = time.time()
         commands: list[Any] = [("GET", keys.VERSION)] if confirm_version else []
         commands += [("ZRANGE", keys.flapping(c), 0, -1) for c in clusters]
         replies = redis_client.pipelined(self.r, commands) if commands else []
-        if confirm_version:
-            out.version = keys.GrantsVersion(replies.pop(0))
+        version = keys.GrantsVersion(replies.pop(0)) if confirm_version else None
+        out: list[tuple[str, bytes]] = []
+        scanned = 0
         for c, members in zip(clusters, replies, strict=True):
             codes = self._sources(c, filters)[1]
             found = _flapping(
@@ -958,17 +983,15 @@ class Reader:
             )
             if filters.labels:
                 found = labelled(found, filters.labels)
-            out.scanned += len(members)
+            scanned += len(members)
             for m in found:
-                ns, kind, name, code, _ = m.split(b"\x00", 4)
+                ns, _kind, name, _ = m.split(b"\x00", 3)
                 if filters.namespaces and ns.decode() not in filters.namespaces:
                     continue
                 if filters.name and filters.name.encode() not in name.lower():
                     continue
-                status, suspended = tally.code_status(code.decode())
-                self._add(out, c, kind.decode(), status, suspended, 1)
-                out.namespaces[ns.decode()] = out.namespaces.get(ns.decode(), 0) + 1
-        return out
+                out.append((c, m))
+        return out, version, scanned
 
     def _sum_table(
         self, out: Facets, c: str, table: tally.Table | None, filters: Filters, sign: int

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from common.index import graph, history, keys, rows, syncstatus, writer
+from common.index import feed, graph, history, keys, rows, syncstatus, writer
 from common.lease import Fence
 from common.redis_client import text
 
@@ -117,14 +117,32 @@ def mark_pending(r: redis.Redis, cluster: str) -> None:
     r.hsetnx(keys.sync(cluster), "state", "pending")
 
 
-def delete_cluster(r: redis.Redis, cluster: str) -> int:
+def delete_cluster(r: redis.Redis, cluster: str, feed_max: int = feed.DEFAULT_MAX) -> int:
     """Delete every key of a cluster (rows, indexes, counts, grants, status, locks and their
-    owner keys, histories; the watch lease is its holder's to release)."""
+    owner keys, histories; the watch lease is its holder's to release). Its rows leave through
+    the change feed as DELETED entries, in the same transaction; the feed and the generation
+    stay (common.index.feed: positions in it stay comparable if the cluster comes back)."""
     locks = [keys.lock(cluster, work) for work in keys.LOCK_WORK]
     owners = [keys.owner(k) for k in locks]
     windows: Any = r.hkeys(keys.timeline(cluster))
     tt = [keys.timeline_window(cluster, text(w)) for w in windows]
-    done = int(r.delete(*keys.cluster_keys(cluster), *locks, *owners, *tt))
+    tx: Any
+    with r.pipeline(transaction=True) as tx:
+        while True:
+            try:
+                tx.watch(keys.generation(cluster))
+                gen = int(tx.get(keys.generation(cluster)) or 0)
+                members = [text(m) for m in tx.zrange(keys.rows(cluster), 0, -1)]
+                tx.multi()
+                if members:
+                    entries = feed.changes(members, [])
+                    feed.queue_write(tx, cluster, entries, gen + 1, feed_max)
+                    tx.incr(keys.generation(cluster))
+                tx.delete(*keys.cluster_keys(cluster), *locks, *owners, *tt)
+                done = int(tx.execute()[-1])
+                break
+            except redis.WatchError:
+                continue
     found: list[Any] = []
     for key in r.scan_iter(match=keys.history_pattern(cluster), count=1000):
         found.append(key)

@@ -1,7 +1,8 @@
 """The one writer of a cluster's rows: applies a delta (rows removed and added) to the rows and
 everything derived from them (status indexes, counts, name index, the `dependents` of their edges
 and every row's `blockedBy`: common.index.graph), the transitions they make (each object's
-history and the rows' `recent` field: common.index.history), the generation and the sync status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
+history and the rows' `recent` field: common.index.history), every row change (the cluster's
+change feed: common.index.feed), the generation and the sync status, in one MULTI/EXEC under WATCH on the generation (and the writer's fence), with one retry
 policy. The full sync (common.index.store) and the watcher (common.index.store_events) only say
 what to read and how to turn it into a delta (a `Plan`).
 
@@ -20,7 +21,17 @@ from typing import Any, Protocol
 import redis
 
 from common.errors import LockBusy, RedisUnavailable
-from common.index import graph, history, keys, name_index, nscounts, rows, syncstatus, timeline
+from common.index import (
+    feed,
+    graph,
+    history,
+    keys,
+    name_index,
+    nscounts,
+    rows,
+    syncstatus,
+    timeline,
+)
 from common.index.buckets import Groups
 from common.lease import Fence
 from common.redis_client import text
@@ -230,6 +241,8 @@ def _write(
                 tx.delete(keys.dependents_unbucketed(cluster))  # its former single hash
             nscounts.queue_write(tx, cluster, ns_set, ns_gone)
             history.queue_write(tx, cluster, found, stored_history, gen + 1, retention)
+            entries = feed.changes(delta.removed, delta.added)
+            feed.queue_write(tx, cluster, entries, gen + 1, retention.feed_max)
             if kinds_new:
                 tx.hset(keys.history_kinds(cluster), mapping=dict.fromkeys(sorted(kinds_new), 1))
             tx.incr(keys.generation(cluster))

@@ -1,7 +1,8 @@
 """`fleetscope get [KIND ...]`: visible objects across the fleet, like `kubectl get` / `flux get`.
 
 Pages are requested `--chunk-size` rows at a time and printed as they arrive; `--limit` stops
-after that many rows in all, without fetching more.
+after that many rows in all, without fetching more. `-w` then prints the changes
+(fleetscope.client.watching).
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleetscope.client import csvout, listing
+from fleetscope.client import csvout, listing, watching
 from fleetscope.client.command import add_connection_flags, connect, run_command
+from fleetscope.client.errors import ClientError
 from fleetscope.client.features import OBJECTS
 from fleetscope.client.printers import FORMATS, make_printer
 
@@ -41,6 +43,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{listing.DEFAULT_CHUNK}); with -o json|yaml, also stream the List",
     )
     parser.add_argument("--no-headers", action="store_true", help="no header line in tables")
+    parser.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the list, print each change as it happens (Ctrl-C stops)",
+    )
+    parser.add_argument(
+        "--watch-only", action="store_true", help="print only the changes, not the list first"
+    )
+    parser.add_argument(
+        "--output-watch-events",
+        action="store_true",
+        help="with --watch: an EVENT column (ADDED, MODIFIED, DELETED); json/yaml: each object "
+        "wrapped as {type, object}",
+    )
     add_connection_flags(parser)
 
 
@@ -58,6 +75,13 @@ def _get(args: argparse.Namespace) -> int:
             print("No resources found", file=sys.stderr)
         return 0
     blocked_by = args.output == "wide" and "blockedBy" in api.features().row_fields
+    if args.watch or args.watch_only:
+        if args.output == "csv" or args.sort_by or args.limit:
+            raise ClientError("--watch takes no -o csv, --sort-by or --limit")
+        events = watching.EventPrinter(
+            sys.stdout, args.output, args.output_watch_events, not args.no_headers, blocked_by
+        )
+        return watching.run(api, params, events, args.watch_only)
     printer = make_printer(
         args.output,
         sys.stdout,

@@ -141,6 +141,8 @@ def sort_param(value: str | None, features: Features) -> list[tuple[str, str]]:
 class Page:
     items: list[dict[str, Any]]
     freshness: dict[str, Any]
+    resource_version: str = ""
+    """The fleet position the page was read at (`get -w` watches from the first page's)."""
 
 
 def pages(
@@ -158,7 +160,7 @@ def pages(
         if left is not None:
             items = items[:left]
             left -= len(items)
-        yield Page(items, body.get("freshness") or {})
+        yield Page(items, body.get("freshness") or {}, str(body.get("resourceVersion") or ""))
         after = body.get("continue")
         if not after:
             return

@@ -23,7 +23,7 @@ export function demoUser() {
   return users.find((u) => u.name === chosen) || users[0];
 }
 
-function identityHeaders() {
+export function identityHeaders() {
   const headers = { Accept: "application/json" };
   const user = demoUser();
   if (user) {

@@ -14,6 +14,7 @@ import {
 } from "./api.js";
 import { describe, openDetail, refElement, setUpDetail } from "./detail.js";
 import { externalUrl } from "./links.js";
+import { follow, stop as stopLive } from "./live.js";
 
 const DIMENSIONS = { status: "f-status", suspended: "f-suspended", kind: "f-kind", cluster: "f-cluster" };
 const FILTERS = ["cluster", "namespace", "kind", "status", "suspended", "name", "labelSelector"];
@@ -124,6 +125,9 @@ async function load() {
     if (state.group) renderGroups(page.items, state);
     else renderRows(page.items, state);
     renderPager(state, page, state.drift ? null : counts.total); // facets count every group
+    // Rows on this page change in place as the stream says (no polling); groups do not.
+    if (state.group) stopLive();
+    else follow(filterParams(state), page.resourceVersion, updateRow, load);
   } catch (e) {
     if (mine !== sequence) return;
     if (state.group) renderGroups([], state);
@@ -250,8 +254,28 @@ function renderEmpty(shown, state) {
     : "No objects to show: none collected yet, or none you may list.";
 }
 
+function rowKey(row) {
+  return [row.cluster, row.namespace, row.kind, row.name].join("/");
+}
+
+// A change from the live feed: the row on this page is replaced (its status badge and message
+// change colour and text in place) or, DELETED, marked gone; rows not on this page are left to
+// the pages that hold them.
+function updateRow(type, row) {
+  const body = document.querySelector("#rows tbody");
+  const old = [...body.children].find((tr) => tr.dataset.key === rowKey(row));
+  if (!old) return;
+  if (type === "DELETED") {
+    old.classList.add("gone");
+    old.title = "No longer listed under these filters";
+    return;
+  }
+  old.replaceWith(rowElement(row));
+}
+
 function rowElement(row) {
   const tr = document.createElement("tr");
+  tr.dataset.key = rowKey(row);
   const open = el("button", row.name, "linkish");
   open.type = "button";
   open.setAttribute("aria-label", `${row.name}: show the live ${row.kind}`);

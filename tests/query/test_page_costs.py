@@ -92,15 +92,17 @@ def test_list_request_costs_a_fixed_number_of_redis_commands(
     for _ in range(n):
         body = client.get("/api/v1/objects?limit=50", headers=h).get_json()
         assert len(body["items"]) == 50
-    # Two round trips per request: the grants-version GET rides in the first page scan's
-    # pipeline (cached grants, confirmed there), the second reads the next two clusters.
-    assert trips == ["pipeline"] * (2 * n)
+    # Three round trips per request: the clusters' generations (the answer's resourceVersion,
+    # one MGET), then the grants-version GET rides in the first page scan's pipeline (cached
+    # grants, confirmed there), the third reads the next two clusters.
+    assert trips == ["pipeline"] * (3 * n)
     stats = {k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()}
     stats.pop("config|resetstat", None)
     # Per request: GET fs:version (grants epoch) and, for a caller who sees every row, one
     # ZRANGEBYLEX per cluster read for exactly the rows still missing (30 + 21 of 30 + 0 of
     # 30: 1 then 2 clusters, batches double), no script.
     assert stats.pop("get") == n
+    assert stats.pop("mget") == n  # the resourceVersion: one MGET whatever the fleet's size
     assert stats.pop("zrangebylex") == 3 * n
     assert stats == {}, f"unexpected commands per list request: {stats}"
 
@@ -121,6 +123,7 @@ def test_a_team_members_page_costs_one_script_per_cluster(
     # GET fs:version, one EVALSHA per cluster read (7: 1, 2 and 4 clusters in three round
     # trips, batches double) and two ZRANGEBYLEX inside each (one per range of the plan)
     assert stats.pop("get") == n
+    assert stats.pop("mget") == n  # the resourceVersion
     assert stats.pop("evalsha") == 7 * n
     assert stats.pop("zrangebylex") == 2 * 7 * n
     assert stats == {}, f"unexpected commands per list request: {stats}"

@@ -74,6 +74,8 @@ def redis_dump(r: redis.Redis) -> str:
             values = r.lrange(key, 0, -1)
         elif kind == "set":
             values = list(r.smembers(key))
+        elif kind == "stream":  # a cluster's change feed (common.index.feed): rows too
+            values = [f"{i}={f}" for i, f in r.xrange(key)]
         else:
             values = [r.get(key) or ""]
         out.append(f"{key}: {values}")

@@ -1,0 +1,148 @@
+"""Each cluster's change feed: every row change the one writer makes, recorded in the same
+transaction as the row, for `GET /api/v1/watch` (query.watch_hub reads it).
+
+The feed is a Redis stream (`keys.feed`, under the cluster's hash tag). An entry's id is
+`<generation>-<n>`: the write's new generation (the writer INCRs it in the same transaction)
+and the change's place in that write, so ids only grow, and a list read at generation `g` is
+exactly the feed up to `g-<any>`. Fields: `n` the new member (ADDED, MODIFIED), `o` the old
+member (MODIFIED, DELETED: a filtered watch tells a row leaving its filter as DELETED with the
+state it had, as Kubernetes' cacher does). The stream is capped at
+`max_entries` (exact MAXLEN); a position whose next entry is no longer kept answers 410 Expired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from common.index import keys, rows
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+DEFAULT_MAX = 256
+
+
+@dataclass(frozen=True)
+class Position:
+    """A place in one cluster's feed: after every entry up to `(gen, seq)`; `seq` None means
+    after all of generation `gen` (a list's position)."""
+
+    gen: int
+    seq: int | None = None
+
+    def after(self, entry_id: tuple[int, int]) -> bool:
+        """True when the entry is past this position (not yet seen from here)."""
+        if entry_id[0] != self.gen:
+            return entry_id[0] > self.gen
+        return self.seq is not None and entry_id[1] > self.seq
+
+    def start(self) -> str:
+        """The exclusive XRANGE start just past this position."""
+        if self.seq is None:
+            return f"{self.gen + 1}-0"
+        return f"({self.gen}-{self.seq}"
+
+    def behind(self, other: Position) -> bool:
+        """True when `other` is strictly past this position."""
+        mine = (self.gen, float("inf") if self.seq is None else self.seq)
+        theirs = (other.gen, float("inf") if other.seq is None else other.seq)
+        return theirs > mine
+
+
+@dataclass(frozen=True)
+class Change:
+    """One feed entry, decoded."""
+
+    cluster: str
+    entry: tuple[int, int]
+    type: str
+    member: bytes
+    """The row as it is now (ADDED, MODIFIED) or was last (DELETED)."""
+    before: bytes | None
+    """MODIFIED: the old member; else None."""
+
+    @property
+    def position(self) -> Position:
+        return Position(*self.entry)
+
+
+def changes(removed: Iterable[str], added: Iterable[str]) -> list[dict[str, str]]:
+    """A write's feed entries (fields), ordered by identity: the rows removed and added, paired
+    by identity into MODIFIED."""
+    old = {rows.identity(m): m for m in removed}
+    new = {rows.identity(m): m for m in added}
+    out = []
+    for ident in sorted(old.keys() | new.keys()):
+        o, n = old.get(ident), new.get(ident)
+        if n is None:
+            out.append({"o": o or ""})
+        elif o is None:
+            out.append({"n": n})
+        elif o != n:
+            out.append({"n": n, "o": o})
+    return out
+
+
+def queue_write(
+    tx: Any, cluster: str, entries: list[dict[str, str]], gen: int, max_entries: int
+) -> None:
+    """XADD the entries as `<gen>-0`, `<gen>-1`, ... (in the writer's MULTI), capped."""
+    key = keys.feed(cluster)
+    for i, fields in enumerate(entries):
+        tx.xadd(key, fields, id=f"{gen}-{i}", maxlen=max_entries, approximate=False)
+
+
+def parse_id(raw: bytes | str) -> tuple[int, int]:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    gen, _, seq = text.partition("-")
+    return int(gen), int(seq or 0)
+
+
+def decode(cluster: str, entry_id: Any, fields: dict[Any, Any]) -> Change:
+    """A stream entry as read by XRANGE/XREAD (bytes keys)."""
+    got = {(k.decode() if isinstance(k, bytes) else k): v for k, v in fields.items()}
+    b = {k: (v.encode() if isinstance(v, str) else v) for k, v in got.items()}
+    if "n" not in b:
+        return Change(cluster, parse_id(entry_id), DELETED, b.get("o", b""), None)
+    if "o" in b:
+        return Change(cluster, parse_id(entry_id), MODIFIED, b["n"], b["o"])
+    return Change(cluster, parse_id(entry_id), ADDED, b["n"], None)
+
+
+def expired(r: Any, cluster: str, pos: Position) -> bool:
+    """True when entries past `pos` may have been trimmed from the feed: some were trimmed
+    (more added than kept) and the oldest kept is not the one right after `pos` or before it.
+    (A generation that wrote nothing can make this answer True for nothing lost: a 410 and a
+    list more, never a gap.)"""
+    try:
+        info = r.xinfo_stream(keys.feed(cluster))
+    except redis.ResponseError as e:  # no such key: nothing was ever written or trimmed
+        if "no such key" in str(e).lower():
+            return False
+        raise
+    got = {(k.decode() if isinstance(k, bytes) else k): v for k, v in info.items()}
+    added = got.get("entries-added")  # Redis 7; before, judged by the oldest entry alone
+    if added is not None and int(added) <= int(got.get("length", 0)):
+        return False  # nothing trimmed
+    first = got.get("first-entry")
+    if not first:
+        return True
+    oldest = parse_id(first[0])
+    nxt = (pos.gen + 1, 0) if pos.seq is None else (pos.gen, pos.seq + 1)
+    return oldest > nxt
+
+
+def read_after(r: Any, cluster: str, pos: Position, upto: str = "+") -> list[Change]:
+    """The feed's entries past `pos` (up to `upto`, inclusive)."""
+    got = r.xrange(keys.feed(cluster), min=pos.start(), max=upto)
+    return [decode(cluster, i, f) for i, f in got]
+
+
+def last(r: Any, cluster: str) -> Position:
+    """The position after the feed's newest entry (generation 0 for an empty feed)."""
+    got = r.xrevrange(keys.feed(cluster), count=1)
+    if not got:
+        return Position(0)
+    return Position(*parse_id(got[0][0]))

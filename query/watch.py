@@ -1,0 +1,114 @@
+"""`GET /api/v1/watch`: the caller's visible row changes as Server-Sent Events (query.watch_hub
+serves them), and the `resourceVersion` every list answer carries (query.positions).
+
+`resourceVersion` (or the `Last-Event-ID` header) resumes after that position with no gap and
+no duplicate; absent, "" or "0" (Kubernetes' "state, then changes") sends the rows the caller
+may list as ADDED first. Under query.gunicorn_worker the request thread only authenticates,
+validates and (without a resourceVersion) lists; the socket then goes to the hub.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from flask import Blueprint, Response, request
+
+from common.errors import InvalidInput, TooBusy
+from common.index import feed, tally
+from common.index.feed import Position
+from common.index.reader import PageRequest
+from query import body, listing, params, positions, watch_events, watch_hub
+from query.gunicorn_worker import HANDOFF, SUBSCRIPTION
+from query.state import QueryState, caller, state
+
+bp = Blueprint("watch", __name__, url_prefix="/api/v1")
+
+WATCH_PARAMS = (
+    "cluster",
+    "namespace",
+    "kind",
+    "status",
+    "suspended",
+    "name",
+    "flapping",
+    "labelSelector",
+    "resourceVersion",
+    "allowWatchBookmarks",
+    "watch",
+    "timeoutSeconds",
+)
+TIMEOUT_S = (1800, 3600)
+"""A stream ends after a random time in this range (kube-apiserver's watch timeout, from its
+`--min-request-timeout` of 1800 s), or after `timeoutSeconds`: the client reconnects with its
+last id and is authenticated again."""
+INITIAL_MAX = 10_000
+"""Rows a watch without resourceVersion sends as ADDED; more: list (pages) then watch."""
+HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def list_position(st: QueryState) -> str:
+    """The fleet position of a list about to be read: each registered cluster's generation,
+    read before the rows (a change racing the list may come again as an event, never lost; a
+    cluster registered since the fleet view's last read is absent: watched from its start)."""
+    names = st.fleet.known()
+    gens, _ = tally.generations(st.r, names)
+    return positions.encode(
+        st.signer, {c: Position(int(g or 0)) for c, g in zip(names, gens, strict=True)}
+    )
+
+
+@bp.get("/watch")
+def watch() -> Response:
+    st, user = state(), caller()
+    params.check_known(request.args, WATCH_PARAMS)
+    filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
+    rv = request.args.get("resourceVersion") or request.headers.get("Last-Event-ID", "")
+    hub = watch_hub.hub(st)
+    if hub.streams >= st.settings.watch_streams_max:
+        raise TooBusy("this service serves as many watch streams as it may; retry later")
+    sub = watch_hub.Subscription(user, filters, None)
+    sub.ends_at = time.monotonic() + _timeout_s()
+    if rv in ("", "0"):
+        token = list_position(st)
+        sub.start = positions.decode(st.signer, token)
+        sub.preamble = _initial(st, user, filters, token)
+    else:
+        sub.start = positions.decode(st.signer, rv)
+    resp_headers = {**HEADERS}
+    if request.environ.get(HANDOFF):
+        request.environ[SUBSCRIPTION] = (hub, sub)
+        return Response(iter(()), 200, resp_headers, mimetype="text/event-stream")
+    sink = watch_hub.QueueSink()
+    sub.sink = sink
+    hub.subscribe(sub)
+    return Response(sink.drain(), 200, resp_headers, mimetype="text/event-stream")
+
+
+def _timeout_s() -> float:
+    raw = request.args.get("timeoutSeconds")
+    if raw is None:
+        return random.uniform(*TIMEOUT_S)
+    if not raw.isdigit() or not 1 <= int(raw) <= TIMEOUT_S[1]:
+        raise InvalidInput("timeoutSeconds", f"whole seconds, 1..{TIMEOUT_S[1]}")
+    return float(raw)
+
+
+def _initial(st: QueryState, user: Any, filters: Any, token: str) -> list[bytes]:
+    """The rows the caller may list, as ADDED events (at most INITIAL_MAX)."""
+    out: list[bytes] = []
+    cursor = None
+    while True:
+        page, scope = listing.list_page(st, user, PageRequest(filters, 500, cursor))
+        texts = body.row_texts(page.members, scope.visible)
+        out += [watch_events.row_event(feed.ADDED, t, token) for t in texts]
+        if len(out) > INITIAL_MAX:
+            raise InvalidInput(
+                "resourceVersion",
+                f"more than {INITIAL_MAX} rows match; list them (with `continue`) and watch "
+                "from the list's `resourceVersion`, or narrow the filters",
+            )
+        if page.cursor is None:
+            return out
+        cursor = page.cursor
