@@ -63,8 +63,6 @@ def facets() -> Response:
     filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     by = params.facets_by(request.args)
     label_keys = params.label_keys(request.args)
-    if by and filters.flapping:
-        raise InvalidInput("flapping", "not with `by` (group counts) yet; drop one of them")
     if label_keys and (by or filters.flapping):
         why = "`by` (group counts)" if by else "`flapping`"
         raise InvalidInput("labelKeys", f"not with {why} yet; drop one of them")

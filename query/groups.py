@@ -27,7 +27,7 @@ bp = Blueprint("groups", __name__, url_prefix="/api/v1")
 def list_groups() -> Response:
     st, user = state(), caller()
     params.check_known(request.args, params.GROUP_PARAMS)
-    filters = params.filters(request.args, st.registry)
+    filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     by = params.by(request.args)
     filters = dataclasses.replace(filters, drift=params.drift(request.args, by))
     limit = params.limit(request.args)
@@ -75,7 +75,7 @@ def object_group(namespace: str, kind: str, name: str) -> Response:
     allowed = [p for p in params.GROUP_DETAIL_PARAMS if p != "kind"]
     params.check_known(request.args, [*allowed, "revision"])
     ns, k = params.object_key(namespace, kind, name, st.registry)
-    filters = params.filters(request.args, st.registry)
+    filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     revision = params.revision(request.args)
     key = group_key(ns, k.key, name)
     got, found, scope = listing.group(st, user, filters, key, "object")
@@ -95,7 +95,7 @@ def namespace_group(namespace: str) -> dict[str, Any]:
     st, user = state(), caller()
     params.check_known(request.args, params.GROUP_DETAIL_PARAMS)
     ns = params.check_namespace(namespace)
-    filters = params.filters(request.args, st.registry)
+    filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     got, _rows, scope = listing.group(st, user, filters, group_key(ns), "namespace")
     if not got.clusters:
         raise NotFound(

@@ -151,7 +151,7 @@ def facets(
 ) -> tuple[Facets, Scope]:
     """Counts of what `user` may list (rows, or with `by` the groups of `group_page`), under
     the same optimistic-then-confirmed grants; `label_keys`: rows by those labels' values."""
-    if by and filters.labels:
+    if by and (filters.labels or filters.flapping):
         return _confirmed(
             st,
             user,
@@ -176,7 +176,7 @@ def facets(
 def _labelled_groups(
     st: QueryState, access: Mapping[str, Access], filters: Filters, by: str, confirm: bool
 ) -> Facets:
-    """Group facets under a label selector (counted from the matching rows)."""
+    """Group facets under a label selector or `flapping` (counted from the matching rows)."""
     version = keys.GrantsVersion(st.reader.r.get(keys.VERSION)) if confirm else None
     wanted = set(filters.clusters)
     clusters = [c for c in sorted(access) if not wanted or c in wanted]

@@ -467,8 +467,8 @@ when there is one and the caller may list it."""
 _FLAPPING = _param(
     "flapping",
     "`true`: only objects with at least `FLEETSCOPE_FLAPPING_THRESHOLD` (default 4) recorded "
-    "transitions in the last 24 hours (`transitions24h`), also with `sort`; not on groups nor "
-    "on facets' `by` yet",
+    "transitions in the last 24 hours (`transitions24h`); also with `sort`, on groups (the "
+    "groups of the flapping rows) and on facets' `by`",
     {"type": "string", "enum": ["true"]},
 )
 
@@ -674,6 +674,7 @@ def document(registry: KindRegistry) -> S:
                     "`Accept: text/csv`)",
                     [
                         *_filters(registry),
+                        _FLAPPING,
                         _param(
                             "by",
                             "`object` (namespace, kind, name) or `namespace`",

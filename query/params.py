@@ -48,7 +48,7 @@ LIST_PARAMS = (
 SORTS = ("lastTransitionTime", "-lastTransitionTime")
 """`sort` values: by the Ready condition's lastTransitionTime, oldest or (`-`) newest first."""
 GROUP_PARAMS = (
-    *(p for p in LIST_PARAMS if p not in ("sort", "flapping")),
+    *(p for p in LIST_PARAMS if p != "sort"),
     "by",
     "clusterLimit",
     "drift",

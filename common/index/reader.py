@@ -823,10 +823,14 @@ class Reader:
                 replies[k] = self._walked(replies[k], int(args[2]))
         got: dict[int, Chunk] = {}
         pos = 0
+        now = time.time()
         for w, (nkeys, window_end) in zip(live, spans, strict=True):
             if w.visible is not None and not w.visible.everything:
                 for k in range(pos, pos + nkeys):
                     replies[k] = [*replies[k][:3], *w.visible.keep(replies[k][3:])]
+            if filters.flapping:  # still flapping now (the scan's bound stays as read)
+                for k in range(pos, pos + nkeys):
+                    replies[k] = [*replies[k][:3], *_flapping(replies[k][3:], filters, now)]
             if filters.labels:
                 for k in range(pos, pos + nkeys):
                     replies[k] = [*replies[k][:3], *labelled(replies[k][3:], filters.labels)]

@@ -322,13 +322,13 @@ class GroupReader:
         if not clusters:
             return out
         memo = (id(access), filters, by, cursor, limit)
-        hit = self._pages.get(memo)
+        hit = None if filters.flapping else self._pages.get(memo)  # flapping slides with time
         if hit is not None and hit[0] is access and hit[1] == gens:
             return dataclasses.replace(hit[2], version=out.version, round_trips=1, scanned=0)
         start = cursor.start if cursor is not None else int(time.time() * 1000)
         # Drift under a label selector is kept on the selector's drained groups (_page);
         # otherwise drifting groups are picked from the plain walk (_drift_page).
-        drained = bool(filters.labels)
+        drained = bool(filters.labels) or bool(filters.flapping)
         base = (
             dataclasses.replace(filters, drift=False) if filters.drift and not drained else filters
         )
@@ -355,8 +355,10 @@ class GroupReader:
         drained: dict[bytes, Group] = {}
         pos = (-cursor.unhealthy, cursor.key) if cursor is not None else None
         picked: list[tuple[int, bytes]] = []
-        drain = bool(filters.labels) or (by == "namespace" and bool(filters.name))
-        if drain:  # labels (and names, by namespace) are in no index: from the matching rows
+        drain = bool(filters.labels or filters.flapping) or (
+            by == "namespace" and bool(filters.name)
+        )
+        if drain:  # labels, flapping (and names, by namespace): from the matching rows
             for n, k in self._drained_order(q, drained):
                 if filters.drift and not drained[k].drifts():
                     continue
