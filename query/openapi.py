@@ -545,6 +545,8 @@ visible exactly when the row would be: a caller who may not list the kind in tha
 gets the same 404 as for an unknown object, deleted or not. Pages are keyset-paginated with
 signed tokens."""
 
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "STATUS", "ERROR")
+
 _WATCH = """\
 `GET /api/v1/watch` is a Server-Sent Events stream (`text/event-stream`) of the changes to the
 rows the caller may list that pass the list filters, as Kubernetes' list-then-watch works. Each
@@ -839,7 +841,19 @@ def _watch(registry: KindRegistry) -> S:
         503,
         tag="Watch",
     )
-    item["get"]["responses"]["200"]["content"] = {"text/event-stream": {"schema": _STR}}
+    # Each event of the stream, as OpenAPI 3.2's `itemSchema` for text/event-stream describes it
+    # (the fields of one SSE event; `data` is the JSON text described above).
+    event = {
+        "type": "object",
+        "properties": {
+            "event": {"type": "string", "enum": list(EVENT_TYPES)},
+            "id": {"type": "string"},
+            "data": {"type": "string"},
+            "retry": {"type": "integer"},
+        },
+        "required": ["event", "data"],
+    }
+    item["get"]["responses"]["200"]["content"] = {"text/event-stream": {"schema": event}}
     return item
 
 
