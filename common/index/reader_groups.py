@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -875,20 +875,13 @@ class GroupReader:
 
     # -- namespaces of name-filtered rows ------------------------------------------------------
 
-    def _drained_order(
-        self,
-        q: _Ask,
-        groups: dict[bytes, Group],
-    ) -> list[tuple[int, bytes]]:
-        """Namespace groups of a name filter, or any groups of a label selector, from every
-        matching row (at most DRAIN_MAX), in the groups' order; the groups go into `groups`."""
-        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
-        if q.by == "object":
-            return self._drained_objects(q, groups)
+    def _drained_rows(self, q: _Ask) -> Iterator[tuple[str, bytes]]:
+        """Every row of the caller's clusters that passes the filters, as (cluster, member),
+        read from all clusters' streams a chunk per round trip (at most DRAIN_MAX rows)."""
+        access, filters, out = q.access, q.filters, q.out
         streams = [
-            s for c in clusters if (s := self.reader.stream(c, access[c], filters)) is not None
+            s for c in q.clusters if (s := self.reader.stream(c, access[c], filters)) is not None
         ]
-        per: dict[str, dict[str, Member]] = {}
         total = 0
         while streams:
             chunks = self.reader.more(streams, filters, 256)
@@ -898,21 +891,34 @@ class GroupReader:
                 out.scanned += ch.scanned
                 total += len(ch.members)
                 for m in ch.members:
-                    ns, _kind, _name, code, _ = m.split(b"\x00", 4)
-                    status, susp = tally.code_status(code.decode())
-                    mem = per.setdefault(ns.decode(), {}).get(s.cluster)
-                    if mem is None:
-                        mem = per[ns.decode()][s.cluster] = Member(s.cluster, status, susp, 0)
-                    mem.objects += 1
-                    mem.statuses[status] = mem.statuses.get(status, 0) + 1
-                    mem.suspended = mem.suspended or susp
-                    if RANK[status] < RANK[mem.status]:
-                        mem.status = status
+                    yield s.cluster, m
                 if not ch.done:
                     left.append(s)
             streams = left
             if total > DRAIN_MAX:
                 _too_many(filters)
+
+    def _drained_order(
+        self,
+        q: _Ask,
+        groups: dict[bytes, Group],
+    ) -> list[tuple[int, bytes]]:
+        """Namespace groups of a name filter, or any groups of a label selector, from every
+        matching row (at most DRAIN_MAX), in the groups' order; the groups go into `groups`."""
+        if q.by == "object":
+            return self._drained_objects(q, groups)
+        per: dict[str, dict[str, Member]] = {}
+        for cluster, m in self._drained_rows(q):
+            ns, _kind, _name, code, _ = m.split(b"\x00", 4)
+            status, susp = tally.code_status(code.decode())
+            mem = per.setdefault(ns.decode(), {}).get(cluster)
+            if mem is None:
+                mem = per[ns.decode()][cluster] = Member(cluster, status, susp, 0)
+            mem.objects += 1
+            mem.statuses[status] = mem.statuses.get(status, 0) + 1
+            mem.suspended = mem.suspended or susp
+            if RANK[status] < RANK[mem.status]:
+                mem.status = status
         order = []
         for space, ms in per.items():
             members = sorted(ms.values(), key=lambda m: (RANK[m.status], m.cluster))
@@ -927,30 +933,12 @@ class GroupReader:
     def _drained_objects(self, q: _Ask, groups: dict[bytes, Group]) -> list[tuple[int, bytes]]:
         """Object groups of a label selector, from every matching row (the selector may hold
         for an object on some clusters only: a group counts those), in the groups' order."""
-        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
-        streams = [
-            s for c in clusters if (s := self.reader.stream(c, access[c], filters)) is not None
-        ]
         per: dict[bytes, list[Member]] = {}
-        total = 0
-        while streams:
-            chunks = self.reader.more(streams, filters, 256)
-            out.round_trips += 1
-            left = []
-            for s, ch in zip(streams, chunks, strict=True):
-                out.scanned += ch.scanned
-                total += len(ch.members)
-                for m in ch.members:
-                    ident = rows.identity_bytes(m)
-                    code = m[len(ident) : len(ident) + 1].decode()
-                    # shared per (cluster, code, revision), as the CODES path's members
-                    member = _member(s.cluster, code + rows.revision_of(m))
-                    per.setdefault(ident, []).append(member)
-                if not ch.done:
-                    left.append(s)
-            streams = left
-            if total > DRAIN_MAX:
-                _too_many(filters)
+        for cluster, m in self._drained_rows(q):
+            ident = rows.identity_bytes(m)
+            code = m[len(ident) : len(ident) + 1].decode()
+            # shared per (cluster, code, revision), as the CODES path's members
+            per.setdefault(ident, []).append(_member(cluster, code + rows.revision_of(m)))
         order = []
         for k, members in per.items():
             members.sort(key=lambda m: (RANK[m.status], m.cluster))
