@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import codecs
 import csv
-import re
 import sys
 from collections.abc import Iterator
 from typing import TextIO
 
+from fleetscope.client import terminal
 from fleetscope.client.errors import BadInput
 from fleetscope.client.transport import Api, Params
 
 CSV = "text/csv"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def write(
@@ -49,7 +48,7 @@ def write(
 
 
 def _visible(cell: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cell)
+    return terminal.escape(cell, keep="\t\n")
 
 
 def _lines(chunks: Iterator[str]) -> Iterator[str]:

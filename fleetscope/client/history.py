@@ -13,7 +13,7 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
-from fleetscope.client import kinds, listing
+from fleetscope.client import kinds, listing, terminal
 from fleetscope.client.command import add_connection_flags, connect, run_command
 from fleetscope.client.errors import BadInput, Refused
 from fleetscope.client.features import DETAIL
@@ -107,14 +107,7 @@ def entry_cells(e: dict[str, Any]) -> list[str]:
 def visible(text: str) -> str:
     """`text` with every control character (C0, DEL, C1) escaped, so a leaf's data never moves
     the cursor or recolours the terminal. Whitespace is left for `cell` to fold."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch in "\t\n\r" or not (code < 0x20 or 0x7F <= code < 0xA0):
-            out.append(ch)
-        else:
-            out.append(f"\\x{code:02x}")
-    return "".join(out)
+    return terminal.escape(text, keep="\t\n\r")
 
 
 def visible_cell(value: object) -> str:

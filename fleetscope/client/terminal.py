@@ -16,9 +16,12 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _JSON_LEFT = re.compile("[\x7f-\x9f]")  # json.dumps escapes C0 in strings; its newlines are its own
 
 
-def escape(text: str) -> str:
-    """`text` with every control character shown as `\\xNN` (a line of human output)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+def escape(text: str, keep: str = "") -> str:
+    """`text` with every control character shown as `\\xNN` (a line of human output), but
+    those in `keep` (e.g. the whitespace a table cell folds itself)."""
+    return _CONTROL.sub(
+        lambda m: m.group() if m.group() in keep else f"\\x{ord(m.group()):02x}", text
+    )
 
 
 def json_text(text: str) -> str:

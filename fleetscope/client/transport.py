@@ -48,8 +48,27 @@ class Api:
 
     def get(self, path: str, params: Params = ()) -> dict[str, Any]:
         """GET `path` (under the server URL) as the caller: the JSON object it answers."""
+        return answer(self._send(path, params, self._identity()))
+
+    def stream(self, path: str, params: Params, accept: str) -> requests.Response:
+        """GET `path` as the caller asking for `accept`, the body left to read as it arrives
+        (a CSV export); an error answer raises as `get` does."""
+        resp = self._send(path, params, {**self._identity(), "Accept": accept}, stream=True)
+        if not 200 <= resp.status_code < 300:
+            answer(resp)  # raises the error the answer means
+        if not resp.headers.get("Content-Type", "").startswith(accept):
+            resp.close()
+            raise ClientError(
+                f"the server answered {resp.headers.get('Content-Type')!r}, not {accept}"
+            )
+        return resp
+
+    def _send(
+        self, path: str, params: Params, headers: dict[str, str], stream: bool = False
+    ) -> requests.Response:
+        """One GET of `path` (under the server URL), traced; failures to connect raised as the
+        one-line ClientError they mean."""
         url = self.target.server + path
-        headers = self._identity()
         started = time.monotonic()
         try:
             # `verify` per request: requests lets REQUESTS_CA_BUNDLE override a session's.
@@ -59,37 +78,11 @@ class Api:
                 headers=headers,
                 timeout=self._timeout(),
                 verify=self.target.verify,
+                stream=stream,
             )
         except requests.exceptions.RequestException as e:
             raise unreachable(self.target.server, e, self.timeout_s) from e
         self._trace(resp, headers, started)
-        return answer(resp)
-
-    def stream(self, path: str, params: Params, accept: str) -> requests.Response:
-        """GET `path` as the caller asking for `accept`, the body left to read as it arrives
-        (a CSV export); an error answer raises as `get` does."""
-        url = self.target.server + path
-        headers = {**self._identity(), "Accept": accept}
-        started = time.monotonic()
-        try:
-            resp = self.session.get(
-                url,
-                params=list(params),
-                headers=headers,
-                timeout=self._timeout(),
-                verify=self.target.verify,
-                stream=True,
-            )
-        except requests.exceptions.RequestException as e:
-            raise unreachable(self.target.server, e, self.timeout_s) from e
-        self._trace(resp, headers, started)
-        if not 200 <= resp.status_code < 300:
-            answer(resp)  # raises the error the answer means
-        if not resp.headers.get("Content-Type", "").startswith(accept):
-            resp.close()
-            raise ClientError(
-                f"the server answered {resp.headers.get('Content-Type')!r}, not {accept}"
-            )
         return resp
 
     def features(self) -> Features:
