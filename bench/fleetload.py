@@ -2,7 +2,7 @@
 
 No HTTP: each cluster's objects go through the collector's own row and store code
 (common.index.rows.build_row/encode, the Istio validation of collector.mesh,
-common.index.store.replace_rows) and its RBAC objects through
+common.index.write.store.replace_rows) and its RBAC objects through
 common.rbac.grants.compile_grants/store_grants, so Redis holds exactly what a collection would write.
 Clusters are spread over worker processes. Also usable alone: `./dev bench fleetload --preset M`.
 """
@@ -20,12 +20,13 @@ import redis
 
 from collector import mesh
 from common import redis_client
-from common.index import keys, rows, store
+from common.index import keys, rows
+from common.index.write import store
 from common.kinds.registry import builtin_registry
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
 from kubesim.catalog import Catalog
-from kubesim.fleet import preset_fleet
+from kubesim.gen.fleet import preset_fleet
 
 RBAC_KINDS = {
     "Role": "roles",

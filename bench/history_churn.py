@@ -1,5 +1,5 @@
 """The history benchmark's churn model (used by bench.memory): a day of transitions written
-through the real writer (common.index.store_events, as the watcher writes them).
+through the real writer (common.index.write.store_events, as the watcher writes them).
 
 Every simulated hour `pct` % of each cluster's rows transition: half of them are rows that
 fail (healthy -> unhealthy, a new lastTransitionTime within that hour), the other half the rows
@@ -16,7 +16,8 @@ import random
 import time
 from typing import Any
 
-from common.index import keys, rows, store_events
+from common.index import keys, rows
+from common.index.write import store_events
 from common.redis_client import text
 
 SEP = "\x00"

@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 
-from kubesim.fleet import preset_fleet
+from kubesim.gen.fleet import preset_fleet
 from kubesim.server import KubeSim
 
 

@@ -18,7 +18,8 @@ import random
 import redis
 
 from bench import report
-from common.index import keys, reader_lua
+from common.index import keys
+from common.index.read import lua as reader_lua
 from common.redis_server import start_redis_server
 from tests.query.fleet import KINDS, make_row, write_rows
 

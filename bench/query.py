@@ -38,7 +38,8 @@ from bench.fleetload import load_fleet
 from bench.ref_app import KEY as REF_KEY
 from bench.services import gunicorn
 from common import redis_client
-from common.index import keys, rows, store_events
+from common.index import keys, rows
+from common.index.write import store_events
 from common.redis_client import text
 from common.redis_server import start_redis_server
 

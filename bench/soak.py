@@ -22,7 +22,7 @@ from typing import Any
 
 from common.redis_server import start_redis_server
 from fleetscope.supervisor import Supervisor
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from tests.reliability.stack import (
     http_json,

@@ -32,7 +32,7 @@ import requests
 from bench.services import ROOT, bench_env, gunicorn
 from common.index import keys, syncstatus
 from common.redis_server import start_redis_server
-from kubesim.fleet import preset_fleet
+from kubesim.gen.fleet import preset_fleet
 from kubesim.server import KubeSim
 
 POLL_S = 0.02

@@ -27,7 +27,8 @@ from typing import Any
 from bench import query, report
 from bench.fleetload import load_fleet
 from common import redis_client
-from common.index import keys, rows, store_events
+from common.index import keys, rows
+from common.index.write import store_events
 from common.redis_client import text
 from common.redis_server import start_redis_server
 

@@ -60,7 +60,7 @@ from common.rbac.authorizer import RbacObjects
 from common.redis_client import text
 from common.redis_server import start_redis_server
 from kubesim.catalog import Catalog
-from kubesim.rbac_objects import cluster_roles
+from kubesim.gen.rbac_objects import cluster_roles
 
 UNHEALTHY, PROGRESSING = 0.05, 0.02  # shares of Kustomizations Ready=False / in progress
 KUSTOMIZE = ("kustomize.toolkit.fluxcd.io", "kustomizations", "kustomize.toolkit.fluxcd.io/v1")

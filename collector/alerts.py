@@ -3,7 +3,7 @@ Alertmanager, thin shells around common.alerts, on a queue of their own (`fleets
 so a slow Alertmanager never holds a sync back (run a worker with `-Q fleetscope-alerts` to
 give them their own processes; a worker started without `-Q` takes both queues).
 
-One evaluation at a time, fleet-wide: the evaluator's lease (common.lease). It is held for
+One evaluation at a time, fleet-wide: the evaluator's lease (common.index.lease). It is held for
 most of an interval and not released at the end, so the tasks of a second beat (two
 schedulers by mistake, or a hand-over) find it taken and skip: evaluations never overlap nor
 follow each other closer than that. Delivery failures are retried with exponential backoff
@@ -22,12 +22,12 @@ from typing import Any
 from celery import Celery
 from celery.exceptions import MaxRetriesExceededError
 
-from common import lease, redis_client
+from common import redis_client
 from common.alerts import deliver
 from common.alerts.evaluate import Evaluator, Outcome
 from common.alerts.source import RulesSource
 from common.errors import LockBusy
-from common.index import keys
+from common.index import keys, lease
 from common.kinds.registry import load_registry
 from common.settings import Settings
 

@@ -17,7 +17,7 @@ import redis
 
 from common.errors import ClusterError
 from common.index.registry_record import Record, read_records
-from common.leaf import registry
+from common.leaf import claims, registry
 from common.leaf.client import ClusterConfig, LeafClient
 from common.leaf.management import Management
 from common.settings import Settings
@@ -34,7 +34,7 @@ class ClusterSource:
         self.r = r
         self._management = management
         self._own_management = management is None
-        self._claims = registry.Claims()
+        self._claims = claims.Claims()
         self._configs: dict[str, ClusterConfig] = {}
         self._clients: dict[str, LeafClient] = {}
         self._loaded_at = float("-inf")
@@ -46,7 +46,7 @@ class ClusterSource:
             self._maybe_reload(refresh)
             return dict(self._configs)
 
-    def claims(self, refresh: bool = False) -> registry.Claims:
+    def claims(self, refresh: bool = False) -> claims.Claims:
         """What the sources say (for `registry.reconcile`), re-read like `configs`."""
         with self._lock:
             self._maybe_reload(refresh)

@@ -14,8 +14,9 @@ from collector.clusters import ClusterSource
 from collector.lock import ClusterLock
 from collector.sync import SyncResult, Work, error_text, record_failure, run
 from common.errors import FleetscopeError, LockBusy, TemporaryError
-from common.index import history, store, syncstatus
+from common.index import history, syncstatus
 from common.index.registry_record import read_record
+from common.index.write import store
 from common.kinds.registry import KindRegistry
 from common.leaf import registry
 from common.settings import Settings

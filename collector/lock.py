@@ -1,4 +1,4 @@
-"""The per-cluster sync lock: a lease (common.lease) renewed by a background thread while the sync
+"""The per-cluster sync lock: a lease (common.index.lease) renewed by a background thread while the sync
 works and released when it ends. A killed worker's lock expires after `ttl_s`."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from types import TracebackType
 
 import redis
 
-from common import lease, redis_client
+from common import redis_client
 from common.errors import LockBusy
-from common.index import keys
-from common.lease import Fence, Lease
+from common.index import keys, lease
+from common.index.lease import Fence, Lease
 
 log = logging.getLogger(__name__)
 

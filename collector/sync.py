@@ -19,10 +19,11 @@ import redis
 from collector import mesh, metrics
 from common import redis_client
 from common.errors import ClusterError, FleetscopeError
-from common.index import history, rows, store
+from common.index import history, rows
+from common.index.lease import Fence
+from common.index.write import store
 from common.kinds.registry import KindRegistry
 from common.leaf.client import LeafClient
-from common.lease import Fence
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
 

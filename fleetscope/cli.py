@@ -22,7 +22,7 @@ SUBCOMMANDS = {
     "collect": ("collector.cli", "collect objects and RBAC from the configured clusters once"),
     "kubesim": ("kubesim.cli", "serve simulated leaf clusters and write their kubeconfigs"),
     "serve": ("query.cli", "serve the query API under gunicorn"),
-    "watch": ("collector.watch_cli", "watch leaf clusters for near-real-time updates"),
+    "watch": ("collector.watch.cli", "watch leaf clusters for near-real-time updates"),
     "get": ("fleetscope.client.get", "list objects across the fleet, like kubectl get"),
     "describe": ("fleetscope.client.describe", "show one live object, read from its cluster"),
     "status": ("fleetscope.client.status", "the index's state and each cluster's freshness"),

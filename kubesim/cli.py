@@ -17,11 +17,11 @@ from pathlib import Path
 
 from common.errors import ConfigError
 from common.index.keys import valid_cluster_name
-from kubesim.fleet import PRESETS, generate_fleet
+from kubesim.gen.fleet import PRESETS, generate_fleet
+from kubesim.gen.users import write_users
 from kubesim.manifests import ManifestFleet
 from kubesim.registration import MANAGEMENT, SOURCES, ManagementFleet
 from kubesim.server import KubeSim
-from kubesim.users import write_users
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """The list routes: `GET /api/v1/objects` (RBAC-filtered keyset pages) and `/api/v1/facets` (rows, or with
 `by` the groups of `/api/v1/groups`).
 
-Views are thin: validate parameters, resolve the caller's scope, ask common.index.reader, shape JSON.
+Views are thin: validate parameters, resolve the caller's scope, ask common.index.read.reader, shape JSON.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 
 from common.errors import InvalidInput
-from common.index.reader import Filters, PageRequest
+from common.index.read.reader import Filters, PageRequest
 from query import body, export, listing, params, watch
 from query.listing import list_page
 from query.state import caller, state
@@ -40,7 +40,7 @@ def list_objects() -> Response:
 
 
 def _time_page(filters: Filters, limit: int, token: str, sort: str) -> Response:
-    """A page in lastTransitionTime order (common.index.reader_time)."""
+    """A page in lastTransitionTime order (common.index.read.timesort)."""
     st, user = state(), caller()
     cursor = st.signer.decode_time(token, filters, sort) if token else None
     descending = sort.startswith("-")

@@ -17,9 +17,10 @@ from typing import Any, NamedTuple
 
 from flask import Response
 
-from common.index import reader_facets, rows
+from common.index import rows
 from common.index.edges import decode_blocker
-from common.index.reader import Facets
+from common.index.read import facets as reader_facets
+from common.index.read.reader import Facets
 from common.rbac.grants import Access
 
 ROWS_CACHED = 16_384

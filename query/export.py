@@ -22,8 +22,8 @@ from typing import Any
 from flask import Request, Response, stream_with_context
 
 from common.errors import RequestError
-from common.index.reader import Filters, PageRequest
-from common.index.reader_groups import RANK, Group
+from common.index.read.groups import RANK, Group
+from common.index.read.reader import Filters, PageRequest
 from common.labels import format_labels
 from common.rbac.authorizer import UserInfo
 from query import body, listing

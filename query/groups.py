@@ -2,7 +2,7 @@
 clusters, most unhealthy first) and one group with all its clusters,
 `GET /api/v1/groups/{namespace}/{kind}/{name}` and `GET /api/v1/groups/{namespace}`.
 
-Views are thin: validate parameters, resolve the caller's scope, ask common.index.reader_groups,
+Views are thin: validate parameters, resolve the caller's scope, ask common.index.read.groups,
 shape JSON.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from common.errors import NotFound
-from common.index.reader_groups import RANK, Group, Member, group_key
-from common.index.reader_plan import Filters
+from common.index.read.groups import RANK, Group, Member, group_key
+from common.index.read.plan import Filters
 from query import body, export, listing, params
 from query.state import caller, state
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
-from common.index import keys, reader_facets, rows
-from common.index.reader import Facets, Filters, Page, PageRequest
-from common.index.reader_groups import DRAIN_MAX, Group, GroupCursor, GroupPage
-from common.index.reader_time import TimeCursor, TimePage
+from common.index import keys, rows
+from common.index.read import facets as reader_facets
+from common.index.read.groups import DRAIN_MAX, Group, GroupCursor, GroupPage
+from common.index.read.reader import Facets, Filters, Page, PageRequest
+from common.index.read.timesort import TimeCursor, TimePage
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
 from query import metrics
@@ -59,7 +60,7 @@ def flapping_time_page(
     cursor: TimeCursor | None,
 ) -> tuple[TimePage, Scope]:
     """`flapping=true` in lastTransitionTime order: the flapping rows the caller may list (each
-    cluster's small flapping index, read whole: common.index.reader.flapping_members), ordered
+    cluster's small flapping index, read whole: common.index.read.reader.flapping_members), ordered
     by (time, cluster, identity) and cut at the cursor, under the same confirmed grants."""
 
     def read(access: dict[str, Access], confirm: bool) -> TimePage:

@@ -8,7 +8,7 @@ import textwrap
 from typing import Any
 
 from common.index.keys import CLUSTER_NAME_RE
-from common.index.reader_facets import LABEL_KEYS_MAX, LABEL_VALUES_TOP
+from common.index.read.facets import LABEL_KEYS_MAX, LABEL_VALUES_TOP
 from common.index.registry_record import PROBLEM_TYPES
 from common.kinds.registry import KindRegistry
 from common.kinds.relations import RELATIONS

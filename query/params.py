@@ -15,16 +15,15 @@ from werkzeug.datastructures import MultiDict
 
 from common import labels
 from common.errors import InvalidInput, NotFound
-from common.index import filter_values, keys
-from common.index.filter_values import (  # re-exported: the routes' checks
-    CLUSTER_SCOPED as CLUSTER_SCOPED,
-)
-from common.index.filter_values import DNS_LABEL as DNS_LABEL
-from common.index.filter_values import NAME_SUBSTRING as NAME_SUBSTRING
-from common.index.filter_values import check_kind as check_kind
-from common.index.filter_values import check_namespace as check_namespace
-from common.index.reader import Filters
-from common.index.reader_facets import LABEL_KEYS_MAX
+from common.index import keys
+from common.index.read import filter_values
+from common.index.read.facets import LABEL_KEYS_MAX
+from common.index.read.filter_values import CLUSTER_SCOPED as CLUSTER_SCOPED
+from common.index.read.filter_values import DNS_LABEL as DNS_LABEL
+from common.index.read.filter_values import NAME_SUBSTRING as NAME_SUBSTRING
+from common.index.read.filter_values import check_kind as check_kind
+from common.index.read.filter_values import check_namespace as check_namespace
+from common.index.read.reader import Filters
 from common.kinds.registry import Kind, KindRegistry
 
 DEFAULT_LIMIT, MAX_LIMIT = 50, 500
@@ -172,7 +171,7 @@ def depth(args: MultiDict[str, str]) -> int:
 def filters(
     args: MultiDict[str, str], registry: KindRegistry, flapping_threshold: int = 4
 ) -> Filters:
-    """The list/facet filters of a request (validated by common.index.filter_values;
+    """The list/facet filters of a request (validated by common.index.read.filter_values;
     `flapping=true`: at least `flapping_threshold` transitions in the last 24 hours)."""
     return filter_values.build(
         registry,

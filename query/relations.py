@@ -1,5 +1,5 @@
 """`GET /api/v1/objects/{cluster}/{namespace}/{kind}/{name}/relations?depth=1..5`: what an
-object depends on and what depends on it, from the index (common.index.relations_read).
+object depends on and what depends on it, from the index (common.index.read.relations).
 
 The caller's replicated RBAC decides, as for lists: an object they may not list is the same 404
 as an unknown one (a cluster where they list nothing, or whose RBAC data is stale, as an
@@ -13,8 +13,8 @@ from typing import Any
 from flask import Blueprint, request
 
 from common.errors import NotFound
-from common.index import relations_read
-from common.index.relations_read import Related, Relations
+from common.index.read import relations as relations_read
+from common.index.read.relations import Related, Relations
 from common.index.rows import decode, sort_key
 from common.rbac.grants import Access
 from query import params

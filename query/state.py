@@ -13,10 +13,10 @@ import redis
 from flask import current_app, request
 
 from common import redis_client
-from common.index.group_facets import GroupFacets
-from common.index.reader import Reader
-from common.index.reader_groups import GroupReader
-from common.index.reader_time import TimeReader
+from common.index.read.group_facets import GroupFacets
+from common.index.read.groups import GroupReader
+from common.index.read.reader import Reader
+from common.index.read.timesort import TimeReader
 from common.kinds.registry import KindRegistry, load_registry
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import AccessResolver

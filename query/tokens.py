@@ -26,9 +26,9 @@ import redis
 from common import redis_client
 from common.errors import InvalidInput
 from common.index import keys
-from common.index.reader import Cursor, Filters
-from common.index.reader_groups import GroupCursor
-from common.index.reader_time import TimeCursor
+from common.index.read.groups import GroupCursor
+from common.index.read.reader import Cursor, Filters
+from common.index.read.timesort import TimeCursor
 
 VERSION = 1
 MAX_TOKEN_LEN = 2048

@@ -16,9 +16,10 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from common.errors import InvalidInput, TooBusy
-from common.index import feed, tally
+from common.index import feed
 from common.index.feed import Position
-from common.index.reader import PageRequest
+from common.index.read import tally
+from common.index.read.reader import PageRequest
 from query import body, listing, params, positions, watch_events, watch_hub
 from query.gunicorn_worker import HANDOFF, SUBSCRIPTION
 from query.state import QueryState, caller, state

@@ -10,7 +10,7 @@ from typing import Any
 
 from common.index import feed, rows
 from common.index.feed import Change
-from common.index.reader import Filters
+from common.index.read.reader import Filters
 from common.rbac.grants import Access
 from query import body
 

@@ -27,7 +27,7 @@ import redis
 from common import redis_client
 from common.index import feed, keys, syncstatus
 from common.index.feed import Change, Position
-from common.index.reader import Filters
+from common.index.read.reader import Filters
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
 from query import positions, watch_events

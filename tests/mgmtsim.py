@@ -14,7 +14,7 @@ import yaml
 from common.rbac.authorizer import AUTHENTICATED
 from common.settings import Settings
 from kubesim.auth import COLLECTOR_USER
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.registration import ManagementFleet
 from kubesim.server import KubeSim
 

@@ -2,7 +2,7 @@
 
 Each evaluation reads the registered clusters' generations (common.index.keys.generation; a
 cluster's rows change only with it) and re-reads, rule by rule through the list reader
-(common.index.reader, with access to every kind), only the clusters whose generation moved since
+(common.index.read.reader, with access to every kind), only the clusters whose generation moved since
 the last evaluation, plus the rows whose `for` has just elapsed (the `due` zset). A changed rules
 file re-reads every cluster once. An evaluation spends about `CPU_BUDGET_S` of CPU on
 clusters: what it could not read (a start or a rules change at fleet L, or a fleet whose every
@@ -26,12 +26,12 @@ from urllib.parse import quote
 
 import redis
 
-from common import lease, redis_client
+from common import redis_client
 from common.alerts import state
 from common.alerts.rules import Rule, RuleSet
 from common.alerts.state import Alert, Candidate
-from common.index import keys, syncstatus
-from common.index.reader import PageRequest, Reader
+from common.index import keys, lease, syncstatus
+from common.index.read.reader import PageRequest, Reader
 from common.rbac.grants import Access
 
 PAGE = 500  # rows per reader page while collecting a rule's matches

@@ -16,7 +16,7 @@
         annotations: {summary: "{{ .kind }} {{ .namespace }}/{{ .name }}: {{ .message }}"}
 
 Every error names the rule (its position and name) and the field. Match fields are a table
-(`MATCH_FIELDS`): a new filter is one more entry there and in common.index.filter_values.
+(`MATCH_FIELDS`): a new filter is one more entry there and in common.index.read.filter_values.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import yaml
 from common.alerts import template
 from common.alerts.template import Template, TemplateError
 from common.errors import ConfigError, InvalidInput
-from common.index import filter_values
-from common.index.reader_plan import Filters
+from common.index.read import filter_values
+from common.index.read.plan import Filters
 from common.kinds.registry import KindRegistry
 
 RULE_FIELDS = ("name", "match", "for", "minClusters", "severity", "labels", "annotations")
@@ -112,7 +112,7 @@ MATCH_FIELDS: dict[str, MatchParser] = {
     "labelSelector": lambda v, what: v if isinstance(v, str) else _bad(what, "a string"),
 }
 """`match` fields and how each value is read (`labelSelector`: Kubernetes' selector syntax,
-checked by common.index.filter_values as the API checks it)."""
+checked by common.index.read.filter_values as the API checks it)."""
 
 
 def _detail(e: InvalidInput) -> str:

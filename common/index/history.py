@@ -1,4 +1,4 @@
-"""Each object's transition history: what the one writer (common.index.writer) records, in the
+"""Each object's transition history: what the one writer (common.index.write.writer) records, in the
 same MULTI/EXEC as the rows, when a row's status, reason, suspension or revision changes, or a
 row appears or disappears; and how a stored history reads back.
 

@@ -24,7 +24,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
 | fs:{c:<cluster>}:lock:<work>   | str  | lock | collector                  | collector                |
 | fs:{c:<cluster>}:lease         | str  | lease| watcher                    | watcher                  |
-| <lease or lock key>:owner      | str  | -    | its holder (common.lease)  | writers (fence, WATCH)   |
+| <lease or lock key>:owner      | str  | -    | its holder (common.index.lease)  | writers (fence, WATCH)   |
 | fs:clusters                    | hash | -    | collector (registry)       | everyone                 |
 | fs:registry-problems           | str  | -    | collector (registry)       | query (status)           |
 | fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
@@ -46,7 +46,7 @@ has an `st:` index, and `st:suspended` holds the suspended rows whatever their h
 `st:flapping` the rows that had at least the flapping threshold's transitions in the 24 hours
 before they were written (readers keep those still flapping when read: common.index.history). `counts`
 fields are `<kind> NUL <status>`, with `NUL suspended` appended for suspended rows. `names` fields are object names,
-values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.name_index).
+values the `<namespace> NUL <kind> NUL` of every row of that name (common.index.write.name_index).
 `nsc:<b>` fields are namespaces, values their rows counted by kind and status (common.index.nscounts,
 which also says which of the 64 hashes holds a namespace).
 `dep:<b>` fields are the nodes (rows, existing or not) that some row's edges name, values
@@ -85,7 +85,7 @@ WATCHERS = f"{PREFIX}:watchers"
 TOKEN_KEY = f"{PREFIX}:token-key"
 _ALERTS = f"{PREFIX}:{{alerts}}"
 ALERT_LEASE = f"{_ALERTS}:lease"
-"""The alert evaluator's lease (common.lease): one evaluation at a time, fleet-wide."""
+"""The alert evaluator's lease (common.index.lease): one evaluation at a time, fleet-wide."""
 ALERT_META = f"{_ALERTS}:meta"
 """The rules in force (last good file text, its hash), the last rules-file error, counters."""
 ALERT_GENS = f"{_ALERTS}:gens"
@@ -265,14 +265,14 @@ def lease(cluster: str) -> str:
 
 
 def owner(lease_key: str) -> str:
-    """The fence of a lease (common.lease): its holder's token, set when the lease is taken and
+    """The fence of a lease (common.index.lease): its holder's token, set when the lease is taken and
     deleted when it is released, never touched by renewals (so writers WATCHing it are not
     aborted by them); same hash slot as the lease."""
     return f"{lease_key}:owner"
 
 
 def handover(cluster: str) -> str:
-    """A watcher replica's claim on a cluster another replica holds (collector.watch_replica):
+    """A watcher replica's claim on a cluster another replica holds (collector.watch.replica):
     the claimant's token, then `<token> ready` once it has listed and watches the cluster."""
     return f"{_tag(cluster)}:handover"
 

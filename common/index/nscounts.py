@@ -3,7 +3,7 @@
 A cluster's rows are counted per namespace by (kind, status code) in `fs:{c:<cluster>}:nsc:<b>`
 hashes: field = namespace (empty for cluster-scoped rows), value = that namespace's counts in a
 compact form. The namespaces are spread over `BUCKETS` hashes by CRC32 so each stays a small
-listpack (~30 bytes a namespace; one big hash costs ~90). The one writer (common.index.writer)
+listpack (~30 bytes a namespace; one big hash costs ~90). The one writer (common.index.write.writer)
 keeps them in the same MULTI/EXEC as the rows; `READY` in the sync hash says they are complete
 (set by the first full sync that wrote them), so a reader never sums a partial set.
 

@@ -62,7 +62,7 @@ FIELDS = (
     "labels",
 )
 """The member's fields in order. The first three are the identity (the sort key); the status code
-(one byte) follows it: common.index.reader_lua relies on exactly that (checked at its import)."""
+(one byte) follows it: common.index.read.lua relies on exactly that (checked at its import)."""
 _REVISION = FIELDS.index("revision")
 STATUS_CODES = {"healthy": "h", "unhealthy": "u", "progressing": "p", "unknown": "k"}
 """The code of each health when not suspended; suspended rows use the upper-case code."""

@@ -19,13 +19,13 @@ entry, since there can be many (a third of a fleet-L cluster's rows: Istio kinds
 status conditions; 64 sets keep up to ~8,000 of them per cluster in listpacks).
 
 An untimed entry's score is when it was written (when its status last changed: a rewrite that
-keeps the entry keeps it); time order ignores it, group walks (common.index.reader_groups) read
+keeps the entry keeps it); time order ignores it, group walks (common.index.read.groups) read
 it to tell the rows that changed during a walk. A timed entry's score is the time of the
 transition, in ms, but never later than the moment the writer stored it: Kubernetes reports transitions to the second, and a walk oldest-first must tell a
 row that changed after the walk began (its score is then later than the walk's start: it is
 skipped, never shown twice) from one that changed in the same second before it (shown).
 
-The writer (common.index.writer) keeps the entries in the same MULTI/EXEC as the rows. Windows
+The writer (common.index.write.writer) keeps the entries in the same MULTI/EXEC as the rows. Windows
 emptied by later writes stay in the directory (readers skip them) until the next full sync.
 """
 
@@ -153,7 +153,7 @@ def windows_of(members: Iterable[str]) -> set[str]:
 
 
 def suffix_of(at: int, entry: bytes) -> str:
-    """The window suffix of an entry placed at `at` (common.index.reader_time's positions)."""
+    """The window suffix of an entry placed at `at` (common.index.read.timesort's positions)."""
     if at == UNTIMED:  # spread by a hash of the entry
         return f"-{zlib.crc32(entry) % UNTIMED_SPLIT:x}"
     return str(at // WINDOW_MS)

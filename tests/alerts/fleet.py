@@ -1,4 +1,4 @@
-"""An index for the alert tests: rows written by the real writer (common.index.store), clusters
+"""An index for the alert tests: rows written by the real writer (common.index.write.store), clusters
 registered, and an evaluator with a rules file."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import redis
 
 from common.alerts.evaluate import Evaluator
 from common.alerts.source import RulesSource
-from common.index import keys, rows, store
+from common.index import keys, rows
+from common.index.write import store
 from common.kinds.registry import builtin_registry
 from tests import rowfactory
 

@@ -13,7 +13,9 @@ import pytest
 import redis
 
 from common.alerts import evaluate
-from common.index import keys, reader, rows, store_events
+from common.index import keys, rows
+from common.index.read import reader
+from common.index.write import store_events
 from tests.alerts.fleet import Harness, put, row, rules_file
 from tests.query.costs import commands
 

@@ -4,7 +4,8 @@ so the rows, status indexes and time index all move as a leaf's change would mov
 from __future__ import annotations
 
 from bench.query import transition
-from common.index import keys, rows, store, timeline
+from common.index import keys, rows, timeline
+from common.index.write import store
 from common.redis_client import text
 from tests import topology
 from tests.rowfactory import member

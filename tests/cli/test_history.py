@@ -12,7 +12,8 @@ import pytest
 import redis
 import yaml
 
-from common.index import rows, store_events
+from common.index import rows
+from common.index.write import store_events
 from tests.cli.conftest import Stack
 from tests.watch.test_events import row_of
 

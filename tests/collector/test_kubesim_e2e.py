@@ -25,7 +25,7 @@ from common.index import keys, rows, syncstatus
 from common.kinds import istio_checks, status
 from common.kinds.registry import builtin_registry
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from tests import topology
 

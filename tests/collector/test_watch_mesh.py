@@ -1,4 +1,4 @@
-"""The watcher's Istio state (collector.watch_mesh.MeshState) at its seam: lists and events in,
+"""The watcher's Istio state (collector.watch.mesh.MeshState) at its seam: lists and events in,
 replaced kinds and changed rows out. Nothing before everything was listed; relisted kinds are
 replaced whole; an event re-checks dependents and hands over only the rows that changed;
 unlistable Services leave the rows "not validated"."""
@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from collector import mesh
-from collector.watch_mesh import MeshState
-from common.index import rows, store_events
+from collector.watch.mesh import MeshState
+from common.index import rows
+from common.index.write import store_events
 from common.kinds.registry import builtin_registry
 
 REG = builtin_registry()

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from common.index import feed, history, keys, rows, store, store_events
+from common.index import feed, history, keys, rows
 from common.index.feed import Position
-from common.index.reader import Filters
+from common.index.read.reader import Filters
+from common.index.write import store, store_events
 from query import watch_events
 from tests import topology
 from tests.query.test_history import C, member

@@ -16,9 +16,9 @@ from common.leaf.client import LeafClient
 from common.leaf.registry import load_dir
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import AccessResolver
-from kubesim.fleet import GeneratedFleet, generate_fleet
+from kubesim.gen.fleet import GeneratedFleet, generate_fleet
+from kubesim.gen.users import ALL, fleet_users
 from kubesim.server import KubeSim
-from kubesim.users import ALL, fleet_users
 
 REG = builtin_registry()
 

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 import pytest
 import redis
 
-from common.index import edges, graph, keys, rows, store, store_events
+from common.index import edges, graph, keys, rows
+from common.index.write import store, store_events
 from common.kinds.relations import Ref
 from common.redis_client import text
 from tests import rowfactory

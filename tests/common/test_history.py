@@ -11,7 +11,8 @@ import time
 import pytest
 import redis
 
-from common.index import history, keys, rows, store, store_events
+from common.index import history, keys, rows
+from common.index.write import store, store_events
 from common.kinds.registry import builtin_registry
 
 TOPOLOGIES = ("standalone", "cluster")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ClusterError, ConfigError
-from common.leaf import credentials, exec_plugin, registry
+from common.leaf import claims, credentials, exec_plugin
 from common.leaf.client import ClusterConfig, bearer_token
 from common.settings import Settings
 from tests.security.registry_attacks import EXEC_API, credential, kubeconfig, script
@@ -78,14 +78,14 @@ def test_the_plugin_protocol_and_its_failures(tmp_path: Path) -> None:
 
 def test_registry_namespace_settings() -> None:
     ok = Settings.from_env({"FLEETSCOPE_GITOPSCLUSTERS_NAMESPACE": "fleet, fleet-eu"})
-    assert registry.source_namespaces(ok.gitopsclusters_namespace, "X", "g") == [
+    assert claims.source_namespaces(ok.gitopsclusters_namespace, "X", "g") == [
         "fleet",
         "fleet-eu",
     ]
     star = Settings.from_env({"FLEETSCOPE_CAPI_CLUSTERS_NAMESPACE": "*"})
-    assert registry.source_namespaces(star.capi_clusters_namespace, "X", "capi") == [""]
+    assert claims.source_namespaces(star.capi_clusters_namespace, "X", "capi") == [""]
     with pytest.raises(ClusterError, match="names no namespace"):
-        registry.source_namespaces(Settings().gitopsclusters_namespace, "X", "g")
+        claims.source_namespaces(Settings().gitopsclusters_namespace, "X", "g")
     for env in (
         {"FLEETSCOPE_GITOPSCLUSTERS_NAMESPACE": "*,fleet"},
         {"FLEETSCOPE_ARGOCD_CLUSTERS_NAMESPACE": "Argo CD"},

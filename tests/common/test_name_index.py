@@ -1,5 +1,5 @@
-"""The name index (common.index.name_index) kept by the full sync (common.index.store) and the watcher
-(common.index.store_events) against a real Redis: after every write it equals the index rebuilt from
+"""The name index (common.index.write.name_index) kept by the full sync (common.index.write.store) and the watcher
+(common.index.write.store_events) against a real Redis: after every write it equals the index rebuilt from
 the rows, a no-change re-sync leaves it alone, and it goes with the cluster."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import random
 
 import redis
 
-from common.index import keys, name_index, rows, store
-from common.index.store_events import Change, apply_changes
+from common.index import keys, rows
+from common.index.write import name_index, store
+from common.index.write.store_events import Change, apply_changes
 from tests import rowfactory, topology
 
 C = "c1"

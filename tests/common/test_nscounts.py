@@ -9,7 +9,8 @@ import random
 import pytest
 import redis
 
-from common.index import keys, nscounts, rows, store, store_events
+from common.index import keys, nscounts, rows
+from common.index.write import store, store_events
 from common.redis_client import text
 from tests import rowfactory, topology
 

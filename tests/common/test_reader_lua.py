@@ -10,7 +10,9 @@ from collections import Counter
 import pytest
 import redis
 
-from common.index import keys, name_index, reader_lua, rows
+from common.index import keys, rows
+from common.index.read import lua as reader_lua
+from common.index.write import name_index
 from tests import topology
 
 C = "lua"

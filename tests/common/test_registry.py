@@ -17,11 +17,14 @@ import redis
 import yaml
 
 from common.errors import ClusterError, ConfigError
-from common.index import keys, store, syncstatus
+from common.index import keys, syncstatus
 from common.index.registry_record import Problem, Record, read_problems, registry_view
-from common.leaf import registry, registry_argocd, registry_capi
+from common.index.write import store
+from common.leaf import claims, registry
+from common.leaf.claims import Claim, Claims
 from common.leaf.client import ClusterConfig, bearer_token
-from common.leaf.registry import Claim, Claims
+from common.leaf.sources import argocd as registry_argocd
+from common.leaf.sources import capi as registry_capi
 
 TOKEN = "registry-SECRET-token-777"
 
@@ -101,20 +104,18 @@ def _claim(name: str, source: str, origin: str, credentials: str = "", **kw: Any
 
 
 def test_names_follow_the_label_else_the_rule_and_must_be_valid() -> None:
-    assert registry.qualified("fleet", "prod-eu") == "fleet.prod-eu"
+    assert claims.qualified("fleet", "prod-eu") == "fleet.prod-eu"
     meta = {"name": "x", "namespace": "fleet", "labels": {"fleetscope.io/cluster-name": "edge-7"}}
     # the label counts only in the namespaces FLEETSCOPE_CLUSTER_NAME_LABEL_NAMESPACES lists
-    assert registry.claim_name(meta, "fleet.x", "capi", "capi cluster fleet/x") == "fleet.x"
-    assert registry.claim_name(meta, "fleet.x", "capi", "o", ("other",)) == "fleet.x"
-    assert registry.claim_name(meta, "fleet.x", "capi", "o", ("other", "fleet")) == "edge-7"
-    assert registry.claim_name(meta, "fleet.x", "capi", "o", "*") == "edge-7"
-    assert registry.claim_name({"name": "x"}, "fleet.x", "capi", "o") == "fleet.x"
-    long = registry.claim_name(
-        {}, registry.qualified("n" * 40, "c" * 40), "capi", "capi cluster n/c"
-    )
+    assert claims.claim_name(meta, "fleet.x", "capi", "capi cluster fleet/x") == "fleet.x"
+    assert claims.claim_name(meta, "fleet.x", "capi", "o", ("other",)) == "fleet.x"
+    assert claims.claim_name(meta, "fleet.x", "capi", "o", ("other", "fleet")) == "edge-7"
+    assert claims.claim_name(meta, "fleet.x", "capi", "o", "*") == "edge-7"
+    assert claims.claim_name({"name": "x"}, "fleet.x", "capi", "o") == "fleet.x"
+    long = claims.claim_name({}, claims.qualified("n" * 40, "c" * 40), "capi", "capi cluster n/c")
     assert isinstance(long, Problem) and long.type == "invalid-name"
     assert "fleetscope.io/cluster-name" in long.message and long.origins == ("capi cluster n/c",)
-    upper = registry.claim_name({}, "Prod EU", "argocd", "argocd secret argocd/x")
+    upper = claims.claim_name({}, "Prod EU", "argocd", "argocd secret argocd/x")
     assert isinstance(upper, Problem)
 
 

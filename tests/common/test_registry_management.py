@@ -17,7 +17,7 @@ import yaml
 
 from common.index import keys
 from common.index.registry_record import Record, read_problems
-from common.leaf import registry
+from common.leaf import claims, registry
 from common.rbac.authorizer import service_account_user
 from kubesim.catalog import Catalog, Resource
 from kubesim.server import KubeSim
@@ -34,11 +34,11 @@ def sim(tmp_path: Path) -> Iterator[KubeSim]:
     s.stop()
 
 
-def _claims(sim: KubeSim, tmp_path: Path, token: str = "", **on: Any) -> registry.Claims:
+def _claims(sim: KubeSim, tmp_path: Path, token: str = "", **on: Any) -> claims.Claims:
     return registry.load_claims(mgmtsim.management_settings(sim, tmp_path, token, **on))
 
 
-def _by_name(claims: registry.Claims) -> dict[str, registry.Claim]:
+def _by_name(claims: claims.Claims) -> dict[str, claims.Claim]:
     return {c.name: c for c in claims.claims}
 
 

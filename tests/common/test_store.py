@@ -1,4 +1,4 @@
-"""common.index.store on a real redis-server: diffed snapshot writes (rows, status indexes, counts,
+"""common.index.write.store on a real redis-server: diffed snapshot writes (rows, status indexes, counts,
 generation, sync status), no row writes on an unchanged re-sync, the lock fence, atomicity as a
 concurrent reader sees it, and deleting a cluster."""
 
@@ -10,9 +10,10 @@ import pytest
 import redis
 
 from common.errors import LockBusy
-from common.index import keys, rows, store, syncstatus
+from common.index import keys, rows, syncstatus
+from common.index.lease import Fence
+from common.index.write import store
 from common.kinds.registry import builtin_registry
-from common.lease import Fence
 from tests import topology
 
 TOPOLOGIES = ("standalone", "cluster")
@@ -153,7 +154,7 @@ def test_status_marks(r: redis.Redis) -> None:
 
 
 def test_a_snapshot_listed_before_watch_events_does_not_undo_them(r: redis.Redis) -> None:
-    from common.index.store_events import Change, apply_changes
+    from common.index.write.store_events import Change, apply_changes
 
     store.replace_rows(r, "c1", snapshot(5))
     since = store.generation(r, "c1")  # the full sync starts listing here...

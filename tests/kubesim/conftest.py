@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from common.kinds.status import evaluate, is_suspended
 from common.rbac.authorizer import UserInfo
 from kubesim.catalog import Catalog
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import fleet_users
 from kubesim.manifests import ManifestFleet
 from kubesim.server import KubeSim
 from kubesim.store import ClusterStore
-from kubesim.users import fleet_users
 
 
 def _load(fleet: object, name: str) -> ClusterStore:
@@ -74,7 +74,7 @@ def test_status_mix_is_mostly_healthy_with_some_of_each() -> None:
 
 
 def test_users_file_matches_rbac(kubesim: KubeSim) -> None:
-    fleet = kubesim.fleet
+    fleet = kubesim.gen.fleet
     for user in fleet_users(fleet):  # type: ignore[arg-type]
         for cluster in kubesim.clusters:
             authz = kubesim._cluster(cluster).authz

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.manifests import ManifestFleet
 from kubesim.registration import SOURCES, ManagementFleet
 from kubesim.server import KubeSim

@@ -13,7 +13,7 @@ import yaml
 
 from common.errors import ConfigError
 from kubesim.cli import ports_text
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from tests.portpressure import bind_fails, ephemeral_ports_held
 

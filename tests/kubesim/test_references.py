@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from kubesim.catalog import Catalog
-from kubesim.fleet import PRESETS, GeneratedFleet, generate_fleet
+from kubesim.gen.fleet import PRESETS, GeneratedFleet, generate_fleet
 from kubesim.store import ClusterStore
 from tests.kubesim.refs_check import (
     FLUX_GROUPS,

@@ -1,4 +1,4 @@
-"""Chart rollouts in the generated fleet (kubesim.rollouts): the same HelmRelease runs one chart
+"""Chart rollouts in the generated fleet (kubesim.gen.rollouts): the same HelmRelease runs one chart
 version everywhere but for a few releases mid-rollout, whose clusters run the new version
 mostly and the old one on some; sources serve one commit to every cluster but for a few just
 updated; both are hashes, no draw from a cluster's random stream."""
@@ -11,8 +11,8 @@ from typing import Any
 
 from common.kinds.status import revision
 from kubesim.catalog import Catalog
-from kubesim.fleet import generate_fleet
-from kubesim.rollouts import CHARTS, chart_version, commit
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.rollouts import CHARTS, chart_version, commit
 
 
 def _objects(fleet: Any, index: int) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -45,7 +45,7 @@ def test_some_releases_run_two_versions_across_the_fleet() -> None:
 
 def test_versions_and_commits_are_hashes_of_the_seed_object_and_cluster() -> None:
     """No draw from the cluster's random stream: each version and commit is what
-    kubesim.rollouts computes from the seed, the object and the cluster alone."""
+    kubesim.gen.rollouts computes from the seed, the object and the cluster alone."""
     a = _objects(generate_fleet(3, 60, seed=4), 1)
     assert a == _objects(generate_fleet(3, 60, seed=4), 1)
     releases = gits = 0

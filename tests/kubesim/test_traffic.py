@@ -15,8 +15,8 @@ import pytest
 
 from common.kinds.status import is_suspended
 from kubesim.catalog import Catalog
-from kubesim.fleet import PRESETS, GeneratedFleet, generate_fleet
-from kubesim.istio_shapes import EXPECTED_FINDINGS
+from kubesim.gen.fleet import PRESETS, GeneratedFleet, generate_fleet
+from kubesim.gen.istio_shapes import EXPECTED_FINDINGS
 from kubesim.store import ClusterStore
 from tests.kubesim.istio_check import Mesh
 

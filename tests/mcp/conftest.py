@@ -25,9 +25,9 @@ from collector.jobs import Collector, collect_once
 from common.kinds.registry import builtin_registry
 from common.redis_server import RedisServer
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from kubesim.users import fleet_users
 from tests.cli.conftest import User, serve
 from tests.query.test_oidc import Issuer
 

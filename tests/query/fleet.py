@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import redis
 
-from common.index import keys, name_index, nscounts
+from common.index import keys, nscounts
 from common.index.rows import Row, encode, sort_key
+from common.index.write import name_index
 from tests import rowfactory
 
 NAMESPACED = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")

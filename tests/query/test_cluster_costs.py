@@ -14,7 +14,7 @@ import redis.connection
 
 from common import redis_client
 from common.index import keys
-from common.index.reader import Filters, PageRequest, Reader
+from common.index.read.reader import Filters, PageRequest, Reader
 from common.settings import Settings
 from tests import topology
 from tests.query.conftest import FORTY, USERS, headers, make_app

@@ -1,4 +1,4 @@
-"""Count guards for `drift=true` and group revisions (common.index.reader_groups,
+"""Count guards for `drift=true` and group revisions (common.index.read.groups,
 common.index.revisions) against a real Redis with rows written by the store: revisions come
 with the status codes (no extra round trip), a repeated drift page is one round trip, a page
 makes at most `DRIFT_LOOKUPS_MAX` lookups (groups x clusters) and the walk still shows each drifting group once;
@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 import redis
 
-from common.index import reader_groups, rows, store
-from common.index.reader import Filters, Reader
-from common.index.reader_groups import GroupReader
+from common.index import rows
+from common.index.read import groups as reader_groups
+from common.index.read.groups import GroupReader
+from common.index.read.reader import Filters, Reader
+from common.index.write import store
 from tests import topology
 from tests.query.fleet import KINDS, FakeAccess
 from tests.query.test_group_costs import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of

@@ -16,9 +16,9 @@ import pytest
 import requests
 
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from kubesim.users import fleet_users
 from query.app import create_app
 from query.export import GROUP_COLUMNS, OBJECT_COLUMNS, cell
 from tests.query import simfleet

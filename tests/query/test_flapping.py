@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from common.index import keys, reader, store, store_events
+from common.index import keys
+from common.index.read import reader
+from common.index.write import store, store_events
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from tests import topology

@@ -1,7 +1,7 @@
 """End to end with real parts: a kubesim fleet, collected by the real collector into Redis, then
 every page walked over HTTP for generated users (admin, team member, single-namespace user,
 service account, nobody) and compared with the visible set computed from the generated RBAC
-(kubesim.users), not from fleetscope's grants. Also the detail proxy against the leaf."""
+(kubesim.gen.users), not from fleetscope's grants. Also the detail proxy against the leaf."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from common.kinds.registry import builtin_registry
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import ALL, fleet_users
 from kubesim.server import KubeSim
-from kubesim.users import ALL, fleet_users
 from tests.query import simfleet
 from tests.query.conftest import make_app
 

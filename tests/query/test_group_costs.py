@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import redis
 
-from common.index import keys, rows, store, timeline
-from common.index.reader import Filters, Reader
-from common.index.reader_groups import RANK, GroupCursor, GroupReader
+from common.index import keys, rows, timeline
+from common.index.read.groups import RANK, GroupCursor, GroupReader
+from common.index.read.reader import Filters, Reader
+from common.index.write import store
 from tests import topology
 from tests.query.fleet import KINDS, FakeAccess
 from tests.rowfactory import row

@@ -14,8 +14,8 @@ import pytest
 from common.kinds.registry import builtin_registry
 from common.kinds.status import STATUSES
 from common.settings import Settings
+from kubesim.gen.users import ALL
 from kubesim.server import KubeSim
-from kubesim.users import ALL
 from tests.query import test_time_sort as fleet
 from tests.query.test_groups import group_walk
 from tests.query.test_time_sort import FLEET, USERS, collect, flux_objects, headers, walk
@@ -173,7 +173,7 @@ def test_counts_hold_when_the_interned_identities_are_dropped(
 ) -> None:
     """Past `IDS_MAX` interned identities everything is dropped and read again: the answers
     stay exact (here on every request)."""
-    from common.index import group_facets as module
+    from common.index.read import group_facets as module
 
     counter = client.application.extensions["fleetscope"].group_facets
     group_facets(client, "admin-0", "object")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from common.index.reader_groups import RANK
+from common.index.read.groups import RANK
 from common.kinds.status import STATUSES
 from common.settings import Settings
 from kubesim.server import KubeSim

@@ -10,7 +10,7 @@ import redis
 
 from common import labels
 from common.index import keys
-from common.index.reader import Filters, PageRequest, Reader
+from common.index.read.reader import Filters, PageRequest, Reader
 from tests.query.conftest import FORTY
 from tests.query.costs import count_round_trips
 from tests.query.fleet import KINDS, FakeAccess, fleet_labels, make_row, reindex_names, write_rows

@@ -2,7 +2,7 @@
 real collector, then lists, sorted lists, groups and facets walked over HTTP for the demo users
 and compared with a reference: kubesim's own label matching, asked over HTTP with the real
 kubernetes client (`labelSelector` on each leaf's list), narrowed to what the generated RBAC
-(kubesim.users) lets each user list. Also `namespaces` and `labelKeys` facets against an oracle
+(kubesim.gen.users) lets each user list. Also `namespaces` and `labelKeys` facets against an oracle
 built from the user's own rows, and the 400 a malformed selector gets."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from kubernetes import client as kclient
 from kubernetes import config as kconfig
 
 from common import labels
-from common.index.reader_facets import LABEL_VALUES_TOP
+from common.index.read.facets import LABEL_VALUES_TOP
 from common.kinds.registry import builtin_registry
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import ALL, FleetUser, fleet_users
 from kubesim.server import KubeSim
-from kubesim.users import ALL, FleetUser, fleet_users
 from tests.query import simfleet
 from tests.query.conftest import make_app
 

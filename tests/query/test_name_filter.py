@@ -1,4 +1,4 @@
-"""The `name` substring filter through the name index (common.index.reader_lua.NAMED, NAMED_COUNT) on a
+"""The `name` substring filter through the name index (common.index.read.lua.NAMED, NAMED_COUNT) on a
 real Redis: pages and facets equal the oracle through the index, through its dense fallback and
 without an index; a page or a count reads only the rows whose names match (counts, not timings)."""
 
@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common.index import keys, reader
-from common.index.reader import Filters, PageRequest, Reader
+from common.index import keys
+from common.index.read import reader
+from common.index.read.reader import Filters, PageRequest, Reader
 from tests.query.fleet import KINDS, make_row, order, random_fleet, visible, write_rows
 from tests.query.test_reader import ACCESSES, walk
 

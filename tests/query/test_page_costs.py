@@ -11,8 +11,9 @@ import time
 import pytest
 import redis
 
-from common.index import reader, syncstatus
-from common.index.reader import Filters, PageRequest, Reader
+from common.index import syncstatus
+from common.index.read import reader
+from common.index.read.reader import Filters, PageRequest, Reader
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView

@@ -1,4 +1,4 @@
-"""common.index.reader against a real redis-server: pages equal the oracle for many accesses and
+"""common.index.read.reader against a real redis-server: pages equal the oracle for many accesses and
 filters, cursors resume exactly, deep pages cost what the first costs, facets count right."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from common.index.reader import Filters, PageRequest, Reader
+from common.index.read.reader import Filters, PageRequest, Reader
 from tests.query.fleet import (
     KINDS,
     FakeAccess,

@@ -1,5 +1,5 @@
 """The relations endpoint and `blockedBy` on list rows, over a small hand-built cluster written
-by the real writer (common.index.store) into a real Redis: depth 1 and 3, namespace-defaulted
+by the real writer (common.index.write.store) into a real Redis: depth 1 and 3, namespace-defaulted
 and cross-namespace refs, dangling refs, a dependsOn cycle, external Service backends,
 cluster-scoped GatewayClasses (`_`), RBAC (hidden rows never named, the object's own 404), bad
 parameters, and what a request costs in Redis round trips."""
@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from common.index import keys, relations_read, rows, store
+from common.index import keys, rows
+from common.index.read import relations as relations_read
+from common.index.write import store
 from common.rbac.authorizer import RbacObjects, UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings

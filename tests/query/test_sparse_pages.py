@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from common.index.reader import Filters, PageRequest, Reader
+from common.index.read.reader import Filters, PageRequest, Reader
 from tests.query.costs import commands, count_round_trips
 from tests.query.fleet import KINDS, FakeAccess, make_row, order, visible, write_rows
 

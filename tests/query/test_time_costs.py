@@ -2,7 +2,7 @@
 costs one round trip (the generations), a write makes the next page read only the windows it
 touched, and a status-filtered page reads the small status indexes and the scores of members it
 has not seen, never the time index's windows. Against a real Redis, rows written by the writer
-(common.index.store), pages compared with an oracle sorted from the rows themselves."""
+(common.index.write.store), pages compared with an oracle sorted from the rows themselves."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ import pytest
 import redis
 
 from common import redis_client
-from common.index import keys, reader_time, rows, store, timeline
-from common.index.reader import Filters
-from common.index.reader_time import TimeCursor, TimeReader
+from common.index import keys, rows, timeline
+from common.index.read import timesort as reader_time
+from common.index.read.reader import Filters
+from common.index.read.timesort import TimeCursor, TimeReader
+from common.index.write import store
 from tests import topology
 from tests.query.fleet import KINDS, FakeAccess
 from tests.rowfactory import row

@@ -15,9 +15,9 @@ import pytest
 from common.index import keys, timeline
 from common.redis_client import text
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from kubesim.users import fleet_users
 from tests import topology
 from tests.query import simfleet
 from tests.query.conftest import make_app

@@ -10,7 +10,7 @@ import redis
 
 from common.errors import InvalidInput
 from common.index import keys
-from common.index.reader import Cursor, Filters
+from common.index.read.reader import Cursor, Filters
 from query import tokens
 from query.tokens import TokenSigner
 from tests import topology

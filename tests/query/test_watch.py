@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from common.index import feed, history, keys, rows, store, store_events
+from common.index import feed, history, keys, rows
+from common.index.write import store, store_events
 from common.rbac.grants import compile_grants, store_grants
 from query.cli import command, listening_port
 from tests import topology

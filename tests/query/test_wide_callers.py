@@ -1,4 +1,4 @@
-"""Callers with many namespaces: facets from count tables (common.index.tally) are exactly what a
+"""Callers with many namespaces: facets from count tables (common.index.read.tally) are exactly what a
 walk of the same filters returns, for random grants and through writes, and facets and pages
 cost a fixed handful of Redis commands whatever the number of namespaces or rows behind them."""
 
@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from common.index import keys, nscounts
-from common.index import reader as reader_mod
-from common.index.reader import Facets, Filters, PageRequest, Reader
+from common.index.read import reader as reader_mod
+from common.index.read.reader import Facets, Filters, PageRequest, Reader
 from tests.query.costs import commands, count_round_trips
 from tests.query.fleet import (
     KINDS,

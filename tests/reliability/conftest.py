@@ -15,7 +15,7 @@ from collector.jobs import Collector
 from common.kinds.registry import builtin_registry
 from common.redis_client import connect
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from tests.query.conftest import make_app
 from tests.reliability.stack import ADMIN

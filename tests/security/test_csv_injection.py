@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from query.app import create_app
 from query.export import OBJECT_COLUMNS, cell

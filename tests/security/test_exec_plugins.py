@@ -21,7 +21,7 @@ import yaml
 
 from collector.clusters import ClusterSource
 from collector.jobs import Collector, collect_once
-from collector.watch_replica import WatchReplica
+from collector.watch.replica import WatchReplica
 from common.kinds.registry import builtin_registry
 from common.leaf import registry
 from common.redis_client import connect

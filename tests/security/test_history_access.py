@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from common.index import keys, rows, store, store_events
+from common.index import keys, rows
+from common.index.write import store, store_events
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings

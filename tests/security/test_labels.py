@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from kubesim.users import fleet_users
 from query.export import OBJECT_COLUMNS
 from tests.query import simfleet
 from tests.query.conftest import make_app

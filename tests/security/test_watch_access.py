@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from common.index import keys, store
+from common.index import keys
+from common.index.write import store
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
 from tests import topology

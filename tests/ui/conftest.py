@@ -25,9 +25,9 @@ from collector.jobs import ClusterOutcome, Collector, collect_once
 from common.kinds.registry import builtin_registry
 from common.redis_server import RedisServer
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.users import write_users
 from kubesim.server import KubeSim
-from kubesim.users import write_users
 from query.app import create_app
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "ui"

@@ -16,7 +16,7 @@ import requests
 import yaml
 
 from common.index import keys
-from kubesim.users import fleet_users
+from kubesim.gen.users import fleet_users
 from tests.ui.conftest import EXTERNAL_URL, LISTER, Stack, shot
 
 pytestmark = pytest.mark.browser

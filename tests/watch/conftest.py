@@ -13,13 +13,13 @@ import redis
 
 from collector.clusters import ClusterSource
 from collector.sync import collect
-from collector.watch_replica import WatchReplica
+from collector.watch.replica import WatchReplica
 from common.index import graph, keys, rows
 from common.kinds.registry import builtin_registry
 from common.leaf import registry
 from common.leaf.client import LeafClient
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from tests import topology
 
@@ -106,7 +106,7 @@ def start_replica(wsettings: Settings, rb: redis.Redis) -> Iterator[Callable[...
 
 def full_sync_members(sim: KubeSim, cluster: str) -> set[str]:
     """The oracle: the rows a full object sync would store for the cluster right now (with
-    every row's blockedBy, as common.index.store.replace_rows computes it)."""
+    every row's blockedBy, as common.index.write.store.replace_rows computes it)."""
     config = registry.load_dir(str(sim.kubeconfig_dir))[cluster]
     client = LeafClient(config)
     try:

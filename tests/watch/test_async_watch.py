@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from collector import watch_loop
+from collector.watch import loop as watch_loop
 from common.errors import ClusterError, ClusterUnreachable
 from common.leaf import async_watch
 from common.leaf.client import LeafClient, WatchExpired

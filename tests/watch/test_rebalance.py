@@ -16,7 +16,7 @@ from common import redis_client
 from common.index import keys, rows
 from common.leaf import registry
 from common.settings import Settings
-from kubesim.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from tests import topology
 from tests.watch.conftest import Running, full_sync_members, poll, stored

@@ -1,4 +1,4 @@
-"""common.index.store_events against a real Redis: add, update (status index moves), delete, no-op
+"""common.index.write.store_events against a real Redis: add, update (status index moves), delete, no-op
 batches write nothing, counts fields vanish at zero, the generation moves only on a change, and a
 lost lease (fence) writes nothing."""
 
@@ -11,8 +11,8 @@ import redis
 
 from common.errors import LockBusy
 from common.index import keys, rows
-from common.index.store_events import Beat, Change, apply_changes, heartbeats, kind_changes
-from common.lease import Fence, Lease
+from common.index.lease import Fence, Lease
+from common.index.write.store_events import Beat, Change, apply_changes, heartbeats, kind_changes
 from tests import rowfactory, topology
 
 C = "c1"

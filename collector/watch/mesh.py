@@ -1,0 +1,166 @@
+"""One watched cluster's Istio config, kept in memory, and its debounced re-validation.
+
+The checked Istio kinds' objects (slimmed to what the rows and the checks read), the cluster's
+Services and its Namespaces are kept from list and watch events. After a change, at most once per
+debounce window, the whole cluster is validated again (common.kinds.istio_checks is linear in
+the config) and only rows that changed are written: deleting a Gateway re-checks the
+VirtualServices that name it. Nothing is written before every resource was listed once, since
+validating a partial config would report references as missing that are not.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from collector import mesh
+from collector.debounce import run_debounced
+from common import redis_client
+from common.errors import FleetscopeError
+from common.index import rows
+from common.index.write import store_events
+from common.kinds.registry import Kind
+
+log = logging.getLogger(__name__)
+CONTEXT = (mesh.SERVICES, mesh.NAMESPACES)
+"""The resources the checks read beside the Istio kinds (listed and watched at `v1`)."""
+Key = tuple[str, str]  # (namespace, name)
+
+
+class MeshState:
+    """The cluster's checked Istio objects, Services and Namespaces; `run` re-validates."""
+
+    def __init__(
+        self,
+        cluster: str,
+        kinds: Iterable[tuple[Kind, str]],
+        debounce_s: float,
+        replace: Callable[[str, list[str]], None],
+        change: Callable[[store_events.Change], None],
+        done: Callable[[], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.kinds = {k.key: (k, v) for k, v in kinds}
+        self.debounce_s = debounce_s
+        self._replace, self._change, self._done = replace, change, done
+        self.objects: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in self.kinds}
+        self.services: dict[Key, dict[str, Any]] = {}
+        self.namespaces: set[str] = set()
+        self.listed: set[str] = set()
+        self.validations = 0
+        self.context_ok = True  # False: Services or Namespaces cannot be listed
+        self._relisted: set[str] = set()  # kinds whose rows are replaced wholesale next run
+        self._emitted: dict[str, str] = {}  # identity -> member last handed to the writer
+        self._lock = threading.Lock()
+        self._dirty = threading.Event()
+
+    @property
+    def resources(self) -> set[str]:
+        """What must be listed before the first validation: the kinds and the context."""
+        return set(self.kinds) | set(CONTEXT)
+
+    @property
+    def complete(self) -> bool:
+        return self.listed >= self.resources
+
+    def replace(self, resource: str, items: list[dict[str, Any]]) -> None:
+        """A (re)list of one kind (by key) or context resource."""
+        with self._lock:
+            if resource == mesh.SERVICES:
+                self.services = {_key(o): mesh.service_slim(o) for o in items}
+            elif resource == mesh.NAMESPACES:
+                self.namespaces = {mesh.namespace_name(o) for o in items}
+            else:
+                kind = self.kinds[resource][0]
+                self.objects[resource] = {_key(o): mesh.slim(kind, o) for o in items}
+                self._relisted.add(resource)
+            self.listed.add(resource)
+        self._dirty.set()
+
+    def unavailable(self, resource: str) -> None:
+        """Services or Namespaces cannot be listed: rows are built without validation."""
+        with self._lock:
+            self.context_ok = False
+            self.listed.add(resource)
+        self._dirty.set()
+
+    def event(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
+        key = _key(obj)
+        with self._lock:
+            if resource == mesh.SERVICES:
+                table: dict[Key, Any] = self.services
+                value: Any = mesh.service_slim(obj)
+            elif resource == mesh.NAMESPACES:
+                if event_type == "DELETED":
+                    self.namespaces.discard(key[1])
+                else:
+                    self.namespaces.add(key[1])
+                self._dirty.set()
+                return
+            else:
+                table, value = self.objects[resource], mesh.slim(self.kinds[resource][0], obj)
+            if event_type == "DELETED":
+                table.pop(key, None)
+            else:
+                table[key] = value
+        self._dirty.set()
+
+    def touch(self) -> None:
+        """Recompute at the next chance (what was held back while not allowed to write)."""
+        self._dirty.set()
+
+    def run(self, stop: threading.Event, may_write: Callable[[], bool]) -> None:
+        """Validate after changes, at most once per debounce window, once everything is listed."""
+        run_debounced(
+            stop,
+            self._dirty,
+            self.debounce_s,
+            lambda: self.complete and may_write(),
+            self.validate,
+            (FleetscopeError, *redis_client.ERRORS),
+            "re-validate Istio config",
+            self.cluster,
+        )
+
+    def validate(self) -> int:
+        """Validate the whole config and hand the writer the rows that changed; returns their
+        number (relisted kinds count whole)."""
+        with self._lock:
+            held = [
+                mesh.Held(kind, api_version, obj)
+                for key, (kind, api_version) in self.kinds.items()
+                for obj in self.objects[key].values()
+            ]
+            services = list(self.services.values()) if self.context_ok else None
+            namespaces = set(self.namespaces) if self.context_ok else None
+            relisted, self._relisted = self._relisted, set()
+        members = mesh.members(self.cluster, held, services, namespaces)
+        self.validations += 1
+        new = {rows.identity(m): m for m in members}
+        changed = 0
+        for key in sorted(relisted):
+            mine = [m for m in members if rows.kind_of(m) == key]
+            self._replace(key, mine)
+            changed += len(mine)
+        for identity, member in new.items():
+            if (
+                rows.split_identity(identity)[1] not in relisted
+                and self._emitted.get(identity) != member
+            ):
+                self._change(store_events.Change(identity, member))
+                changed += 1
+        for identity in self._emitted.keys() - new.keys():
+            if rows.split_identity(identity)[1] not in relisted:
+                self._change(store_events.Change(identity, None))
+                changed += 1
+        self._emitted = new
+        if self._done is not None:
+            self._done()
+        return changed
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

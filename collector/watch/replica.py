@@ -1,0 +1,406 @@
+"""A watcher replica: shares the registered clusters with other replicas through Redis leases.
+
+Each cluster's lease (`keys.lease`, a common.index.lease.Lease under the replica's token) is renewed
+every tick, all in one round trip, and released on hand-over. A replica that dies stops
+renewing, so another takes its clusters over within the lease TTL plus one tick. Every tick
+also follows the registry (`fs:clusters`) and kubeconfig changes, and, while a cluster's watches
+are healthy, refreshes its sync status so it is not reported stale. A kubeconfig whose exec
+plugin has not run yet is loaded in a thread of its own, and the cluster taken at a later tick:
+a slow or hung plugin never holds up the round, nor so the other clusters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from collector.clusters import ClusterSource
+from collector.watch import metrics as watch_metrics
+from collector.watch.cluster import ClusterWatch
+from collector.watch.rbac import RESOURCES
+from common import redis_client
+from common.errors import FleetscopeError
+from common.index import keys, lease, syncstatus
+from common.index.write import store, store_events
+from common.kinds.registry import KindRegistry
+from common.leaf import registry
+from common.leaf.client import ClusterConfig, LeafClient
+from common.redis_client import text
+from common.settings import Settings
+
+log = logging.getLogger(__name__)
+TICKS_PER_TTL = 4
+CLAIM_TICKS = 4 * TICKS_PER_TTL  # a claim the holder does not let go of is dropped after this
+HANDOVER_MAX_S = 20.0  # a leaving replica waits at most this long for its clusters' claimants
+LIST_CONCURRENCY = 4
+
+
+class WatchReplica:
+    """`run(stop)` until `stop` is set; `tick()` is one round of leases (tests call it)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        r: redis.Redis,
+        kinds: KindRegistry,
+        source: ClusterSource,
+        name: str = "",
+        reconcile: bool = False,
+    ) -> None:
+        self.settings, self.r, self.kinds, self.source = settings, r, kinds, source
+        self.token = lease.new_token(name or "watcher")
+        self.ttl_ms = lease.ttl_ms(settings.watch_lease_ttl_s)
+        self.watches: dict[str, ClusterWatch] = {}
+        self.make_client: Callable[[str], LeafClient] = self._client
+        # Called after every round, failed ones too: a liveness signal that the loop turns
+        # (`fleetscope watch --heartbeat-file`), not that Redis or the leaves are well.
+        self.after_tick: Callable[[], None] = lambda: None
+        self.reconcile = reconcile
+        # Lists are the heavy part (a cluster start or relist): a few at a time per replica.
+        self.list_slots = threading.BoundedSemaphore(LIST_CONCURRENCY)
+        # Clusters claimed from another replica: watched, not written until the lease is ours.
+        self.claims: dict[str, ClusterWatch] = {}
+        self.claim_ticks: dict[str, int] = {}
+        self.live: set[str] = set()  # tokens of the live replicas, as of the last round
+        self._reconciled_at = float("-inf")
+        self._retiring: list[threading.Thread] = []  # stopping watches (`drop`)
+        self._free_seen: set[str] = set()  # free clusters left to the others last round
+        self._loading: dict[str, _Load] = {}  # exec plugins running (`_client`)
+
+    @property
+    def tick_s(self) -> float:
+        return self.settings.watch_lease_ttl_s / TICKS_PER_TTL
+
+    def run(self, stop: threading.Event) -> None:
+        first = True
+        keeper = threading.Thread(
+            target=self._keep_leases, args=(stop,), name="watch-leases", daemon=True
+        )
+        keeper.start()
+        try:
+            while not stop.is_set():
+                try:
+                    self.tick()
+                    if first:
+                        log.info("first round done: watching %d clusters", len(self.watches))
+                        first = False
+                except (FleetscopeError, redis.RedisError, RedisClusterException) as e:
+                    log.warning("watcher tick failed: %s", e)
+                self.after_tick()
+                stop.wait(self.tick_s)
+        finally:
+            self.close()
+
+    def _keep_leases(self, stop: threading.Event) -> None:
+        """Renew the held leases every tick, apart from the round (which, taking or handing
+        over many clusters on a busy machine, may outlast a TTL): a watch whose lease is gone
+        is marked lost, and the round drops it."""
+        while not stop.wait(self.tick_s):
+            try:
+                held = list(self.watches.items())
+            except RuntimeError:  # changed while copied: next time
+                continue
+            try:
+                renewed = lease.renew_all(self.r, [self._lease(name) for name, _ in held])
+            except redis_client.ERRORS as e:
+                log.warning("could not renew the watch leases: %s", e)
+                continue
+            for (name, watch), ok in zip(held, renewed, strict=True):
+                # expired but not taken (a pause past the TTL): nobody else wrote; keep it
+                if not ok and self.watches.get(name) is watch and not self._lease(name).acquire():
+                    watch.lost = True
+
+    def tick(self) -> None:
+        lost = self._renew_all()  # first, and in one round trip: the leases matter most
+        replicas = self._present()
+        if (
+            self.reconcile
+            and time.monotonic() - self._reconciled_at > self.settings.registry_interval_s
+        ):
+            registry.reconcile(self.r, self.source.claims(refresh=True))
+            self._reconciled_at = time.monotonic()
+        registered = set(syncstatus.registered_clusters(self.r))
+        configs = self.source.configs()
+        for name, watch in list(self.watches.items()):
+            if name not in registered:
+                self.drop(name, release=False)
+                if not self.r.hexists(keys.CLUSTERS, name):
+                    store.delete_cluster(self.r, name)  # what the last writes put back
+                self._lease(name).release()
+            elif configs.get(name) is not watch.client.config:
+                self.drop(name, release=True)
+            elif watch.lost or name in lost:
+                log.warning("lost the watch lease", extra={"cluster": name})
+                watch_metrics.LEASES_LOST.inc()
+                self.drop(name, release=False)
+        self._heartbeats()
+        eligible = sorted(c for c in registered if c in configs)
+        share = -(-len(eligible) // replicas)  # each replica's fair share, rounded up
+        self._follow_claims(eligible, configs)
+        self._give_back(share)
+        # A cluster nobody holds is taken up to this replica's share at once, and beyond it
+        # once it stayed free for a round (the others had their turn: unwatched is worse than
+        # uneven, and a start shared evenly spares hand-overs, each a second list), unless
+        # another replica claimed it: its holder let go of it for that one.
+        others = [c for c in eligible if c not in self.watches and c not in self.claims]
+        claimed = redis_client.mget(self.r, [keys.handover(c) for c in others]) if others else []
+        seen, self._free_seen = self._free_seen, set()
+        for name, claim in zip(others, claimed, strict=True):
+            mine = claim is None or text(claim).split(" ")[0] == self.token
+            room = len(self.watches) + len(self.claims) < share or name in seen
+            if mine and room and self._lease(name).acquire():
+                self._take(name)
+            elif mine and not room:
+                self._free_seen.add(name)
+        if len(self.watches) + len(self.claims) < share:
+            self._claim(eligible, share)
+        watch_metrics.LEASES.set(len(self.watches))
+
+    # -- sharing the fleet: presence, fair shares, and hand-over without a gap ----------------
+    #
+    # Each replica holds about clusters / replicas. One below its share claims a cluster of a
+    # replica above it (`keys.handover`), lists and watches it without writing, says `ready`;
+    # the holder then lets go of it (releases the lease), and the claimant takes the lease and
+    # writes what it read meanwhile: the cluster is never without a watch, and its writes stay
+    # fenced by the lease throughout.
+
+    def _present(self) -> int:
+        """Announce this replica (until two TTLs from now); how many replicas are live (their
+        tokens in `self.live`)."""
+        now_ms = int(time.time() * 1000)
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zadd(keys.WATCHERS, {self.token: now_ms + 2 * self.ttl_ms})
+        pipe.zremrangebyscore(keys.WATCHERS, "-inf", now_ms)
+        pipe.zrange(keys.WATCHERS, 0, -1)
+        self.live = {text(t) for t in pipe.execute()[-1]}
+        return max(1, len(self.live))
+
+    def _claim(self, eligible: list[str], share: int) -> None:
+        """Claim clusters of replicas holding more than `share` until this one holds its share."""
+        if not eligible:
+            return
+        holders = redis_client.mget(self.r, [keys.lease(c) for c in eligible])
+        held: dict[str, list[str]] = {}
+        for c, h in zip(eligible, holders, strict=True):
+            if h is not None and text(h) != self.token:
+                held.setdefault(text(h), []).append(c)
+        for holder, clusters in sorted(held.items(), key=lambda kv: -len(kv[1])):
+            # what is above the holder's share; all of a replica that is leaving
+            above = clusters[share:] if holder in self.live else clusters
+            for c in reversed(above):
+                if len(self.watches) + len(self.claims) >= share:
+                    return
+                if c in self.claims or not self.r.set(
+                    keys.handover(c), self.token, nx=True, px=self.ttl_ms
+                ):
+                    continue  # another replica claimed it first
+                self._take(c, claimed_from=holder)
+
+    def _follow_claims(self, eligible: list[str], configs: Mapping[str, object]) -> None:
+        """Claimed clusters: say `ready` once listed, take the lease once the holder let go,
+        give up after `CLAIM_TICKS` rounds (the holder did not let go) or when gone."""
+        for name, watch in list(self.claims.items()):
+            self.claim_ticks[name] = self.claim_ticks.get(name, 0) + 1
+            if name not in eligible or configs.get(name) is not watch.client.config:
+                self._abandon(name)
+            elif self._lease(name).acquire():
+                self.watches[name] = watch
+                del self.claims[name]
+                self.claim_ticks.pop(name, None)
+                watch.open_gate()
+                self.r.delete(keys.handover(name))
+                log.info("took over", extra={"cluster": name})
+            elif self.claim_ticks[name] > CLAIM_TICKS:
+                self._abandon(name)
+            else:
+                ready = f"{self.token} ready" if watch.listed() else self.token
+                self.r.set(keys.handover(name), ready, px=self.ttl_ms)
+
+    def _abandon(self, name: str) -> None:
+        watch = self.claims.pop(name)
+        self.claim_ticks.pop(name, None)
+        watch.stop_event.set()
+        self._retire(watch)
+        _compare_delete(self.r, keys.handover(name), self.token)
+
+    def _hand_over_all(self) -> None:
+        """Leaving while other replicas run: keep the leases until their claims on this one's
+        clusters are ready (they watch them), at most `2 x TTL` (and `HANDOVER_MAX_S`); what is
+        not claimed by then is released as it is (taken as free at the others' next round)."""
+        now_ms = int(time.time() * 1000)
+        if not self.watches or not self.r.zcount(keys.WATCHERS, now_ms, "+inf"):
+            return
+        deadline = time.monotonic() + min(2 * self.settings.watch_lease_ttl_s, HANDOVER_MAX_S)
+        log.info("handing %d clusters over before leaving", len(self.watches))
+        while self.watches and time.monotonic() < deadline:
+            lease.renew_all(self.r, [self._lease(name) for name in self.watches])
+            names = sorted(self.watches)
+            claims = redis_client.mget(self.r, [keys.handover(c) for c in names])
+            for name, claim in zip(names, claims, strict=True):
+                if claim is not None and text(claim).endswith(" ready"):
+                    self.drop(name, release=True)
+            time.sleep(min(0.2, self.tick_s))  # polling the claimants' progress
+
+    def _give_back(self, share: int) -> None:
+        """Above `share`: let go of the clusters whose claimant is ready (it watches them)."""
+        extra = len(self.watches) - share
+        if extra <= 0:
+            return
+        names = sorted(self.watches)
+        claims = redis_client.mget(self.r, [keys.handover(c) for c in names])
+        for name, claim in zip(names, claims, strict=True):
+            if extra <= 0:
+                return
+            if claim is not None and text(claim).endswith(" ready"):
+                log.info("handing over", extra={"cluster": name})
+                self.drop(name, release=True)
+                extra -= 1
+
+    def _renew_all(self) -> set[str]:
+        """Renew every owned lease (one pipelined round trip); the names whose lease is gone."""
+        held = {name: self._lease(name) for name in self.watches}
+        renewed = lease.renew_all(self.r, list(held.values()))
+        failed = [name for name, ok in zip(held, renewed, strict=True) if not ok]
+        # Expired but not taken (this process was paused past the TTL): nobody else wrote, so
+        # taking it again keeps the watch instead of relisting the whole cluster.
+        return {name for name in failed if not held[name].acquire()}
+
+    def _take(self, name: str, claimed_from: str = "") -> None:
+        """Watch `name`: its lease is ours, or (`claimed_from`) another replica's that this one
+        claimed: then lists and watches run, writes wait for the lease (`_follow_claims`)."""
+        try:
+            client = self.make_client(name)
+        except FleetscopeError as e:
+            level = logging.DEBUG if isinstance(e, _Loading) else logging.WARNING
+            log.log(level, "cannot watch: %s", e, extra={"cluster": name})
+            if claimed_from:
+                _compare_delete(self.r, keys.handover(name), self.token)
+            else:
+                self._lease(name).release()
+            return
+        watch = ClusterWatch(
+            self.r,
+            client,
+            self.kinds,
+            self.settings,
+            self.fence(name),
+            self.list_slots,
+            gated=bool(claimed_from),
+        )
+        if claimed_from:
+            self.claims[name] = watch
+            log.info("claimed from %s", claimed_from, extra={"cluster": name})
+        else:
+            self.watches[name] = watch
+            log.info("watching", extra={"cluster": name})
+        watch.start()
+
+    def _client(self, name: str) -> LeafClient:
+        config = self.source.configs()[name]
+        if config.runs_plugin and not config.loaded:
+            loading = self._loading.get(name)
+            if loading is not None and not loading.is_alive():
+                del self._loading[name]
+                if loading.error is not None:
+                    raise loading.error  # failed: said once, tried again next round
+            if name not in self._loading:
+                self._loading[name] = _Load(config)
+            raise _Loading(f"cluster {name}: its exec plugin is still running; taken when done")
+        self._loading.pop(name, None)
+        pool = len(self.kinds) + len(RESOURCES) + 2  # one streaming connection per resource
+        s = self.settings
+        return LeafClient(config, s.leaf_timeout_s, s.leaf_page_size, pool_size=pool)
+
+    def _lease(self, name: str) -> lease.Lease:
+        return lease.Lease(self.r, keys.lease(name), self.token, self.ttl_ms)
+
+    def fence(self, name: str) -> lease.Fence:
+        return self._lease(name).fence
+
+    def _heartbeats(self) -> None:
+        """Every healthy cluster's heartbeat, in one round trip (fenced by its lease)."""
+        held = list(self.watches.items())
+        beats = [
+            store_events.Beat(name, self.fence(name), w.healthy(), w.rbac_healthy())
+            for name, w in held
+        ]
+        for (_name, watch), ok in zip(held, store_events.heartbeats(self.r, beats), strict=True):
+            if not ok:
+                watch.lost = True
+
+    def drop(self, name: str, release: bool) -> None:
+        """Stop watching `name` (and release its lease): its threads are joined off this loop,
+        whose round must stay short (every lease is renewed in it). Releasing first is safe:
+        every write is fenced by the lease."""
+        watch = self.watches.pop(name)
+        watch.stop_event.set()
+        if release:
+            self._lease(name).release()
+        self._retire(watch)
+        log.info("stopped watching", extra={"cluster": name})
+
+    def _retire(self, watch: ClusterWatch) -> None:
+        def retire() -> None:
+            watch.stop()
+            watch.client.close()
+
+        t = threading.Thread(target=retire, name=f"{watch.cluster}:retire", daemon=True)
+        t.start()
+        self._retiring = [x for x in self._retiring if x.is_alive()] + [t]
+
+    def close(self) -> None:
+        """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
+        watch_metrics.LEASES.set(0)
+        for name in list(self.claims):
+            with contextlib.suppress(*redis_client.ERRORS):  # else the claim expires
+                self._abandon(name)
+        with contextlib.suppress(*redis_client.ERRORS):  # else its presence expires
+            self.r.zrem(keys.WATCHERS, self.token)
+            self._hand_over_all()
+        for watch in self.watches.values():
+            watch.stop_event.set()  # all at once; the joins below then take one wait at most
+        for name in list(self.watches):
+            try:
+                self.drop(name, release=True)
+            except redis_client.ERRORS:
+                log.warning("could not release a lease; it expires", extra={"cluster": name})
+        for t in self._retiring:  # each stop is bounded (ClusterWatch.stop)
+            t.join()
+
+
+_COMPARE_DELETE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+def _compare_delete(r: redis.Redis, key: str, value: str) -> None:
+    """Delete `key` only while it holds `value` (`value` or `value ready`: ours)."""
+    r.eval(_COMPARE_DELETE, 1, key, value)
+    r.eval(_COMPARE_DELETE, 1, key, f"{value} ready")
+
+
+class _Loading(FleetscopeError):
+    """A cluster's exec plugin runs in the background: not taken this round."""
+
+
+class _Load(threading.Thread):
+    """Loads a kubeconfig (runs its exec plugin) off the replica's loop; keeps its error."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        super().__init__(name=f"{config.name}:credentials", daemon=True)
+        self.config = config
+        self.error: FleetscopeError | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.config.configuration()
+        except FleetscopeError as e:
+            self.error = e

@@ -1,0 +1,1029 @@
+"""Groups across clusters (`GET /api/v1/groups`): one entry per object (namespace, kind, name)
+or per namespace, over the rows the caller may list that pass the list filters, with how many of
+the caller's clusters report each status; ordered by how many clusters report it unhealthy (most
+first), then by key (namespace, kind, name; or namespace); keyset-paginated.
+
+A page is built in two parts, as the order has them:
+
+- the groups with unhealthy clusters come from the clusters' `st:unhealthy` indexes (small: ~1%
+  of the rows), read once per cluster generation and shared by every caller, tested against each
+  caller's access and filters here, and counted per group;
+- the rest, in key order, is a merge of the clusters' visible rows in identity order
+  (common.index.read.reader's streams: each cluster reads a chunk of about a page, all clusters in one
+  round trip) skipping the groups of the first part; for namespace groups, a merge of the
+  clusters' namespaces (the caller's own, or every namespace of the per-namespace counts).
+
+Each group of a page then gets its clusters in one round trip: the status code of its object on
+every cluster (a small script per cluster, common.index.read.lua.CODES), or its namespace's
+counts by kind and status (common.index.nscounts). Counts are over the caller's visible clusters
+and, on each, over the kinds the caller may list there: a team member sees counts over their
+own clusters and namespaces only.
+
+Exactly once: the continue token carries when the walk began. A group whose unhealthy count
+changes moves in the order; on every page after the first, groups holding a row that
+transitioned after the walk began (the time index, common.index.timeline, places it there) are
+skipped, so a group is never shown twice on one walk, and groups that did not change keep their
+position and are shown once. A transition that reaches fleetscope after the walk began but
+happened (by the leaf's clock) before it is not seen as a change: such a group can be shown
+twice (a watcher's lag is well under a second; a cluster recovering from an outage can lag more).
+
+Drift (`drift=true`, object groups): each group's clusters come with the revision of its row
+there (the same script returns the status code and the revision: no second round trip), counted
+by common.index.revisions; a drift page walks the same order and keeps the groups with two or
+more revisions (`_drift_page`).
+
+A page is remembered with the generations of the caller's clusters: while none of them was
+written, the same request is answered after one round trip (`MGET` of the generations). After a
+write, a page reads again only what the written clusters hold: the caller's unhealthy counts are
+moved cluster by cluster (their order kept by bisection), and the statuses, per-namespace counts
+and namespace members pages have used are remembered per cluster generation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import heapq
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from common import redis_client
+from common.errors import InvalidInput
+from common.index import keys, nscounts, revisions, rows, timeline
+from common.index.read import tally
+from common.index.read.plan import AccessLike, Filters
+from common.index.read.reader import Reader, Stream
+from common.kinds.status import STATUSES
+
+__all__ = ["BY", "Group", "GroupCursor", "GroupPage", "GroupReader", "Member"]
+
+BY = ("object", "namespace")
+RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
+"""A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
+PAGES_MAX = 1024  # remembered pages per process
+INDEXES_MAX = 4096  # remembered (cluster, generation) unhealthy indexes and namespace lists
+CODES_MAX = 8192  # remembered status codes per cluster (identities of pages shown)
+DRAIN_MAX = 100_000
+"""Rows a namespace grouping with a name filter may gather (it counts every matching row)."""
+DRIFT_LOOKUPS_MAX = 250_000
+"""Object lookups (groups examined x the caller's clusters) one `drift=true` page makes at most
+(1,250 groups on 200 clusters, all of a 50-cluster fleet's 5,000): past it, the page ends early
+(fewer groups than `limit`, possibly none) with a `continue` from the last group examined."""
+
+
+@dataclass(frozen=True)
+class GroupCursor:
+    """The last group a page returned: its unhealthy cluster count and key, and when the walk
+    began (ms)."""
+
+    unhealthy: int
+    key: bytes
+    start: int
+
+
+@dataclass
+class Member:
+    """One cluster of a group: its status there (a namespace's worst), whether suspended (any
+    of its rows), and for namespace groups its rows by status."""
+
+    cluster: str
+    status: str
+    suspended: bool
+    objects: int = 1
+    statuses: dict[str, int] = field(default_factory=dict)
+    revision: str = ""
+    """Object groups: the row's revision on this cluster ("" for none)."""
+
+
+@dataclass
+class Group:
+    key: bytes
+    namespace: str
+    kind: str | None
+    name: str | None
+    clusters: list[Member]
+    """Every cluster where the group appears, worst status first, then by name (`RANK`)."""
+    order: int = 0
+    """The unhealthy count the group was placed by (what the cursor holds)."""
+
+    def statuses(self) -> dict[str, int]:
+        """Clusters with at least one row of each status."""
+        out = dict.fromkeys(STATUSES, 0)
+        for m in self.clusters:
+            if m.statuses:
+                for s, n in m.statuses.items():
+                    out[s] += 1 if n else 0
+            else:
+                out[m.status] += 1
+        return out
+
+    def suspended(self) -> int:
+        return sum(1 for m in self.clusters if m.suspended)
+
+    def revisions(self) -> revisions.Revisions:
+        """The revisions its clusters run, with cluster counts (common.index.revisions)."""
+        return revisions.count(m.revision for m in self.clusters)
+
+    def drifts(self) -> bool:
+        return revisions.drifts(m.revision for m in self.clusters)
+
+
+@dataclass
+class GroupPage:
+    groups: list[Group]
+    cursor: GroupCursor | None
+    scanned: int = 0
+    """Members Redis examined (streams) and unhealthy-index members read, for this page."""
+    round_trips: int = 0
+    version: keys.GrantsVersion | None = None
+
+
+@dataclass
+class _Ask:
+    """One page's question (the caller's access, their clusters with their generations, the
+    filters, the grouping) and the page being built (what it cost so far)."""
+
+    access: Mapping[str, AccessLike]
+    clusters: list[str]
+    gens: Mapping[str, Any]
+    filters: Filters
+    by: str
+    out: GroupPage
+
+
+@dataclass
+class _Tally:
+    """One caller's unhealthy part: each cluster's group keys as of its generation, and how
+    many of the clusters hold each key."""
+
+    access: Mapping[str, AccessLike]
+    parts: dict[str, tuple[Any, tuple[bytes, ...]]] = field(default_factory=dict)
+    counts: dict[bytes, int] = field(default_factory=dict)
+    order: list[tuple[int, bytes]] = field(default_factory=list)
+    """(-count, key) of every key, sorted: the groups' order."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def move(self, delta: Mapping[bytes, int]) -> None:
+        """Apply count changes, keeping `order` sorted (a few hundred keys per written
+        cluster: bisect, not a sort of every group)."""
+        if not self.order and len(delta) > 256:  # the first time: one sort
+            self.counts = {k: n for k, n in delta.items() if n > 0}
+            self.order = sorted((-n, k) for k, n in self.counts.items())
+            return
+        for k, d in delta.items():
+            if not d:
+                continue
+            n0 = self.counts.get(k, 0)
+            n1 = n0 + d
+            if n0 > 0:
+                del self.order[bisect.bisect_left(self.order, (-n0, k))]
+            if n1 > 0:
+                bisect.insort(self.order, (-n1, k))
+                self.counts[k] = n1
+            else:
+                self.counts.pop(k, None)
+
+
+@functools.lru_cache(maxsize=65536)
+def _member(cluster: str, found: str) -> Member:
+    """The Member of a CODES reply (status code, then revision) on `cluster`, shared by every
+    object group (read only)."""
+    status, suspended = tally.code_status(found[:1])
+    return Member(cluster, status, suspended, revision=found[1:])
+
+
+@functools.lru_cache(maxsize=65536)
+def _decoded(value: str) -> tuple[tuple[str, str, int], ...]:
+    """A per-namespace counts value as (kind, code, n): namespaces of the same shape repeat
+    across a fleet's clusters, so each is decoded once."""
+    return tuple((kind, code, n) for (kind, code), n in nscounts.decode(value).items())
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+@functools.lru_cache(maxsize=65536)
+def _summed(
+    value: str,
+    cluster_wide: frozenset[str],
+    own: frozenset[str],
+    kinds: frozenset[str],
+    codes: frozenset[str],
+) -> tuple[str, bool, int, dict[str, int]] | None:
+    """One cluster's share of a namespace group from its per-namespace counts: the worst
+    status, whether any row is suspended, the rows and the rows by status (read only: shared by
+    every cluster whose namespace has the same counts), over the kinds the caller may list
+    there (`cluster_wide`, `own`) and the filters (`kinds`, status `codes`); None: no row."""
+    by_status: dict[str, int] = {}
+    suspended = False
+    for kind, code, n in _decoded(value):
+        if (kinds and kind not in kinds) or code not in codes:
+            continue
+        if kind not in cluster_wide and kind not in own:
+            continue
+        status, susp = tally.code_status(code)
+        by_status[status] = by_status.get(status, 0) + n
+        suspended = suspended or susp
+    if not by_status:
+        return None
+    worst = next(s for s in RANK if s in by_status)
+    return worst, suspended, sum(by_status.values()), by_status
+
+
+def _rank(m: Member) -> int:
+    return RANK[m.status]
+
+
+def _key_of(identity: bytes, by: str) -> bytes:
+    """A group's key: the identity (`ns NUL kind NUL name NUL`) or `ns NUL`."""
+    return identity if by == "object" else identity[: identity.index(b"\x00") + 1]
+
+
+def _order(p: tuple[int, bytes]) -> tuple[int, bytes]:
+    """The groups' order: most unhealthy clusters first, then by key."""
+    return -p[0], p[1]
+
+
+def _statuses_allowed(filters: Filters) -> frozenset[str]:
+    return frozenset(filters.statuses) & frozenset(STATUSES) or frozenset(STATUSES)
+
+
+def _code_ok(code: str, filters: Filters) -> bool:
+    status, suspended = tally.code_status(code)
+    if status not in _statuses_allowed(filters):
+        return False
+    return filters.suspended is None or suspended is filters.suspended
+
+
+def _visible_kinds(access: AccessLike, ns: str) -> frozenset[str]:
+    return access.cluster_wide | access.namespaces.get(ns, frozenset())
+
+
+def _may_list(access: AccessLike, ns: str, kind: str) -> bool:
+    return kind in access.cluster_wide or kind in access.namespaces.get(ns, ())
+
+
+class GroupReader:
+    """Group pages (one per process; thread-safe: shared maps are only replaced or cleared, and a
+    page keeps what it read for itself)."""
+
+    def __init__(self, reader: Reader, pages_max: int = PAGES_MAX) -> None:
+        self.reader = reader
+        self.r: redis.Redis = reader.r
+        self.pages_max = pages_max
+        self._pages: dict[Any, tuple[Any, list[Any], GroupPage]] = {}
+        self._unhealthy: dict[str, tuple[Any, list[bytes]]] = {}
+        self._namespaces: dict[str, tuple[Any, list[str]]] = {}
+        self._keys: dict[Any, tuple[AccessLike, Any, tuple[bytes, ...]]] = {}
+        """(cluster, access, filters, by) -> the cluster's unhealthy group keys, by generation."""
+        self._tallies: dict[Any, _Tally] = {}
+        """(access, filters, by) -> the unhealthy part's counts, moved cluster by cluster."""
+        self._codes: dict[str, tuple[Any, dict[bytes, str]]] = {}
+        """cluster -> (generation, identity -> its status code there, "" for none)."""
+        self._nsvalues: dict[str, tuple[Any, dict[str, str]]] = {}
+        """cluster -> (generation, namespace -> its per-namespace counts, "" for none)."""
+        self._nsmembers: dict[Any, tuple[AccessLike, Any, dict[str, Member | None]]] = {}
+        """(cluster, access, filters) -> (access, generation, namespace -> its Member)."""
+        self._changes: dict[tuple[str, int, str], tuple[Any, frozenset[tuple[bytes, str, str]]]]
+        self._changes = {}
+        """(cluster, walk start, by) -> (generation, the groups changed there since)."""
+        self._lock = threading.Lock()
+        self.index_reads = 0
+        """Unhealthy indexes and namespace lists read from Redis (not remembered): for tests."""
+        self.lookups = 0
+        """Clusters asked for the status codes (or counts) of a page's groups: for tests."""
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    def page(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        by: str,
+        limit: int,
+        cursor: GroupCursor | None = None,
+        confirm_version: bool = False,
+    ) -> GroupPage:
+        """Up to `limit` groups after `cursor`; `confirm_version` as Reader.page has it."""
+        if by not in BY:
+            raise ValueError(f"by is one of {BY}")
+        wanted = set(filters.clusters)
+        clusters = [c for c in sorted(access) if not wanted or c in wanted]
+        out = GroupPage([], None)
+        gens, out.version = tally.generations(self.r, clusters, confirm_version)
+        out.round_trips = 1 if clusters or confirm_version else 0
+        if not clusters:
+            return out
+        memo = (id(access), filters, by, cursor, limit)
+        hit = None if filters.flapping else self._pages.get(memo)  # flapping slides with time
+        if hit is not None and hit[0] is access and hit[1] == gens:
+            return dataclasses.replace(hit[2], version=out.version, round_trips=1, scanned=0)
+        start = cursor.start if cursor is not None else int(time.time() * 1000)
+        # Drift under a label selector is kept on the selector's drained groups (_page);
+        # otherwise drifting groups are picked from the plain walk (_drift_page).
+        drained = bool(filters.labels) or bool(filters.flapping)
+        base = (
+            dataclasses.replace(filters, drift=False) if filters.drift and not drained else filters
+        )
+        ask = _Ask(access, clusters, dict(zip(clusters, gens, strict=True)), base, by, out)
+        if filters.drift and by == "object" and not drained:
+            self._drift_page(ask, limit, cursor, start)
+        else:
+            self._page(ask, limit, cursor, start)
+        if len(self._pages) >= self.pages_max:
+            self._pages.clear()
+        self._pages[memo] = (access, list(gens), out)
+        return out
+
+    def _page(
+        self,
+        q: _Ask,
+        limit: int,
+        cursor: GroupCursor | None,
+        start: int,
+    ) -> None:
+        filters, by, out = q.filters, q.by, q.out
+        need = limit + 1
+        changed = self._changed(q, start) if cursor is not None else set()
+        drained: dict[bytes, Group] = {}
+        pos = (-cursor.unhealthy, cursor.key) if cursor is not None else None
+        picked: list[tuple[int, bytes]] = []
+        drain = bool(filters.labels or filters.flapping) or (
+            by == "namespace" and bool(filters.name)
+        )
+        if drain:  # labels, flapping (and names, by namespace): from the matching rows
+            for n, k in self._drained_order(q, drained):
+                if filters.drift and not drained[k].drifts():
+                    continue
+                if (pos is None or (-n, k) > pos) and k not in changed:
+                    picked.append((n, k))
+                    if len(picked) >= need:
+                        break
+            unhealthy: Mapping[bytes, int] = {}
+        else:
+            picked, unhealthy = self._unhealthy_part(q, pos, changed, need)
+        rest = _statuses_allowed(filters) - {"unhealthy"}
+        if len(picked) < need and rest and not drain:
+            after_key = cursor.key if cursor is not None and cursor.unhealthy == 0 else b""
+            skip = changed | set(unhealthy)
+            if by == "object":
+                more = self._merge_objects(q, after_key, skip, need - len(picked))
+                picked += [(0, k) for k in more]
+            else:
+                picked += self._merge_namespaces(q, after_key, skip, need - len(picked))
+        page = picked[:limit]
+        if drain:
+            out.groups = [drained[k] for _n, k in page]
+        elif by == "object":
+            out.groups = self._object_groups(q, page)
+        else:
+            out.groups = self._namespace_groups(q, page)
+        if len(picked) > limit:
+            n, k = page[-1]
+            out.cursor = GroupCursor(n, k, start)
+
+    # -- drift: object groups whose clusters run two or more revisions ------------------------
+
+    def _drift_page(
+        self,
+        q: _Ask,
+        limit: int,
+        cursor: GroupCursor | None,
+        start: int,
+    ) -> None:
+        """A page of drifting object groups: the object groups of the same walk, in the same
+        order, examined in batches (their clusters' codes and revisions in one round trip per
+        batch) and kept when they drift. A revision never moves a group in the order (only its
+        unhealthy count does, and `_changed` skips such groups as on any walk), so a group is
+        shown at most once: drifting when its page is read. At most `DRIFT_LOOKUPS_MAX` lookups
+        (groups x clusters) per page; past it the page ends early, its cursor the last
+        examined."""
+        out = q.out
+        changed = self._changed(q, start) if cursor is not None else set()
+        shown: list[Group] = []
+        at, examined, more = cursor, 0, True
+        budget = max(DRIFT_LOOKUPS_MAX // max(len(q.clusters), 1), 1)  # groups this page
+        while len(shown) <= limit and more and examined < budget:
+            want = min(max(4 * (limit + 1 - len(shown)), 64), budget - examined)
+            picked = self._pick_objects(q, at, changed, want)
+            more = len(picked) >= want
+            examined += len(picked)
+            shown += [g for g in self._object_groups(q, picked) if g.drifts()]
+            if picked:
+                at = GroupCursor(picked[-1][0], picked[-1][1], start)
+        out.groups = shown[:limit]
+        if len(shown) > limit:
+            last = out.groups[-1]
+            out.cursor = GroupCursor(last.order, last.key, start)
+        elif more and at is not None:  # the budget ran out: go on from the last examined
+            out.cursor = at
+
+    def _pick_objects(
+        self,
+        q: _Ask,
+        cursor: GroupCursor | None,
+        changed: set[bytes],
+        need: int,
+    ) -> list[tuple[int, bytes]]:
+        """The next `need` object groups after `cursor` (unhealthy count, key), as `_page`
+        picks them: the unhealthy part, then the rest in key order."""
+        pos = (-cursor.unhealthy, cursor.key) if cursor is not None else None
+        picked, unhealthy = self._unhealthy_part(q, pos, changed, need)
+        if len(picked) < need and _statuses_allowed(q.filters) - {"unhealthy"}:
+            after_key = cursor.key if cursor is not None and cursor.unhealthy == 0 else b""
+            more = self._merge_objects(q, after_key, changed | set(unhealthy), need - len(picked))
+            picked += [(0, k) for k in more]
+        return picked
+
+    # -- the unhealthy part --------------------------------------------------------------------
+
+    def _unhealthy_part(
+        self,
+        q: _Ask,
+        pos: tuple[int, bytes] | None,
+        changed: set[bytes],
+        need: int,
+    ) -> tuple[list[tuple[int, bytes]], Mapping[bytes, int]]:
+        """The page's groups with unhealthy clusters after `pos` (up to `need`, but those in
+        `changed`), most unhealthy first, then by key; and, when they do not fill the page, every
+        such group (the rest of the page skips them). The counts are the caller's, kept per
+        (access, filters, grouping) and moved by the clusters written since: a write costs the
+        next page that cluster's index and its keys, never a recount of the fleet."""
+        if "unhealthy" not in _statuses_allowed(q.filters):
+            return [], {}
+        memo = (id(q.access), q.filters, q.by)
+        t = self._tallies.get(memo)
+        if t is None or t.access is not q.access:
+            with self._lock:
+                if len(self._tallies) >= self.pages_max:
+                    self._tallies.clear()
+                t = self._tallies[memo] = _Tally(q.access)
+        with t.lock:  # one page at a time moves and reads a caller's counts
+            moved = [c for c in q.clusters if (t.parts.get(c) or (None,))[0] != q.gens[c]]
+            if moved:
+                fresh = self._unhealthy_keys(q, moved)
+                delta: Counter[bytes] = Counter()
+                for c in moved:
+                    old = t.parts.get(c)
+                    if old is not None:
+                        delta.subtract(old[1])
+                    delta.update(fresh[c])
+                    t.parts[c] = (q.gens[c], fresh[c])
+                t.move(delta)
+            picked: list[tuple[int, bytes]] = []
+            i = bisect.bisect_right(t.order, pos) if pos is not None else 0
+            while len(picked) < need and i < len(t.order):
+                m, k = t.order[i]
+                i += 1
+                if k not in changed:
+                    picked.append((-m, k))
+            return picked, (dict(t.counts) if len(picked) < need else {})
+
+    def _unhealthy_keys(self, q: _Ask, clusters: list[str]) -> dict[str, tuple[bytes, ...]]:
+        """Each cluster's keys of groups with unhealthy rows the caller may list (under the
+        filters), remembered per (generation, access, filters)."""
+        access, gens, filters, by = q.access, q.gens, q.filters, q.by
+        got: dict[str, tuple[bytes, ...]] = {}
+        todo = []
+        for c in clusters:
+            hit = self._keys.get((c, id(access[c]), filters, by))
+            if hit is not None and hit[0] is access[c] and hit[1] == gens[c]:
+                got[c] = hit[2]
+            else:
+                todo.append(c)
+        if todo:
+            indexes = self._indexes(todo, gens, q.out)
+            codes = rows.codes_for(("unhealthy",), filters.suspended).encode()
+            with self._lock:
+                if len(self._keys) >= INDEXES_MAX * 4:
+                    self._keys.clear()
+            for c in todo:
+                vis = self.reader.visibility(access[c], filters, codes)
+                found = self._cluster_keys(vis.keep(indexes[c]), filters, by)
+                self._keys[(c, id(access[c]), filters, by)] = (access[c], gens[c], found)
+                got[c] = found
+        return got
+
+    @staticmethod
+    def _cluster_keys(members: list[bytes], filters: Filters, by: str) -> tuple[bytes, ...]:
+        """The distinct group keys of one cluster's visible unhealthy members."""
+        name = filters.name.encode()
+        namespaces = {ns.encode() for ns in filters.namespaces}
+        found: dict[bytes, None] = {}
+        for m in members:
+            ident = rows.identity_bytes(m)
+            if namespaces or name:
+                ns, _kind, obj, _ = ident.split(b"\x00", 3)
+                if (namespaces and ns not in namespaces) or (name and name not in obj):
+                    continue
+            found[_key_of(ident, by)] = None
+        return tuple(found)
+
+    def _indexes(
+        self, clusters: Sequence[str], gens: Mapping[str, Any], out: GroupPage
+    ) -> dict[str, list[bytes]]:
+        """Each cluster's unhealthy index, remembered per generation (read in one round trip
+        for those whose generation moved)."""
+        got: dict[str, list[bytes]] = {}
+        todo = []
+        for c in clusters:
+            hit = self._unhealthy.get(c)
+            if hit is not None and hit[0] == gens[c]:
+                got[c] = hit[1]
+            else:
+                todo.append(c)
+        if todo:
+            replies = redis_client.pipelined(
+                self.r, [("ZRANGE", keys.by_status(c, "unhealthy"), 0, -1) for c in todo]
+            )
+            out.round_trips += 1
+            with self._lock:
+                if len(self._unhealthy) >= INDEXES_MAX:
+                    self._unhealthy.clear()
+                for c, members in zip(todo, replies, strict=True):
+                    got[c] = list(members)
+                    self._unhealthy[c] = (gens[c], got[c])
+                    out.scanned += len(got[c])
+            self.index_reads += len(todo)
+        return got
+
+    # -- what changed since the walk began -----------------------------------------------------
+
+    def _changed(
+        self,
+        q: _Ask,
+        start: int,
+    ) -> set[bytes]:
+        """The groups with a visible row placed at or after `start` in the time index: those
+        that transitioned since the walk began (and rows of clocks ahead: placed later), and
+        those with a row without a transition time whose status changed since (the untimed
+        sets' scores are when their entries were written)."""
+        access, by = q.access, q.by
+        changed: set[bytes] = set()
+        todo = []
+        for c in q.clusters:
+            hit = self._changes.get((c, start, by))
+            if hit is not None and hit[0] == q.gens[c]:
+                changed |= {k for k, ns, kind in hit[1] if _may_list(access[c], ns, kind)}
+            else:
+                todo.append(c)
+        if not todo:
+            return changed
+        now = int(time.time() * 1000)
+        first, last = start // timeline.WINDOW_MS, now // timeline.WINDOW_MS + 1
+        untimed = timeline.untimed_suffixes()  # scored by when their entries were written
+        commands, spans = [], []
+        for c in todo:
+            for w in range(first, last + 1):
+                low = max(start - w * timeline.WINDOW_MS, 0)
+                commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, str(w)), low, "+inf"))
+                spans.append(c)
+            for suffix in untimed:
+                commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, suffix), start, "+inf"))
+                spans.append(c)
+        replies = redis_client.pipelined(self.r, commands)
+        q.out.round_trips += 1
+        per: dict[str, set[tuple[bytes, str, str]]] = {c: set() for c in todo}
+        for c, entries in zip(spans, replies, strict=True):
+            for e in entries:
+                ns, kind, name, _code = timeline.parse(e)
+                key = _key_of(b"%s\x00%s\x00%s\x00" % (ns, kind, name), by)
+                per[c].add((key, ns.decode(), kind.decode()))
+        with self._lock:
+            if len(self._changes) >= INDEXES_MAX * 4:
+                self._changes.clear()
+        for c, found in per.items():
+            # kept with each row's namespace and kind: what the caller may list is theirs
+            self._changes[(c, start, by)] = (q.gens[c], frozenset(found))
+            changed |= {k for k, ns, kind in found if _may_list(access[c], ns, kind)}
+        return changed
+
+    # -- the rest, in key order ----------------------------------------------------------------
+
+    def _merge_objects(
+        self,
+        q: _Ask,
+        after_key: bytes,
+        skip: set[bytes],
+        want: int,
+    ) -> list[bytes]:
+        """The next `want` identities after `after_key` held by any of the clusters (visible,
+        passing the filters), but those in `skip`: a merge of the clusters' streams."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
+        streams: list[Stream] = []
+        for c in clusters:
+            s = self.reader.stream(c, access[c], filters, after_key)
+            if s is not None:
+                streams.append(s)
+        bufs: list[deque[bytes]] = [deque() for _ in streams]
+        done = [False] * len(streams)
+        got: list[bytes] = []
+        chunk = max(want, 16)
+        while len(got) < want:
+            empty = [i for i, b in enumerate(bufs) if not b and not done[i]]
+            if empty:
+                chunks = self.reader.more([streams[i] for i in empty], filters, chunk)
+                out.round_trips += 1
+                for i, ch in zip(empty, chunks, strict=True):
+                    bufs[i].extend(rows.identity_bytes(m) for m in ch.members)
+                    done[i] = ch.done
+                    out.scanned += ch.scanned
+                continue
+            heads = [b[0] for b in bufs if b]
+            if not heads:
+                break
+            k = min(heads)
+            for b in bufs:
+                if b and b[0] == k:
+                    b.popleft()
+            if k not in skip:
+                got.append(k)
+        return got
+
+    def _merge_namespaces(
+        self,
+        q: _Ask,
+        after_key: bytes,
+        skip: set[bytes],
+        want: int,
+    ) -> list[tuple[int, bytes]]:
+        """The next `want` namespaces after `after_key` with rows passing the filters on any of
+        the clusters, but those in `skip`: candidates from the clusters' namespace lists (the
+        caller's namespaces, or all the cluster has when the caller has cluster-wide kinds),
+        confirmed by their counts."""
+        lists = self._namespace_lists(q)
+        after = after_key[:-1].decode() if after_key else None
+        merged = heapq.merge(
+            *(ns[bisect.bisect_right(ns, after) if after is not None else 0 :] for ns in lists)
+        )
+        got: list[tuple[int, bytes]] = []
+        last = None
+        batch: list[str] = []
+        for ns in merged:
+            if ns == last:
+                continue
+            last = ns
+            if ns.encode() + b"\x00" in skip:
+                continue
+            batch.append(ns)
+            if len(batch) >= max(2 * (want - len(got)), 16):
+                got += self._confirmed(q, batch)
+                batch = []
+                if len(got) >= want:
+                    return got[:want]
+        if batch:
+            got += self._confirmed(q, batch)
+        return got[:want]
+
+    def _confirmed(
+        self,
+        q: _Ask,
+        batch: list[str],
+    ) -> list[tuple[int, bytes]]:
+        members = self._namespace_members(q, batch)
+        return [(0, ns.encode() + b"\x00") for ns in batch if members.get(ns)]
+
+    def _namespace_lists(
+        self,
+        q: _Ask,
+    ) -> list[list[str]]:
+        """Per cluster, the namespaces the caller may see rows in, sorted (narrowed to the
+        namespace filter)."""
+        access, clusters, gens, filters, out = q.access, q.clusters, q.gens, q.filters, q.out
+        wide = [c for c in clusters if access[c].cluster_wide and not filters.namespaces]
+        todo = [c for c in wide if (self._namespaces.get(c) or (None,))[0] != gens[c]]
+        if todo:
+            p = self.r.pipeline(transaction=False)
+            for c in todo:
+                for b in range(nscounts.BUCKETS):
+                    p.hkeys(keys.nscounts(c, b))
+            replies = p.execute()
+            out.round_trips += 1
+            with self._lock:
+                if len(self._namespaces) >= INDEXES_MAX:
+                    self._namespaces.clear()
+                for i, c in enumerate(todo):
+                    names = replies[i * nscounts.BUCKETS : (i + 1) * nscounts.BUCKETS]
+                    self._namespaces[c] = (
+                        gens[c],
+                        sorted({redis_client.text(n) for ns in names for n in ns}),
+                    )
+            self.index_reads += len(todo)
+        lists = []
+        for c in clusters:
+            if c in wide:
+                lists.append((self._namespaces.get(c) or (None, []))[1])
+            elif filters.namespaces:
+                a = access[c]
+                lists.append(
+                    sorted(ns for ns in filters.namespaces if a.cluster_wide or ns in a.namespaces)
+                )
+            else:
+                lists.append(sorted(access[c].namespaces))
+        return lists
+
+    # -- a page's groups with their clusters ---------------------------------------------------
+
+    def _object_groups(
+        self,
+        q: _Ask,
+        page: list[tuple[int, bytes]],
+    ) -> list[Group]:
+        """The page's object groups, with the status of each on every cluster that holds it
+        (one script call per cluster, all in one round trip)."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
+        if not page:
+            return []
+        parts: list[tuple[bytes, str, str]] = []
+        for _n, k in page:
+            ns, kind, _ = k.decode().split("\x00", 2)
+            parts.append((k, ns, kind))
+        allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
+        per_cluster: list[tuple[str, list[bytes], dict[bytes, str]]] = []
+        asked: list[tuple[str, list[bytes]]] = []
+        for c in clusters:
+            a = access[c]
+            ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
+            if not ids:
+                continue
+            hit = self._codes.get(c)
+            known = hit[1] if hit is not None and hit[0] == q.gens.get(c) else {}  # read only
+            per_cluster.append((c, ids, known))
+            unknown = [k for k in ids if k not in known]
+            if unknown:
+                asked.append((c, unknown))
+        replies: dict[str, list[bytes]] = {}
+        if asked:  # only what the clusters written since the last page hold
+            replies = dict(zip((c for c, _ in asked), self.reader.codes(asked), strict=True))
+            out.round_trips += 1
+            self.lookups += len(asked)
+        unknowns = dict(asked)
+        found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
+        for c, ids, known in per_cluster:
+            if c in unknowns:
+                # interned: the same code and revision repeat across objects and clusters
+                new = {
+                    k: sys.intern(code.decode())
+                    for k, code in zip(unknowns[c], replies[c], strict=True)
+                }
+                known = {**known, **new} if len(known) < CODES_MAX else new
+                if c in q.gens:
+                    self._codes[c] = (q.gens[c], known)
+            for k in ids:
+                code = known[k]
+                if code[:1] in allowed:  # one Member per (cluster, code, revision): shared
+                    found[k].append(_member(c, code))
+        groups = []
+        for n, k in page:
+            ns, kind, name, _ = k.decode().split("\x00", 3)
+            members = sorted(found[k], key=_rank)  # stable: clusters stay in name order
+            groups.append(Group(k, ns, kind, name, members, n))
+        return groups
+
+    def _namespace_groups(
+        self,
+        q: _Ask,
+        page: list[tuple[int, bytes]],
+    ) -> list[Group]:
+        names = [k[:-1].decode() for _n, k in page]
+        members = self._namespace_members(q, names)
+        return [
+            Group(k, ns, None, None, members.get(ns, []), n)
+            for (n, k), ns in zip(page, names, strict=True)
+        ]
+
+    def _namespace_members(
+        self,
+        q: _Ask,
+        names: list[str],
+    ) -> dict[str, list[Member]]:
+        """Per namespace, the clusters where the caller may list rows there that pass the
+        filters, from the per-namespace counts (one round trip)."""
+        access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
+        if not names:
+            return {}
+        p = self.r.pipeline(transaction=False)
+        spans = []
+        held: list[tuple[str, dict[str, str]]] = []
+        for c in clusters:
+            a = access[c]
+            mine = [ns for ns in names if a.cluster_wide or ns in a.namespaces]
+            if not mine:
+                continue
+            hit = self._nsvalues.get(c)
+            known = hit[1] if hit is not None and hit[0] == q.gens.get(c) else {}  # read only
+            held.append((c, known))
+            unknown = [ns for ns in mine if ns not in known]
+            if unknown:  # only what the clusters written since the last page hold
+                spans.append((c, unknown, nscounts.queue_read(p, c, unknown)))
+        replies = p.execute() if spans else []
+        out.round_trips += 1 if spans else 0
+        self.lookups += len(spans)
+        pos = 0
+        fresh = {}
+        for c, unknown, groups in spans:
+            fresh[c] = nscounts.collect(groups, replies[pos : pos + len(groups)])
+            fresh[c].update((ns, "") for ns in unknown if ns not in fresh[c])
+            pos += len(groups)
+        kinds = frozenset(filters.kinds)
+        codes = frozenset(code for code in rows.CODE_STATUS if _code_ok(code, filters))
+        got: dict[str, list[Member]] = {}
+        for c, known in held:
+            if c in fresh:
+                known = {**known, **fresh[c]} if len(known) < CODES_MAX else fresh[c]
+                if c in q.gens:
+                    self._nsvalues[c] = (q.gens[c], known)
+            a = access[c]
+            # This caller's members on this cluster, remembered by its generation: a page
+            # after a write re-sums only the written clusters.
+            mkey = (c, id(a), filters)
+            seen = self._nsmembers.get(mkey)
+            if seen is not None and seen[0] is a and seen[1] == q.gens.get(c) and c not in fresh:
+                shown = seen[2]
+            else:
+                shown = {}
+                if c in q.gens:
+                    with self._lock:
+                        if len(self._nsmembers) >= INDEXES_MAX * 4:
+                            self._nsmembers.clear()
+                    self._nsmembers[mkey] = (a, q.gens[c], shown)
+            for ns in names:
+                if ns in shown:
+                    m = shown[ns]
+                else:
+                    m = None
+                    value = known.get(ns)
+                    summed = value and _summed(
+                        value, a.cluster_wide, a.namespaces.get(ns, _NONE), kinds, codes
+                    )
+                    if summed:
+                        m = Member(c, *summed)
+                    if len(shown) < CODES_MAX:
+                        shown[ns] = m
+                if m is not None:
+                    got.setdefault(ns, []).append(m)
+        for ms in got.values():
+            ms.sort(key=_rank)  # stable: clusters stay in name order
+        return got
+
+    # -- namespaces of name-filtered rows ------------------------------------------------------
+
+    def _drained_rows(self, q: _Ask) -> Iterator[tuple[str, bytes]]:
+        """Every row of the caller's clusters that passes the filters, as (cluster, member),
+        read from all clusters' streams a chunk per round trip (at most DRAIN_MAX rows)."""
+        access, filters, out = q.access, q.filters, q.out
+        streams = [
+            s for c in q.clusters if (s := self.reader.stream(c, access[c], filters)) is not None
+        ]
+        total = 0
+        while streams:
+            chunks = self.reader.more(streams, filters, 256)
+            out.round_trips += 1
+            left = []
+            for s, ch in zip(streams, chunks, strict=True):
+                out.scanned += ch.scanned
+                total += len(ch.members)
+                for m in ch.members:
+                    yield s.cluster, m
+                if not ch.done:
+                    left.append(s)
+            streams = left
+            if total > DRAIN_MAX:
+                _too_many(filters)
+
+    def _drained_order(
+        self,
+        q: _Ask,
+        groups: dict[bytes, Group],
+    ) -> list[tuple[int, bytes]]:
+        """Namespace groups of a name filter, or any groups of a label selector, from every
+        matching row (at most DRAIN_MAX), in the groups' order; the groups go into `groups`."""
+        if q.by == "object":
+            return self._drained_objects(q, groups)
+        per: dict[str, dict[str, Member]] = {}
+        for cluster, m in self._drained_rows(q):
+            ns, _kind, _name, code, _ = m.split(b"\x00", 4)
+            status, susp = tally.code_status(code.decode())
+            mem = per.setdefault(ns.decode(), {}).get(cluster)
+            if mem is None:
+                mem = per[ns.decode()][cluster] = Member(cluster, status, susp, 0)
+            mem.objects += 1
+            mem.statuses[status] = mem.statuses.get(status, 0) + 1
+            mem.suspended = mem.suspended or susp
+            if RANK[status] < RANK[mem.status]:
+                mem.status = status
+        order = []
+        for space, ms in per.items():
+            members = sorted(ms.values(), key=lambda m: (RANK[m.status], m.cluster))
+            k = space.encode() + b"\x00"
+            g = Group(k, space, None, None, members)
+            g.order = sum(1 for m in members if m.statuses.get("unhealthy"))
+            groups[k] = g
+            order.append((g.order, k))
+        order.sort(key=_order)
+        return order
+
+    def _drained_objects(self, q: _Ask, groups: dict[bytes, Group]) -> list[tuple[int, bytes]]:
+        """Object groups of a label selector, from every matching row (the selector may hold
+        for an object on some clusters only: a group counts those), in the groups' order."""
+        per: dict[bytes, list[Member]] = {}
+        for cluster, m in self._drained_rows(q):
+            ident = rows.identity_bytes(m)
+            code = m[len(ident) : len(ident) + 1].decode()
+            # shared per (cluster, code, revision), as the CODES path's members
+            per.setdefault(ident, []).append(_member(cluster, code + rows.revision_of(m)))
+        order = []
+        for k, members in per.items():
+            members.sort(key=lambda m: (RANK[m.status], m.cluster))
+            ns, kind, name, _ = k.decode().split("\x00", 3)
+            g = Group(k, ns, kind, name, members)
+            g.order = sum(1 for m in members if m.status == "unhealthy")
+            groups[k] = g
+            order.append((g.order, k))
+        order.sort(key=_order)
+        return order
+
+    # -- one group -----------------------------------------------------------------------------
+
+    def group(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        key: bytes,
+        by: str,
+        confirm_version: bool = False,
+    ) -> tuple[Group, list[tuple[str, bytes]], keys.GrantsVersion | None]:
+        """One group with every cluster where the caller may list it, and for an object group
+        its rows (cluster, member), worst status first, then by cluster."""
+        wanted = set(filters.clusters)
+        clusters = [c for c in sorted(access) if not wanted or c in wanted]
+        commands: list[Any] = [("GET", keys.VERSION)] if confirm_version else []
+        if by == "namespace":
+            version = keys.GrantsVersion(self.r.get(keys.VERSION)) if confirm_version else None
+            ns = key[:-1].decode()
+            if filters.labels:  # the per-namespace counts know no labels: from the rows
+                narrowed = dataclasses.replace(filters, namespaces=(ns,))
+                ask = _Ask(access, clusters, {}, narrowed, by, GroupPage([], None))
+                drained: dict[bytes, Group] = {}
+                self._drained_order(ask, drained)
+                got = drained.get(key)
+                return Group(key, ns, None, None, got.clusters if got else []), [], version
+            ask = _Ask(access, clusters, {}, filters, by, GroupPage([], None))
+            members = self._namespace_members(ask, [ns])
+            return Group(key, ns, None, None, members.get(ns, [])), [], version
+        ns_b, kind_b, _ = key.split(b"\x00", 2)
+        ns, kind = ns_b.decode(), kind_b.decode()
+        asked = [c for c in clusters if kind in _visible_kinds(access[c], ns)]
+        commands += [
+            ("ZRANGEBYLEX", keys.rows(c), b"[" + key, b"(" + key + b"\xff", "LIMIT", 0, 1)
+            for c in asked
+        ]
+        replies = redis_client.pipelined(self.r, commands)
+        version = keys.GrantsVersion(replies.pop(0)) if confirm_version else None
+        found: list[tuple[Member, tuple[str, bytes]]] = []
+        at = rows.FIELDS.index("revision")
+        for c, got in zip(asked, replies, strict=True):
+            if not got:
+                continue
+            code = got[0][len(key) : len(key) + 1].decode()
+            if not _code_ok(code, filters):
+                continue
+            if filters.labels and not filters.labels.matches(rows.labels_of(got[0])):
+                continue
+            status, susp = tally.code_status(code)
+            fields = got[0].split(b"\x00", at + 1)
+            rev = fields[at].decode() if len(fields) > at else ""
+            found.append((Member(c, status, susp, revision=rev), (c, got[0])))
+        found.sort(key=lambda p: (RANK[p[0].status], p[0].cluster))
+        name = key.split(b"\x00", 3)[2].decode()
+        g = Group(key, ns, kind, name, [m for m, _ in found])
+        return g, [row for _, row in found], version
+
+
+def _too_many(filters: Filters) -> None:
+    if filters.labels:
+        raise InvalidInput(
+            "labelSelector",
+            f"matches more than {DRAIN_MAX} objects: too many to group; narrow the selector "
+            "or add filters",
+        )
+    raise InvalidInput(
+        "name",
+        f"matches more than {DRAIN_MAX} objects: too many to group by namespace; "
+        "use a longer substring, or by=object",
+    )
+
+
+def group_key(namespace: str, kind: str | None = None, name: str | None = None) -> bytes:
+    """The key of an object group (all three given) or of a namespace group."""
+    if kind is None or name is None:
+        return namespace.encode() + b"\x00"
+    return rows.sort_key(namespace, kind, name).encode()

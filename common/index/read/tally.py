@@ -1,0 +1,242 @@
+"""Count tables: a caller's visible rows on one cluster counted by (kind, status code), summed
+from counts the writer keeps (never by scanning rows), and remembered while the cluster's
+generation is unchanged.
+
+A table is the cluster-wide `counts` hash restricted to the caller's cluster-wide kinds, plus
+the per-namespace counts (common.index.nscounts) of each namespace where the caller has more
+kinds, restricted to those. Computing one costs one pipelined round trip whatever the number of
+namespaces (one HMGET per bucket); a caller's tables are then reused, per process, until a write
+to the cluster bumps its generation, so facets and plans for a caller with thousands of
+namespaces cost one MGET of generations in the steady state. Tables are exact as of the
+generation read with them: the generation is read first, so a write landing mid-read only makes
+the table look older than it is (recomputed next time), never newer.
+
+Used by common.index.read.reader for facets and to plan sparse pages (which clusters hold matches,
+whether a status index is cheaper to walk than the caller's namespace ranges).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from common import redis_client
+from common.index import keys, nscounts, rows
+from common.index.buckets import Groups
+from common.index.read.plan import AccessLike
+
+Table = dict[nscounts.Key, int]
+"""Visible rows by (kind, status code)."""
+TABLES_MAX = 65536  # remembered tables per process (cluster x access x namespace filter)
+
+
+@dataclass(frozen=True)
+class View:
+    """What one caller may count on one cluster: `cluster_wide` kinds everywhere (from the
+    `counts` hash) and, per namespace, the kinds beyond them (from the per-namespace counts)."""
+
+    cluster_wide: frozenset[str]
+    namespaces: Mapping[str, frozenset[str]]
+
+
+def view(access: AccessLike, namespaces: Sequence[str] = ()) -> View:
+    """The caller's view, restricted to `namespaces` when given (the `namespace` filter)."""
+    cw = access.cluster_wide
+    if namespaces:
+        per_ns = {ns: cw | access.namespaces.get(ns, frozenset()) for ns in namespaces}
+        return View(frozenset(), {ns: k for ns, k in per_ns.items() if k})
+    extra = {ns: k - cw for ns, k in access.namespaces.items()}
+    return View(cw, {ns: k for ns, k in extra.items() if k})
+
+
+def code_status(code: str) -> tuple[str, bool]:
+    """(status, suspended) of a status code."""
+    return rows.CODE_STATUS[code], code in rows.SUSPENDED_CODES
+
+
+@dataclass
+class Entry:
+    """A remembered table with the per-namespace counts it was summed from (encoded)."""
+
+    access: AccessLike
+    gen: int
+    table: Table
+    per_ns: Mapping[str, str]
+    plans: dict[Any, Any] = field(default_factory=dict)
+    """What readers derived from it, by their own keys (e.g. pruned ranges per filters)."""
+
+
+class Tallies:
+    """Tables per (cluster, access, namespace filter), valid while the cluster's generation is
+    the one they were read at (one per process; thread-safe)."""
+
+    def __init__(self, r: Any) -> None:
+        self.r = r
+        self._tables: dict[tuple[str, int, tuple[str, ...]], Entry] = {}
+        self._lock = threading.Lock()
+        self.computed = 0
+        """Tables computed from Redis (not reused) so far: what the tests count."""
+
+    def cached(
+        self, cluster: str, access: AccessLike, namespaces: tuple[str, ...], gen: int
+    ) -> Table | None:
+        hit = self._tables.get((cluster, id(access), namespaces))
+        if hit is not None and hit.access is access and hit.gen == gen:
+            return hit.table
+        return None
+
+    def entry(
+        self, cluster: str, access: AccessLike, namespaces: tuple[str, ...], gen: int
+    ) -> Entry | None:
+        """The remembered entry `cached` would answer from (None when there is none)."""
+        hit = self._tables.get((cluster, id(access), namespaces))
+        return hit if hit is not None and hit.access is access and hit.gen == gen else None
+
+    def entries(self, wanted: Sequence[tuple[str, AccessLike]]) -> dict[str, Entry | None]:
+        """Entries for planning, whatever their generation: a plan pruned by one checks the
+        generation with its scan (and `forget`s it when moved), and a batch size estimated from
+        a stale one costs a round trip at worst; facets refresh them as clusters change. Missing
+        ones are read in one round trip. None: per-namespace counts not complete there."""
+        out: dict[str, Entry | None] = {}
+        todo = []
+        for c, a in wanted:
+            hit = self._tables.get((c, id(a), ()))
+            if hit is not None and hit.access is a:
+                out[c] = hit
+            else:
+                todo.append((c, a, ()))
+        if todo:
+            self.compute(todo)
+            for c, a, _ in todo:
+                hit = self._tables.get((c, id(a), ()))
+                out[c] = hit if hit is not None and hit.access is a else None
+        return out
+
+    def forget(self, cluster: str, access: AccessLike) -> None:
+        """Drop a cluster's entry (its generation moved): read again next time."""
+        self._tables.pop((cluster, id(access), ()), None)
+
+    def compute(
+        self,
+        wanted: Iterable[tuple[str, AccessLike, tuple[str, ...]]],
+        pipe: Any | None = None,
+    ) -> dict[str, Table | None]:
+        """Read the tables of `wanted` (cluster, access, namespace filter) in one pipelined
+        round trip and remember them; None for a cluster whose per-namespace counts are not
+        complete yet (the caller counts by scanning there)."""
+        todo = [(c, a, ns, view(a, ns)) for c, a, ns in wanted]
+        if not todo:
+            return {}
+        p = pipe if pipe is not None else self.r.pipeline(transaction=False)
+        spans: list[tuple[int, Groups]] = []
+        for c, _a, _ns, v in todo:
+            p.get(keys.generation(c))  # first: a write landing after it makes the table look older
+            p.hget(keys.sync(c), nscounts.READY)
+            if v.cluster_wide:
+                p.hgetall(keys.counts(c))
+            groups = nscounts.queue_read(p, c, v.namespaces) if v.namespaces else []
+            spans.append((3 if v.cluster_wide else 2, groups))
+        replies = p.execute()
+        out: dict[str, Table | None] = {}
+        pos = 0
+        for (c, a, ns_filter, v), (head, groups) in zip(todo, spans, strict=True):
+            gen, ready = int(replies[pos] or 0), replies[pos + 1] is not None
+            counts = replies[pos + 2] if v.cluster_wide else {}
+            per_ns = nscounts.collect(groups, replies[pos + head : pos + head + len(groups)])
+            pos += head + len(groups)
+            if not ready:
+                out[c] = None
+                continue
+            table = _table(v, counts, per_ns)
+            out[c] = table
+            self._remember((c, id(a), ns_filter), Entry(a, gen, table, per_ns))
+        self.computed += len(todo)
+        return out
+
+    def _remember(self, key: tuple[str, int, tuple[str, ...]], value: Entry) -> None:
+        with self._lock:
+            if len(self._tables) >= TABLES_MAX:
+                self._tables.clear()
+            self._tables[key] = value
+
+
+def _table(v: View, counts: Mapping[Any, Any], per_ns: Mapping[str, str]) -> Table:
+    table: Table = {}
+    for f, n in counts.items():
+        kind, status, suspended = rows.parse_count_field(f)
+        if kind in v.cluster_wide:
+            k = (kind, nscounts.code_of(status, suspended))
+            table[k] = table.get(k, 0) + int(n)
+    for ns, value in per_ns.items():
+        kinds = v.namespaces[ns]
+        for (kind, code), n in nscounts.decode(value).items():
+            if kind in kinds:
+                table[(kind, code)] = table.get((kind, code), 0) + n
+    return {k: n for k, n in table.items() if n > 0}
+
+
+def matching(
+    table: Table, kinds: frozenset[str], statuses: frozenset[str], suspended: bool | None
+) -> int:
+    """The rows of a table that pass these filters (empty sets: any)."""
+    total = 0
+    for (kind, code), n in table.items():
+        status, susp = code_status(code)
+        if (kinds and kind not in kinds) or (statuses and status not in statuses):
+            continue
+        if suspended is None or susp is suspended:
+            total += n
+    return total
+
+
+def live_namespaces(
+    entry: Entry,
+    namespaces: Mapping[str, frozenset[str]],
+    kinds: frozenset[str],
+    statuses: frozenset[str],
+    suspended: bool | None,
+) -> dict[str, frozenset[str]]:
+    """The namespaces (with their kinds) that hold rows passing these filters, by the entry's
+    per-namespace counts: the only ones a sparse page must visit, as of the entry's generation."""
+    out = {}
+    for ns, granted in namespaces.items():
+        value = entry.per_ns.get(ns)
+        if not value:
+            continue
+        wanted = granted & kinds if kinds else granted
+        counts = {k: n for k, n in nscounts.decode(value).items() if k[0] in wanted}
+        if counts and matching(counts, frozenset(), statuses, suspended):
+            out[ns] = wanted
+    return out
+
+
+_GEN_MGETS: dict[tuple[str, ...], redis_client.Packed] = {}
+
+
+def generations_command(clusters: Sequence[str]) -> Any:
+    """The packed `MGET` of the clusters' generations (packed once per list of clusters: the
+    same callers ask for the same clusters), for `redis_client.pipelined`."""
+    names = tuple(clusters)
+    mget = _GEN_MGETS.get(names)
+    if mget is None:
+        if len(_GEN_MGETS) >= TABLES_MAX:
+            _GEN_MGETS.clear()
+        mget = redis_client.packed("MGET", *(keys.generation(c) for c in clusters))
+        _GEN_MGETS[names] = mget
+    return mget
+
+
+def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[Any], Any]:
+    """The clusters' generations in one round trip (MGET), as Redis returns them (bytes, or
+    None for a cluster never written: `int(g or 0)` reads one), and the grants version when asked
+    (`keys.GrantsVersion`, else None). Equal lists mean no cluster was written in between."""
+    if not clusters and not version:
+        return [], None
+    commands: list[Any] = [("GET", keys.VERSION)] if version else []
+    if clusters:
+        commands.append(generations_command(clusters))
+    replies = redis_client.pipelined(r, commands)
+    got = keys.GrantsVersion(replies.pop(0)) if version else None
+    return (replies[0] if clusters else []), got

@@ -1,0 +1,774 @@
+"""Pages in lastTransitionTime order across clusters (`sort=lastTransitionTime` and
+`sort=-lastTransitionTime`), RBAC-filtered, from the time index (common.index.timeline).
+
+A page merges the caller's clusters, each a stream of its visible entries in time order, taking
+the best head of all until the page is full. Per cluster, the plan is one of two:
+
+- walk the time index: its windows newest (or oldest) first, each tested against the caller's
+  access and the filters here. Windows are read whole (small listpack sets) and remembered per
+  process with their versions (the directory's, re-read when the cluster's generation moves), so
+  a write makes the next page read the one or two windows it touched, nothing else;
+- for a sparse status filter (statuses without `healthy`, or `suspended=true`) and a caller who
+  sees only some namespaces of the cluster: read the status indexes (the caller's namespace
+  ranges of them) and place their visible members by their time-index scores (one ZSCORE per
+  member not seen before), instead of testing thousands of entries to find a few.
+
+Visible entries are remembered per (window versions or generation, caller's visibility,
+filters); a page is remembered with the generations of the caller's clusters (read first, in
+the page's first round trip): the same page again costs that one round trip. Rows of entries
+are read by identity and remembered by entry and window version.
+
+The order is (time, cluster, entry) ascending, or exactly its reverse. The keyset cursor is the
+last row's position in it, plus the time the walk began: a row that transitions after that is
+placed after it (scores are never later than their write), in the rest of the current window,
+so a walk skips it from then on: a row is never shown twice on one walk, and rows that did not
+change are never skipped. Rows whose transition time is in a later window than the start (a
+leaf's clock ahead) are placed at that window's start and always shown. Rows without a
+transition time sort as the oldest.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from common import redis_client
+from common.index import keys, rows, timeline
+from common.index.read import tally
+from common.index.read.plan import AccessLike, Filters
+from common.index.read.reader import Visibility, labelled
+from common.kinds.status import STATUSES
+
+__all__ = ["TimeCursor", "TimePage", "TimeReader"]
+
+ENTRIES_MAX = 500_000
+"""Window entries remembered per process (~120 B each: ~60 MB at most)."""
+MORE_GROUPS = 4  # window groups read at once for a cluster whose entries ran out
+PAGES_MAX = 1024  # remembered pages per process
+LABEL_ROUNDS = 8
+"""Batches of entries a label-selected page reads at most before returning short."""
+LABEL_BATCH_MAX = 4096  # entries per batch (their rows are read by identity)
+
+
+@dataclass(frozen=True)
+class TimeCursor:
+    """The last row a page returned: its time (ms; -1: none), cluster and time-index entry, and
+    when the walk began (ms)."""
+
+    at: int
+    cluster: str
+    entry: bytes
+    start: int
+
+
+@dataclass
+class TimePage:
+    members: list[tuple[str, bytes]]
+    cursor: TimeCursor | None
+    scanned: int = 0
+    """Window entries and status-index members read from Redis for this page."""
+    round_trips: int = 0
+    version: keys.GrantsVersion | None = None
+    window_reads: int = 0
+    """Windows read from Redis (not remembered) for this page: what the tests count."""
+
+
+class _Desc:
+    """A heap key in reverse order."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: tuple[int, str, bytes, int]) -> None:
+        self.k = k
+
+    def __lt__(self, other: _Desc) -> bool:
+        return other.k < self.k
+
+
+_Segments = dict[tuple[str, ...], tuple[Any, Any, list[Any]]]
+"""Window group -> (its versions, the visibility, its visible entries)."""
+_Fetched = dict[tuple[str, str], tuple[Any, list[tuple[int, bytes]]]]
+"""Windows read by one page: (cluster, suffix) -> (version, entries)."""
+Item = tuple[Any, ...]
+"""A visible entry of a segment: (time, entry) from a window, (time, entry, member) from a
+status index; segments are in ascending order."""
+
+
+@dataclass
+class _Stream:
+    """One cluster's walk: its segments in walk order (window groups, or one list from the
+    status indexes), the one being walked and where in it."""
+
+    cluster: str
+    gen: Any
+    groups: list[tuple[str, ...]]
+    visible: Visibility
+    versions: Mapping[str, Any]
+    """Each window's version (from the directory); status segments: {"": generation}."""
+    next_group: int = 0
+    seq: list[Item] = field(default_factory=list)
+    idx: int = 0
+    end: int = 0
+    step: int = 1
+    ready: list[Item] | None = None
+    """A status stream's one segment, as computed for this page."""
+    segs: _Segments | None = None
+    """Its remembered segments (held here: other threads may drop the shared map)."""
+
+    @property
+    def head(self) -> Item:
+        return self.seq[self.idx]
+
+    def exhausted(self) -> bool:
+        return (self.idx >= self.end) if self.step > 0 else (self.idx < self.end)
+
+
+class TimeReader:
+    """Time-ordered pages (one per process; thread-safe: a page keeps what it reads for itself,
+    the shared caches are only a head start)."""
+
+    def __init__(self, r: redis.Redis, entries_max: int = ENTRIES_MAX) -> None:
+        self.r = r
+        self.entries_max = entries_max
+        self._dirs: dict[str, tuple[Any, _Directory]] = {}
+        self._scores: dict[tuple[str, bytes], int] = {}
+        self._members: dict[tuple[str, bytes], tuple[Any, bytes]] = {}
+        self._keys: dict[tuple[Filters, bytes], tuple[Filters, bytes]] = {}
+        self._windows: dict[tuple[str, str], tuple[Any, list[tuple[int, bytes]]]] = {}
+        self._segments: dict[tuple[str, int, int], _Segments] = {}
+        """Per (cluster, visibility id, filters key id): each window group's visible entries."""
+        self._indexes: dict[tuple[str, str], tuple[Any, list[bytes]]] = {}
+        self._held = 0
+        self._visible: dict[tuple[int, Filters], tuple[AccessLike, Visibility]] = {}
+        self._pages: dict[
+            tuple[Any, ...], tuple[Mapping[str, AccessLike], list[Any], TimePage]
+        ] = {}
+
+    def page(
+        self,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        limit: int,
+        descending: bool,
+        cursor: TimeCursor | None = None,
+        confirm_version: bool = False,
+    ) -> TimePage:
+        """Up to `limit` visible rows after `cursor` in time order (newest first when
+        `descending`); `confirm_version` as common.index.read.reader.Reader.page has it. A page is
+        remembered with the generations of the caller's clusters, read first: while none of
+        them was written, the same request is answered from it after that one round trip."""
+        wanted = set(filters.clusters)
+        clusters = [c for c in sorted(access) if not wanted or c in wanted]
+        out = TimePage([], None)
+        gens, out.version = tally.generations(self.r, clusters, confirm_version)
+        out.round_trips = 1 if clusters or confirm_version else 0
+        if not clusters:
+            return out
+        if self._held > self.entries_max:  # crude but bounded; never in the middle of a page
+            self._segments.clear()
+            self._windows.clear()
+            self._indexes.clear()
+            self._scores.clear()
+            self._members.clear()
+            self._held = 0
+        memo = (id(access), filters, cursor, limit, descending)
+        hit = self._pages.get(memo)
+        if hit is not None and hit[0] is access and hit[1] == gens:
+            return dataclasses.replace(
+                hit[2], version=out.version, round_trips=1, scanned=0, window_reads=0
+            )
+        self._page(access, clusters, gens, filters, limit, descending, cursor, out)
+        if len(self._pages) >= PAGES_MAX:
+            self._pages.clear()
+        self._pages[memo] = (access, list(gens), out)
+        return out
+
+    def _page(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: list[str],
+        gens: list[Any],
+        filters: Filters,
+        limit: int,
+        descending: bool,
+        cursor: TimeCursor | None,
+        out: TimePage,
+    ) -> None:
+        start = cursor.start if cursor is not None else int(time.time() * 1000)
+        codes = _codes(filters)
+        bounds = _Bounds(cursor, descending, start)
+        sources = _status_sources(filters)
+        # The plan, per cluster: with a sparse status filter, a caller who sees only some
+        # namespaces there (few matches among many entries) reads the status indexes; one who
+        # sees the whole cluster walks the time index, whose first windows hold matches.
+        indexed = [c for c in clusters if sources and not _broad(access[c], filters)]
+        walked = [c for c in clusters if not sources or _broad(access[c], filters)]
+        by_gen = dict(zip(clusters, gens, strict=True))
+        streams: list[_Stream] = []
+        for c in indexed:
+            g = by_gen[c]
+            streams.append(_Stream(c, g, [("",)], self._visibility(access[c], filters), {"": g}))
+        if streams:
+            self._status_segments(streams, sources, filters, codes, out)
+        dirs = self._directories(walked, [by_gen[c] for c in walked], out)
+        for c in walked:
+            d = dirs[c]
+            groups = d.walk(descending, cursor)
+            if groups:
+                vis = self._visibility(access[c], filters)
+                streams.append(_Stream(c, by_gen[c], groups, vis, d.versions))
+        key = self._key(filters, codes)
+        # Windows this page read, kept here too: other threads may empty the shared caches
+        # (`entries_max`) while this page is being merged.
+        fetched: _Fetched = {}
+        pending = streams
+        while pending:  # every stream's first visible entry (or none left), before merging
+            short = [s for s in pending if self._advance(s, bounds, key, fetched) is None]
+            if short:
+                self._read_windows(short, out, fetched)
+            pending = short
+        heap: list[Any] = [
+            _key(s, i, descending) for i, s in enumerate(streams) if not s.exhausted()
+        ]
+        heapq.heapify(heap)
+        need = limit + 1
+        picked: list[tuple[str, Item]] = []
+
+        def pick(want: int) -> list[tuple[str, Item]]:
+            got: list[tuple[str, Item]] = []
+            while heap and len(got) < want:
+                top = heapq.heappop(heap)
+                i = top.k[-1] if descending else top[-1]
+                s = streams[i]
+                got.append((s.cluster, s.head))
+                s.idx += s.step
+                while (more := self._advance(s, bounds, key, fetched)) is None:
+                    self._read_windows([s], out, fetched)
+                if more:
+                    heapq.heappush(heap, _key(s, i, descending))
+            return got
+
+        versions = {s.cluster: s.versions for s in streams}
+        if filters.labels:
+            self._selected(pick, need, codes, filters, out, versions, start)
+            return
+        picked = pick(need)
+        page = picked[:limit]
+        out.members = self._rows(page, codes, out, versions)
+        if len(picked) > limit:
+            cluster, item = page[-1]
+            out.cursor = TimeCursor(item[0], cluster, item[1], start)
+
+    def _selected(
+        self,
+        pick: Callable[[int], list[tuple[str, Item]]],
+        need: int,
+        codes: bytes,
+        filters: Filters,
+        out: TimePage,
+        versions: Mapping[str, Mapping[str, Any]],
+        start: int,
+    ) -> None:
+        """A page under a label selector: the time index knows no labels, so entries are taken
+        in order a batch at a time, their rows read and tested, until the page is full. After
+        `LABEL_ROUNDS` batches a page may be short, with a `continue` where the walk stopped."""
+        kept: list[tuple[str, Item, bytes]] = []
+        last: tuple[str, Item] | None = None
+        batch = need
+        for _round in range(LABEL_ROUNDS):
+            got = pick(batch)
+            if not got:
+                last = None
+                break
+            last = got[-1]
+            rows_of = self._aligned(got, codes, out, versions)
+            found = [m for m in rows_of if m is not None]
+            matching = {id(m) for m in labelled(found, filters.labels)}
+            for (cluster, item), member in zip(got, rows_of, strict=True):
+                if member is not None and id(member) in matching:
+                    kept.append((cluster, item, member))
+            if len(kept) >= need:
+                break
+            if len(got) < batch:  # every entry was read
+                last = None
+                break
+            batch = min(batch * 4, LABEL_BATCH_MAX)
+        out.members = [(c, m) for c, _item, m in kept[: need - 1]]
+        if len(kept) >= need:
+            cluster, item, _m = kept[need - 2]
+            out.cursor = TimeCursor(item[0], cluster, item[1], start)
+        elif last is not None:  # rounds ran out: a short page, continued after what was read
+            out.cursor = TimeCursor(last[1][0], last[0], last[1][1], start)
+
+    # -- segments ------------------------------------------------------------------------------
+
+    def _advance(
+        self, s: _Stream, bounds: _Bounds, key: tuple[Filters, bytes], fetched: _Fetched
+    ) -> bool | None:
+        """Whether `s` has a head (moving on to its next segment when the current one is
+        done); None: its next segment's windows must be read from Redis first."""
+        while s.exhausted():
+            if s.next_group >= len(s.groups):
+                return False
+            group = s.groups[s.next_group]
+            seq = self._segment(s, group, key, fetched)
+            if seq is None:
+                return None
+            s.next_group += 1
+            if not seq:  # most windows, for a caller who sees a few namespaces
+                continue
+            seq, lo, hi = bounds.span(s.cluster, seq)
+            s.seq = seq
+            if bounds.descending:
+                s.idx, s.end, s.step = hi - 1, lo, -1
+            else:
+                s.idx, s.end, s.step = lo, hi, 1
+        return True
+
+    def _segment(
+        self, s: _Stream, group: tuple[str, ...], key: tuple[Filters, bytes], fetched: _Fetched
+    ) -> list[Item] | None:
+        """The visible entries of one window group (remembered per caller's visibility and
+        filters while the window versions hold); None when a window must be read."""
+        if s.ready is not None:
+            return s.ready
+        segs = s.segs
+        if segs is None:
+            segs = s.segs = self._segments.setdefault((s.cluster, id(s.visible), id(key)), {})
+        versions = (
+            (s.versions[group[0]],)
+            if len(group) == 1
+            else tuple(s.versions[suffix] for suffix in group)
+        )
+        hit = segs.get(group)
+        if hit is not None and hit[0] == versions and hit[1] is s.visible:
+            return hit[2]
+        raw: list[tuple[int, bytes]] = []
+        for suffix in group:
+            window = fetched.get((s.cluster, suffix)) or self._windows.get((s.cluster, suffix))
+            if window is None or window[0] != s.versions[suffix]:
+                return None
+            raw.extend(window[1])
+        if len(group) > 1:
+            raw.sort()
+        filters, codes = key
+        seq: list[Item] = list(_visible(raw, s.visible, filters, codes))
+        self._remember(segs, group, (versions, s.visible, seq))
+        return seq
+
+    def _remember(self, segs: _Segments, group: tuple[str, ...], value: Any) -> None:
+        old = segs.get(group)
+        segs[group] = value
+        self._held += len(value[2]) - (len(old[2]) if old is not None else 0)
+
+    def _read_windows(self, streams: Sequence[_Stream], out: TimePage, fetched: _Fetched) -> None:
+        """Read the windows of the next `MORE_GROUPS` segments of each of `streams` that are
+        not remembered at their cluster's generation, in one round trip."""
+        missing: dict[tuple[str, str], Any] = {}
+        for s in streams:
+            for group in s.groups[s.next_group : s.next_group + MORE_GROUPS]:
+                for suffix in group:
+                    hit = fetched.get((s.cluster, suffix)) or self._windows.get((s.cluster, suffix))
+                    if hit is None or hit[0] != s.versions[suffix]:
+                        missing[(s.cluster, suffix)] = s.versions[suffix]
+        if not missing:
+            return
+        got = redis_client.pipelined(
+            self.r,
+            [("ZRANGE", keys.timeline_window(c, w), 0, -1, "WITHSCORES") for c, w in missing],
+        )
+        out.round_trips += 1
+        out.window_reads += len(missing)
+        for ((c, suffix), version), reply in zip(missing.items(), got, strict=True):
+            window = timeline.window_number(suffix)
+            entries = [(timeline.position(window, int(float(sc))), m) for m, sc in _pairs(reply)]
+            out.scanned += len(entries)
+            old = self._windows.get((c, suffix))
+            self._held += len(entries) - (len(old[1]) if old is not None else 0)
+            self._windows[(c, suffix)] = fetched[(c, suffix)] = (version, entries)
+
+    def _status_segments(
+        self,
+        streams: list[_Stream],
+        sources: tuple[str, ...],
+        filters: Filters,
+        codes: bytes,
+        out: TimePage,
+    ) -> None:
+        """For a filter on a few statuses (or on suspension), each cluster's one segment: the
+        visible members of its status indexes (small), placed by their time-index scores
+        (ZMSCORE of their entries, whose windows follow from the members). Remembered like
+        window segments; what is missing is read in two round trips for all clusters."""
+        key = self._key(filters, codes)
+        todo = []
+        for s in streams:
+            s.segs = self._segments.setdefault((s.cluster, id(s.visible), id(key)), {})
+            hit = s.segs.get(("",))
+            if hit is None or hit[0] != (s.gen,) or hit[1] is not s.visible:
+                todo.append(s)
+            else:
+                s.ready = hit[2]
+        if not todo:
+            return
+        # Local views of what is read or remembered: other threads may empty the caches.
+        indexes: dict[tuple[str, str], list[bytes]] = {}
+        # A caller with a few namespaces there reads their ranges of each index; others read
+        # the whole index (remembered per generation, shared by every caller).
+        reads: list[tuple[_Stream, str, bytes | None]] = []
+        for s in todo:
+            spaces = _namespaces(s.visible, filters)
+            for src in sources:
+                whole = self._indexes.get((s.cluster, src))
+                if spaces is not None:
+                    reads += [(s, src, ns) for ns in spaces]
+                elif whole is None or whole[0] != s.gen:
+                    reads.append((s, src, None))
+                else:
+                    indexes[(s.cluster, src)] = whole[1]
+        ranged: dict[str, list[bytes]] = {}
+        if reads:
+            commands: list[tuple[Any, ...]] = []
+            for s, src, ns in reads:
+                k = _index_key(s.cluster, src)
+                if ns is None:
+                    commands.append(("ZRANGE", k, 0, -1))
+                else:
+                    commands.append(("ZRANGEBYLEX", k, b"[" + ns + b"\x00", b"(" + ns + b"\x01"))
+            got = redis_client.pipelined(self.r, commands)
+            out.round_trips += 1
+            for (s, src, ns), members in zip(reads, got, strict=True):
+                out.scanned += len(members)
+                if ns is not None:
+                    ranged.setdefault(s.cluster, []).extend(members)
+                    continue
+                old = self._indexes.get((s.cluster, src))
+                self._held += len(members) - (len(old[1]) if old is not None else 0)
+                self._indexes[(s.cluster, src)] = (s.gen, members)
+                indexes[(s.cluster, src)] = members
+        # A member's score is fixed while the member is stored (a changed row is a new member):
+        # remembered per (cluster, member), only new members' scores are read.
+        shared = self._scores
+        scores: dict[tuple[str, bytes], int] = {}
+        placed: list[tuple[_Stream, list[bytes]]] = []
+        unknown: list[tuple[str, bytes, str, str]] = []
+        for s in todo:
+            if _namespaces(s.visible, filters) is not None:
+                members = ranged.get(s.cluster, [])
+            else:
+                members = [m for src in sources for m in indexes[(s.cluster, src)]]
+            kept = _visible_members(members, s.visible, filters, codes)
+            placed.append((s, kept))
+            for m in kept:
+                at = shared.get((s.cluster, m))
+                if at is not None:
+                    scores[(s.cluster, m)] = at
+                else:
+                    suffix, entry = timeline.where(m.decode())
+                    unknown.append((s.cluster, m, suffix, entry))
+        if unknown:
+            got = redis_client.pipelined(
+                self.r,
+                [("ZSCORE", keys.timeline_window(c, w), e) for c, _m, w, e in unknown],
+            )
+            out.round_trips += 1
+            for (c, m, suffix, _entry), score in zip(unknown, got, strict=True):
+                if score is not None:  # else written since the index was read: next time
+                    window = timeline.window_number(suffix)
+                    at = timeline.position(window, int(float(score)))
+                    scores[(c, m)] = shared[(c, m)] = at
+            self._held += len(unknown)
+        for s, kept in placed:
+            seq: list[Item] = []
+            for m in kept:
+                at = scores.get((s.cluster, m))
+                if at is not None:
+                    seq.append((at, timeline.entry_of(m), m))
+            seq.sort()
+            s.ready = seq
+            assert s.segs is not None
+            self._remember(s.segs, ("",), ((s.gen,), s.visible, seq))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _directories(
+        self, clusters: Sequence[str], gens: Sequence[Any], out: TimePage
+    ) -> dict[str, _Directory]:
+        """Each cluster's windows (number, suffix) in order and their versions, remembered per
+        generation."""
+        todo = [
+            c for c, g in zip(clusters, gens, strict=True) if self._dirs.get(c, (None,))[0] != g
+        ]
+        if todo:
+            got = redis_client.pipelined(self.r, [("HGETALL", keys.timeline(c)) for c in todo])
+            out.round_trips += 1
+            by_gen = dict(zip(clusters, gens, strict=True))
+            for c, reply in zip(todo, got, strict=True):
+                versions = {f.decode(): v for f, v in _pairs(reply)}
+                self._dirs[c] = (by_gen[c], _Directory.of(versions))
+        return {c: self._dirs[c][1] for c in clusters}
+
+    def _rows(
+        self,
+        page: list[tuple[str, Item]],
+        codes: bytes,
+        out: TimePage,
+        versions: Mapping[str, Mapping[str, Any]],
+    ) -> list[tuple[str, bytes]]:
+        """The stored rows of a page's entries (the status indexes' members as read; the others
+        by identity, in one round trip); a row deleted since, or whose status no longer matches
+        the filter, is left out."""
+        members = []
+        for (cluster, _item), member in zip(
+            page, self._aligned(page, codes, out, versions), strict=True
+        ):
+            if member is not None:
+                members.append((cluster, member))
+        return members
+
+    def _aligned(
+        self,
+        page: list[tuple[str, Item]],
+        codes: bytes,
+        out: TimePage,
+        versions: Mapping[str, Mapping[str, Any]],
+    ) -> list[bytes | None]:
+        """The stored row of each entry of `page` (None: deleted since, or its status no
+        longer matches)."""
+        # A window's version moves with every write to it, and a row's member changes only
+        # with a write to the window holding its entry: members are remembered by entry and
+        # that window's version.
+        known = self._members
+        found: list[bytes | None] = []
+        todo: list[tuple[int, str, bytes, Any]] = []
+        for i, (cluster, item) in enumerate(page):
+            if len(item) == 3:
+                found.append(item[2])
+                continue
+            version = versions[cluster][timeline.suffix_of(item[0], item[1])]
+            hit = known.get((cluster, item[1]))
+            if hit is not None and hit[0] == version:
+                found.append(hit[1])
+                continue
+            found.append(None)
+            todo.append((i, cluster, item[1], version))
+        if todo:
+            commands = []
+            for _i, cluster, entry, _v in todo:
+                ident = timeline.identity(entry)
+                lo, hi = b"[" + ident, b"(" + ident[:-1] + b"\x01"
+                commands.append(("ZRANGEBYLEX", keys.rows(cluster), lo, hi, "LIMIT", 0, 1))
+            got = redis_client.pipelined(self.r, commands)
+            out.round_trips += 1
+            for (i, cluster, entry, version), reply in zip(todo, got, strict=True):
+                if reply:
+                    found[i] = reply[0]
+                    known[(cluster, entry)] = (version, reply[0])
+            self._held += len(todo)
+        for i, member in enumerate(found):
+            if member is not None and codes and member.split(b"\x00", 4)[3] not in codes:
+                found[i] = None
+        return found
+
+    def _key(self, filters: Filters, codes: bytes) -> tuple[Filters, bytes]:
+        """One object per (filters, codes): segments are remembered by its id (hashing the
+        filters for each of hundreds of segments a page looks up cost a tenth of a page)."""
+        hit = self._keys.get((filters, codes))
+        if hit is None:
+            if len(self._keys) >= PAGES_MAX:
+                self._keys.clear()
+                self._segments.clear()  # their keys hold ids of the objects dropped
+            hit = self._keys[(filters, codes)] = (filters, codes)
+        return hit
+
+    def _visibility(self, access: AccessLike, filters: Filters) -> Visibility:
+        key = (id(access), filters)
+        hit = self._visible.get(key)
+        if hit is not None and hit[0] is access:
+            return hit[1]
+        v = Visibility.of(access, filters, b"")
+        if len(self._visible) >= PAGES_MAX:
+            self._visible.clear()
+        self._visible[key] = (access, v)
+        return v
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """Where a page's walk lies in a cluster's segment: after the cursor, and placed no later
+    than the walk's start."""
+
+    cursor: TimeCursor | None
+    descending: bool
+    start: int
+
+    def span(self, cluster: str, seq: list[Item]) -> tuple[list[Item], int, int]:
+        """`seq` (ascending) without the entries placed after the walk's start, and the
+        indexes [lo, hi) of it the walk may show. Placed after the start means in the rest of
+        the window the start is in: entries of later windows have transition times in the
+        future (a leaf's clock ahead), placed at their window's start whenever they were
+        written, so they are always shown (as the newest)."""
+        a = bisect.bisect_left(seq, (self.start + 1, b""))
+        boundary = (self.start // timeline.WINDOW_MS + 1) * timeline.WINDOW_MS
+        b = bisect.bisect_left(seq, (boundary, b""), a)
+        if a < b:
+            seq = seq[:a] + seq[b:]
+        lo, hi = 0, len(seq)
+        cur = self.cursor
+        if cur is None:
+            return seq, lo, hi
+        if self.descending:  # keep (time, cluster, entry) < the cursor's
+            if cluster < cur.cluster:
+                hi = min(hi, bisect.bisect_left(seq, (cur.at + 1, b"")))
+            elif cluster == cur.cluster:
+                hi = min(hi, bisect.bisect_left(seq, (cur.at, cur.entry)))
+            else:
+                hi = min(hi, bisect.bisect_left(seq, (cur.at, b"")))
+        elif cluster < cur.cluster:  # keep (time, cluster, entry) > the cursor's
+            lo = bisect.bisect_left(seq, (cur.at + 1, b""))
+        elif cluster == cur.cluster:
+            lo = bisect.bisect_left(seq, (cur.at, cur.entry + b"\x00"))
+        else:
+            lo = bisect.bisect_left(seq, (cur.at, b""))
+        return seq, lo, max(lo, hi)
+
+
+def _visible(
+    raw: list[tuple[int, bytes]], vis: Visibility, filters: Filters, codes: bytes
+) -> Iterator[Item]:
+    """The entries of `raw` the caller may list that match the filters."""
+    test = _matcher(vis, filters, codes)
+    return (item for item in raw if test(*timeline.parse(item[1])))
+
+
+def _visible_members(
+    members: list[bytes], vis: Visibility, filters: Filters, codes: bytes
+) -> list[bytes]:
+    """The stored members the caller may list that match the filters."""
+    test = _matcher(vis, filters, codes)
+    return [m for m in members if test(*m.split(b"\x00", 4)[:4])]
+
+
+def _matcher(vis: Visibility, filters: Filters, codes: bytes) -> Callable[..., bool]:
+    """A test of (namespace, kind key, name, status code): may the caller list it, and does it
+    match the filters."""
+    code_set = frozenset(codes[i : i + 1] for i in range(len(codes)))
+    namespaces = frozenset(ns.encode() for ns in filters.namespaces)
+    name = filters.name.encode()
+    kinds, of_ns, cw = vis.kinds, vis.namespaces.get, vis.cluster_wide
+
+    def test(ns: bytes, kind: bytes, nm: bytes, code: bytes) -> bool:
+        return (
+            (not code_set or code in code_set)
+            and (not namespaces or ns in namespaces)
+            and (not name or name in nm)
+            and (kinds is None or kind in kinds)
+            and kind in of_ns(ns, cw)
+        )
+
+    return test
+
+
+def _broad(access: AccessLike, filters: Filters) -> bool:
+    """Whether the caller may list, cluster-wide, the kinds the filter asks for (or some kinds
+    everywhere when it asks for none)."""
+    cw = access.cluster_wide
+    return bool(cw) and (not filters.kinds or set(filters.kinds) <= cw)
+
+
+RANGED_MAX = 64
+"""A caller seeing at most this many namespaces of a cluster (and no kind cluster-wide) reads
+their ranges of the status indexes rather than the whole indexes."""
+
+
+def _namespaces(vis: Visibility, filters: Filters) -> list[bytes] | None:
+    """The namespaces whose ranges a status read visits, or None: the whole index."""
+    if vis.cluster_wide:
+        return None
+    spaces = list(vis.namespaces)
+    if filters.namespaces:
+        wanted = {ns.encode() for ns in filters.namespaces}
+        spaces = [ns for ns in spaces if ns in wanted]
+    return sorted(spaces) if len(spaces) <= RANGED_MAX else None
+
+
+def _status_sources(filters: Filters) -> tuple[str, ...]:
+    """The status indexes that hold every row a filter can match, when it is a sparse one
+    (some statuses without `healthy`, or `suspended=true`); () otherwise: the time index."""
+    if filters.suspended is True:
+        return ("suspended",)
+    statuses = set(filters.statuses) & set(STATUSES)
+    if statuses and "healthy" not in statuses:
+        return tuple(sorted(statuses))
+    return ()
+
+
+def _index_key(cluster: str, source: str) -> str:
+    return keys.suspended(cluster) if source == "suspended" else keys.by_status(cluster, source)
+
+
+def _codes(filters: Filters) -> bytes:
+    """The status codes a page keeps (b"": any)."""
+    statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
+    codes = rows.codes_for(statuses, filters.suspended)
+    return b"" if len(codes) == len(rows.CODE_STATUS) else codes.encode()
+
+
+@dataclass(frozen=True)
+class _Directory:
+    """A cluster's windows: their versions, and their suffixes grouped by window number in
+    ascending order (`numbers` the window numbers, `highs` the last time each can hold)."""
+
+    versions: dict[str, Any]
+    groups: list[tuple[str, ...]]
+    numbers: list[int]
+    highs: list[int]
+
+    @classmethod
+    def of(cls, versions: dict[str, Any]) -> _Directory:
+        by_number: dict[int, list[str]] = {}
+        for suffix in sorted(versions):
+            by_number.setdefault(timeline.window_number(suffix), []).append(suffix)
+        numbers = sorted(by_number)
+        groups = [tuple(by_number[n]) for n in numbers]
+        lows = [timeline.position(n, 0) for n in numbers]
+        highs = [
+            lo if n == timeline.UNTIMED else lo + timeline.WINDOW_MS - 1
+            for n, lo in zip(numbers, lows, strict=True)
+        ]
+        return cls(versions, groups, numbers, highs)
+
+    def walk(self, descending: bool, cursor: TimeCursor | None) -> list[tuple[str, ...]]:
+        """The groups a walk visits, in its order, from the one holding the cursor's time."""
+        if descending:
+            if cursor is None:
+                return self.groups[::-1]
+            # the last group whose low end is <= the cursor's time
+            lows = [timeline.position(n, 0) for n in self.numbers]
+            end = bisect.bisect_right(lows, cursor.at)
+            return self.groups[:end][::-1]
+        if cursor is None:
+            return self.groups
+        return self.groups[bisect.bisect_left(self.highs, cursor.at) :]
+
+
+def _key(s: _Stream, i: int, descending: bool) -> Any:
+    item = s.head
+    k = (item[0], s.cluster, item[1], i)
+    return _Desc(k) if descending else k
+
+
+def _pairs(reply: Any) -> list[tuple[bytes, Any]]:
+    """(member, score) pairs of a WITHSCORES reply (or (field, value) of an HGETALL), flat
+    (RESP2), paired (RESP3) or a dict (a client's callbacks)."""
+    if isinstance(reply, dict):
+        return list(reply.items())
+    if reply and isinstance(reply[0], list | tuple):
+        return [(m, s) for m, s in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))

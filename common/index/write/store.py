@@ -1,0 +1,153 @@
+"""The full sync's side of the row store: make a listed snapshot the cluster's rows, atomically,
+through the one writer (common.index.write.writer), plus the sync status and cluster deletion.
+
+`replace_rows` computes every row's `blockedBy` from the snapshot (common.index.graph), reads the
+stored members (one ZRANGE, in the writer's read round trip), and hands the writer the difference
+with the snapshot: a re-sync with nothing changed writes no rows, and
+the derived structures are rebuilt from the snapshot (repairing any drift).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from common.index import feed, graph, history, keys, rows, syncstatus
+from common.index.lease import Fence
+from common.index.write import writer
+from common.redis_client import text
+
+SYNC_ERROR_MAX = 300
+generation = writer.generation
+
+
+@dataclass(frozen=True)
+class WriteStats:
+    """What one `replace_rows` did: rows added and removed, and the snapshot's totals."""
+
+    added: int
+    removed: int
+    total: int
+    kinds: dict[str, int] = field(default_factory=dict)
+    superseded: bool = False
+    """True when newer writes (watch events) landed while the snapshot was listed: not applied."""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+class _Snapshot:
+    """The writer plan of a full snapshot: read every stored member, diff against the new set."""
+
+    names = None  # the whole name index is compared with the snapshot's
+    source = "sync"  # transitions first seen here (a missed watch event) say so
+
+    def __init__(self, members: set[str], dependents: dict[str, str]) -> None:
+        self.members = members
+        self.dependents = dependents
+
+    def queue_reads(self, cluster: str, reads: Any) -> None:
+        reads.zrange(keys.rows(cluster), 0, -1)
+
+    def delta(self, replies: list[Any]) -> writer.Delta:
+        # Stored rows carry what the writer adds from their history (`recent`): compared
+        # without it, so only what the leaf changed is a difference (the writer carries it on).
+        # Most rows never transitioned: their member is kept as it is (no copy).
+        current = {rows.without_recent(m): m for m in map(text, replies[0])}
+        removed = [m for bare, m in current.items() if bare not in self.members]
+        added = self.members - current.keys()
+        return writer.Delta(removed, added, self.members, self.dependents)
+
+
+def replace_rows(
+    r: redis.Redis,
+    cluster: str,
+    members: Iterable[str],
+    sync_fields: dict[str, Any] | None = None,
+    fence: Fence | None = None,
+    since_generation: int | None = None,
+    retention: history.Retention = history.DEFAULT,
+) -> WriteStats:
+    """Make `members` (encoded rows) the cluster's snapshot; also HSET `sync_fields` (sync status,
+    `objects` and `kinds` filled in) in the same transaction.
+
+    `since_generation` is the cluster's generation read before the snapshot was listed: if
+    other writers (the watcher) changed rows meanwhile, the snapshot may be older than their
+    events, so rows are left alone (`superseded`) and only `sync_fields` are written."""
+    parsed = graph.Snapshot(members)
+    snapshot = parsed.members()
+    plan = _Snapshot(snapshot, parsed.dependents())
+    done = writer.write(r, cluster, plan, fence, sync_fields, since_generation, retention)
+    if done.superseded:
+        return WriteStats(0, 0, len(snapshot), superseded=True)
+    return WriteStats(done.added, done.removed, done.total, done.kinds)
+
+
+def mark_attempt(r: redis.Redis, cluster: str, now: float | None = None) -> None:
+    """A sync started: state `syncing`, `last_attempt` now (rows stay as they were)."""
+    now = time.time() if now is None else now
+    _hset(r, keys.sync(cluster), syncstatus.encode(state="syncing", last_attempt=now))
+
+
+def mark_error(r: redis.Redis, cluster: str, error: str, duration_s: float, requests: int) -> None:
+    """A sync failed: the last good rows stay (reported stale); the short error is recorded."""
+    text = " ".join(error.split())[:SYNC_ERROR_MAX]
+    fields = syncstatus.encode(
+        state="error", last_error=text, duration_s=round(duration_s, 3), requests=requests
+    )
+    _hset(r, keys.sync(cluster), fields)
+
+
+def mark_rbac_error(r: redis.Redis, cluster: str, error: str) -> None:
+    """An RBAC sync failed: the last grants stay until they pass `rbac_max_age_s`."""
+    text = " ".join(error.split())[:SYNC_ERROR_MAX]
+    _hset(r, keys.sync(cluster), syncstatus.encode(rbac_error=text))
+
+
+def _hset(r: Any, key: str, fields: dict[str, str]) -> None:
+    r.hset(key, mapping=fields)
+
+
+def mark_pending(r: redis.Redis, cluster: str) -> None:
+    """A newly registered cluster: `pending` until its first sync (HSETNX keeps a real state)."""
+    r.hsetnx(keys.sync(cluster), "state", "pending")
+
+
+def delete_cluster(r: redis.Redis, cluster: str, feed_max: int = feed.DEFAULT_MAX) -> int:
+    """Delete every key of a cluster (rows, indexes, counts, grants, status, locks and their
+    owner keys, histories; the watch lease is its holder's to release). Its rows leave through
+    the change feed as DELETED entries, in the same transaction; the feed and the generation
+    stay (common.index.feed: positions in it stay comparable if the cluster comes back)."""
+    locks = [keys.lock(cluster, work) for work in keys.LOCK_WORK]
+    owners = [keys.owner(k) for k in locks]
+    windows: Any = r.hkeys(keys.timeline(cluster))
+    tt = [keys.timeline_window(cluster, text(w)) for w in windows]
+    tx: Any
+    with r.pipeline(transaction=True) as tx:
+        while True:
+            try:
+                tx.watch(keys.generation(cluster))
+                gen = int(tx.get(keys.generation(cluster)) or 0)
+                members = [text(m) for m in tx.zrange(keys.rows(cluster), 0, -1)]
+                tx.multi()
+                if members:
+                    entries = feed.changes(members, [])
+                    feed.queue_write(tx, cluster, entries, gen + 1, feed_max)
+                    tx.incr(keys.generation(cluster))
+                tx.delete(*keys.cluster_keys(cluster), *locks, *owners, *tt)
+                done = int(tx.execute()[-1])
+                break
+            except redis.WatchError:
+                continue
+    found: list[Any] = []
+    for key in r.scan_iter(match=keys.history_pattern(cluster), count=1000):
+        found.append(key)
+        if len(found) >= 1000:
+            done += int(r.delete(*found))
+            found = []
+    return done + (int(r.delete(*found)) if found else 0)
