@@ -4,9 +4,10 @@ the watcher).
 A sync holds a cluster's listed objects (tens of thousands of small dicts) while it builds rows,
 and several syncs run side by side in one process. CPython's default thresholds (700, 10, 10)
 then run a full collection every few thousand allocations, each walking every live object of
-every sync in flight: at fleet L that was a quarter of the collector's CPU. Objects created at
-start-up (modules, the kind registry) are frozen out of the collections, and collections run
-less often; the collector creates almost no reference cycles, so memory does not grow for it.
+every sync in flight (what that cost at fleet L: docs/benchmarks.md, History, "collection ...
+with relations"). Objects created at start-up (modules, the kind registry) are frozen out of
+the collections, and collections run less often; the collector creates almost no reference
+cycles, so memory does not grow for it.
 """
 
 from __future__ import annotations

@@ -286,8 +286,8 @@ def _mget_parts(r: RedisCluster, keys: Sequence[Any], sha: str | None) -> list[_
 _PARTS: dict[tuple[int, Any], tuple[Any, str | None, list[_Part]]] = {}
 PARTS_MAX = 1024
 """MGETs' parts remembered, packed, per (client, keys) while the slot map holds: the same MGETs
-come on every request (a caller's generations), and splitting 200 keys by slot and node took
-~4x the round trip's own client time."""
+come on every request (a caller's generations), and splitting 200 keys by slot and node cost
+more client time than the round trip itself (docs/benchmarks.md, "cluster")."""
 
 
 def _mget_parts_cached(r: RedisCluster, args: Sequence[Any], sha: str | None) -> list[_Part]:

@@ -9,9 +9,10 @@ FLEETSCOPE_BIND (a `--bind` on the command line wins), the access log on stdout 
 FLEETSCOPE_ACCESS_LOG (off, text or json: query/access_log.py). With FLEETSCOPE_METRICS_DIR set, it is
 exported as PROMETHEUS_MULTIPROC_DIR (emptied at start) so /metrics adds up every worker.
 
-Each worker freezes what its start-up created (modules, the Flask app, the kind registry: ~75,000
-objects) out of the garbage collector once the app is loaded. A full collection otherwise walks
-them all and stalls every thread of the worker: ~33 ms in process at fleet L, ~3 ms frozen.
+Each worker freezes what its start-up created (modules, the Flask app, the kind registry) out
+of the garbage collector once the app is loaded. A full collection otherwise walks all those
+objects and stalls every thread of the worker, which showed in every fleet-L p99
+(docs/benchmarks.md, History, "Wide-namespace users and facets").
 """
 
 from __future__ import annotations

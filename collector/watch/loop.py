@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 LIST_WORKERS = 8  # list threads a process (a replica also bounds its lists: LIST_CONCURRENCY)
 TLS_READ_BUFFER = 32 * 1024
 """Bytes of asyncio's receive buffer per TLS connection (its default, 256 KiB, zero-filled per
-connection, was 7.5 MiB of resident memory a watched cluster: ~30 streams); a watch event rarely
-fills 32 KiB, and a bigger one is read in several calls."""
+connection, made each watched cluster's streams cost megabytes of resident memory:
+docs/benchmarks.md, "watch_latency"); a watch event rarely fills 32 KiB, and a bigger one is
+read in several calls."""
 T = TypeVar("T")
 
 _lock = threading.Lock()
