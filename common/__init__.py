@@ -1,3 +1,4 @@
 """Shared core, by concept: `kinds/` (what each kind means), `index/` (the Redis index),
-`rbac/` (Kubernetes RBAC replicated), `leaf/` (leaf clusters and the registry); beside them
-settings, errors, logging and the embedded redis-server. Imports neither Flask nor Celery."""
+`rbac/` (Kubernetes RBAC replicated), `leaf/` (leaf clusters and the registry), `alerts/` (fleet
+alerts); beside them settings, errors, logging, label selectors and the Redis plumbing (client,
+URLs, the embedded redis-server). Imports neither Flask nor Celery."""

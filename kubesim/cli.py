@@ -4,7 +4,7 @@ fleetscope kubesim --preset S --kubeconfig-dir ./clusters
 fleetscope kubesim --clusters 3 --namespaces 20 --seed 7 --port 16443
 fleetscope kubesim --from ./manifests --kubeconfig-dir ./clusters
 fleetscope kubesim --preset S --register-with gitopscluster   # plus a management cluster
-fleetscope kubesim --from kubesim/examples/fleet --management-cluster management
+fleetscope kubesim --from kubesim/examples/management-fleet --management-cluster management
 """
 
 from __future__ import annotations

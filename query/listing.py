@@ -1,6 +1,8 @@
-"""The one list-page flow: the caller's grants come from the resolver's cache with no Redis call,
-are confirmed by the grants version read in the page's own first round trip, and when that
-version moved the page is read again under freshly checked grants. Views stay thin."""
+"""The one grants-confirm flow (`confirmed`) and the reads that go through it: list, time,
+flapping and group pages, one group, facets (and query.relations' object). The caller's grants
+come from the resolver's cache with no Redis call, are confirmed by the grants version read in
+the read's own first round trip, and when that version moved the read is done again under
+freshly checked grants. Views stay thin."""
 
 from __future__ import annotations
 
@@ -19,17 +21,41 @@ from query.scope import Scope
 from query.state import QueryState
 
 
+class _Counted(Protocol):
+    """A read of rows: the grants version read with them, and how many it scanned."""
+
+    version: keys.GrantsVersion | None
+    scanned: int
+
+
+_P = TypeVar("_P", bound=_Counted)
+_R = TypeVar("_R")
+
+
+def confirmed(
+    st: QueryState, user: UserInfo, read: Callable[[Scope], tuple[_R, keys.GrantsVersion | None]]
+) -> tuple[_R, Scope]:
+    """The grants-confirm flow, the one every read of what a caller may list goes through:
+    `read(scope)` first under the resolver's cached grants (no Redis call; `scope.checked` is
+    False), returning what it read and the grants version it read with its data (None when
+    it read none). Unless that is the version the cached grants are valid for, `read` runs
+    again under freshly checked grants, whose answer stands."""
+    scope = st.scope(user, optimistic=True)
+    got, version = read(scope)
+    if not scope.checked and version != scope.version:
+        scope = st.scope(user)
+        got, _ = read(scope)
+    return got, scope
+
+
 def list_page(st: QueryState, user: UserInfo, request: PageRequest) -> tuple[Page, Scope]:
     """One page of what `user` may list, and the scope it was read under."""
-    scope = st.scope(user, optimistic=True)
-    access = scoped_access(scope, request.filters)
-    page = st.reader.page(access, request, confirm_version=not scope.checked)
-    if page.version is not None and page.version != scope.version:
-        metrics.ROWS_SCANNED.inc(page.scanned)  # read, then thrown away: still a cost
-        scope = st.scope(user)
-        page = st.reader.page(scoped_access(scope, request.filters), request)
-    metrics.ROWS_SCANNED.inc(page.scanned)
-    return page, scope
+    return _counted(
+        st,
+        user,
+        request.filters,
+        lambda access, confirm: st.reader.page(access, request, confirm_version=confirm),
+    )
 
 
 def time_page(
@@ -41,7 +67,7 @@ def time_page(
     cursor: TimeCursor | None,
 ) -> tuple[TimePage, Scope]:
     """One page in lastTransitionTime order, under the same optimistic-then-confirmed grants."""
-    return _confirmed(
+    return _counted(
         st,
         user,
         filters,
@@ -78,7 +104,7 @@ def flapping_time_page(
             after = TimeCursor(at, c, ident, 0)
         return TimePage([m for _, m in page], after, scanned, version=version)
 
-    return _confirmed(st, user, filters, read)
+    return _counted(st, user, filters, read)
 
 
 def _at_ms(member: bytes) -> int:
@@ -96,7 +122,7 @@ def group_page(
     cursor: GroupCursor | None,
 ) -> tuple[GroupPage, Scope]:
     """One page of groups across clusters, under the same optimistic-then-confirmed grants."""
-    return _confirmed(
+    return _counted(
         st,
         user,
         filters,
@@ -104,42 +130,36 @@ def group_page(
     )
 
 
-class _Counted(Protocol):
-    version: keys.GrantsVersion | None
-    scanned: int
-
-
-_P = TypeVar("_P", bound=_Counted)
-
-
-def _confirmed(
+def _counted(
     st: QueryState,
     user: UserInfo,
     filters: Filters,
     read: Callable[[dict[str, Access], bool], _P],
 ) -> tuple[_P, Scope]:
-    """`read(access, confirm_version)` under cached grants, confirmed by the grants version it
-    read with its data; read again under freshly checked grants when that version moved."""
-    scope = st.scope(user, optimistic=True)
-    page = read(scoped_access(scope, filters), not scope.checked)
-    if page.version is not None and page.version != scope.version:
-        metrics.ROWS_SCANNED.inc(page.scanned)  # read, then thrown away: still a cost
-        scope = st.scope(user)
-        page = read(scoped_access(scope, filters), False)
-    metrics.ROWS_SCANNED.inc(page.scanned)
-    return page, scope
+    """`confirmed` for a read of rows: `read(access, confirm_version)` over the visible clusters
+    the `cluster` filter keeps, the rows each read scanned counted (a thrown-away read's too)."""
+
+    def scan(scope: Scope) -> tuple[_P, keys.GrantsVersion | None]:
+        page = read(scoped_access(scope, filters), not scope.checked)
+        metrics.ROWS_SCANNED.inc(page.scanned)
+        return page, page.version
+
+    return confirmed(st, user, scan)
 
 
 def group(
     st: QueryState, user: UserInfo, filters: Filters, key: bytes, by: str
 ) -> tuple[Group, list[tuple[str, bytes]], Scope]:
     """One group with all its clusters (and an object group's rows), as `user` may list them."""
-    scope = st.scope(user, optimistic=True)
-    read = st.group_reader.group
-    got, found, version = read(scoped_access(scope, filters), filters, key, by, not scope.checked)
-    if version is not None and version != scope.version:
-        scope = st.scope(user)
-        got, found, _ = read(scoped_access(scope, filters), filters, key, by)
+
+    def read(
+        scope: Scope,
+    ) -> tuple[tuple[Group, list[tuple[str, bytes]]], keys.GrantsVersion | None]:
+        access = scoped_access(scope, filters)
+        got, found, version = st.group_reader.group(access, filters, key, by, not scope.checked)
+        return (got, found), version
+
+    (got, found), scope = confirmed(st, user, read)
     return got, found, scope
 
 
@@ -153,20 +173,20 @@ def facets(
     """Counts of what `user` may list (rows, or with `by` the groups of `group_page`), under
     the same optimistic-then-confirmed grants; `label_keys`: rows by those labels' values."""
     if by and (filters.labels or filters.flapping):
-        return _confirmed(
+        return _counted(
             st,
             user,
             filters,
             lambda access, confirm: _labelled_groups(st, access, filters, by, confirm),
         )
     if by:
-        return _confirmed(
+        return _counted(
             st,
             user,
             filters,
             lambda access, confirm: st.group_facets.facets(access, filters, by, confirm),
         )
-    return _confirmed(
+    return _counted(
         st,
         user,
         filters,

@@ -13,11 +13,12 @@ from typing import Any
 from flask import Blueprint, request
 
 from common.errors import NotFound
+from common.index import keys
 from common.index.read import relations as relations_read
 from common.index.read.relations import Related, Relations
 from common.index.rows import decode, sort_key
 from common.rbac.grants import Access
-from query import params
+from query import listing, params
 from query.scope import Scope
 from query.state import caller, state
 
@@ -33,11 +34,9 @@ def relations(cluster: str, namespace: str, kind: str, name: str) -> dict[str, A
     depth = params.depth(request.args)
     # grants from the resolver's cache, confirmed by the version read with the object (as a
     # list page's are); read again under checked grants when it moved or nothing was found
-    scope = st.scope(user, optimistic=True)
-    found, access = _read(scope, cluster, namespace, k.key, name, depth)
-    if not scope.checked and (found is None or found.version != scope.version):
-        scope = st.scope(user)
-        found, access = _read(scope, cluster, namespace, k.key, name, depth)
+    (found, access), _ = listing.confirmed(
+        st, user, lambda scope: _read(scope, cluster, namespace, k.key, name, depth)
+    )
     if access is None:
         raise NotFound(f"no cluster named {cluster!r} is registered")
     if found is None:  # absent, or not the caller's to list: the same answer
@@ -53,16 +52,17 @@ def relations(cluster: str, namespace: str, kind: str, name: str) -> dict[str, A
 
 def _read(
     scope: Scope, cluster: str, namespace: str, kind: str, name: str, depth: int
-) -> tuple[Relations | None, Access | None]:
-    """The object's relations under `scope` (None: absent or not the caller's to list), and the
-    caller's access to `cluster` (None: not a cluster they may see)."""
+) -> tuple[tuple[Relations | None, Access | None], keys.GrantsVersion | None]:
+    """The object's relations under `scope` (None: absent or not the caller's to list) and the
+    caller's access to `cluster` (None: not a cluster they may see), with the grants version
+    read with the object (None when nothing was found: unconfirmed, for listing.confirmed)."""
     access = scope.visible.get(cluster)
     if access is None or not access.may_list(namespace, kind):
-        return None, access
+        return (None, access), None
     key = sort_key(namespace, kind, name)
     expect = None if scope.checked else scope.version
     found = relations_read.read(state().r, cluster, key, depth, access.may_list, expect)
-    return found, access
+    return (found, access), (found.version if found is not None else None)
 
 
 def shown_row(cluster: str, member: str, access: Access) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""Leaf-cluster access: the only module that talks to a leaf cluster's Kubernetes API.
+"""Leaf-cluster access: the client of a leaf cluster's Kubernetes API (the watcher's asyncio
+streams, common.leaf.async_watch, send this client's requests with its credentials; nothing else
+talks to a leaf).
 
 `ClusterConfig` wraps one kubeconfig; the `kubernetes` client's own loader turns it into host,
 CA, client certificate and bearer token. A kubeconfig not written by the operator (a registry
