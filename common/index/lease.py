@@ -19,6 +19,7 @@ import redis
 
 from common.errors import LockBusy
 from common.index import keys
+from common.redis_client import text
 
 # Each acts only while the key still holds our token (never on another holder's lease).
 _ACQUIRE = """
@@ -111,7 +112,3 @@ def check(pipe: Any, fence: Fence | None, what: str) -> None:
     held, owner = (text(v) for v in pipe.execute_command("MGET", fence.key, fence.owner))
     if held != fence.token or owner != fence.token:
         raise LockBusy(f"{what}: {fence.key} is no longer ours; nothing written")
-
-
-def text(raw: bytes | str | None) -> str | None:
-    return raw.decode() if isinstance(raw, bytes) else raw
