@@ -6,22 +6,22 @@ edges and `dependents` as `~` + code (common.index.edges), the time index and hi
 `^` + code (common.index.timeline), per-namespace counts as the bare code (common.index.nscounts).
 
 Until this table, the time index and history keys had a second encoding, `~` + the kind's
-position in a list of their own, in hex (`LEGACY_TIME_CODES`). This table kept the one that
-edges, `dependents` and counts store (inside row members, where a new spelling would rewrite
-every row with an edge and flood the change feed), and the time index moved: the least data
-to respell, and all of it rebuildable or short-lived. The new `^` tells the two apart (`~a`,
-`~c`, `~d` are codes in both). What the old form stored stays readable:
+position in a list of their own, in hex (`LEGACY_TIME_CODES`). The table keeps the letters
+that edges, `dependents` and counts store (edges are inside row members: respelling them would
+rewrite every row with an edge and flood the change feed); the time index and history keys
+move, the least data to respell and all of it rebuildable or short-lived. Their new mark `^`
+tells the two spellings apart (`~a`, `~c`, `~d` are codes in both). What the old one stored
+stays readable, with no migration to run (one at startup would rewrite every cluster's windows
+and rename every history key while watchers write, in each process that starts):
 
-- time index entries are read in both forms (`LEGACY_TIME_KIND_OF`); a cluster's index written
-  before is not `READY` (common.index.timeline), so its next full sync rebuilds it whole, in
-  one transaction; until then the writer also removes an entry's old spelling and the time
-  sort looks a row's entry up in it when the new one is missing;
-- history keys: the history of an object written before stays under its old key, read with
-  the new one (common.index.history.legacy_key) until it expires, `FLEETSCOPE_HISTORY_DAYS`
-  after its last entry.
-
-A migration at startup would have had to rewrite every cluster's windows and rename every
-history key while watchers write, in every process that starts; these need none.
+- time index entries parse in both spellings; an index written before is not `READY`
+  (common.index.timeline), so the cluster's next full sync rebuilds it whole in its
+  transaction; until then the writer also removes an entry's old spelling and the time sort
+  looks an entry up in it when the new one is missing;
+- a history written before stays under its old key (common.index.history.legacy_key), read
+  after the new one's entries until it expires, `FLEETSCOPE_HISTORY_DAYS` after its last entry.
+Once every cluster has had a full sync and the history window has passed, the legacy reads
+can go.
 """
 
 from __future__ import annotations
@@ -104,7 +104,6 @@ LEGACY_TIME_CODES = (
 )
 """Read only: the time index's and history keys' former codes, `~` + the position here in hex."""
 LEGACY_TIME_SPELLING = {k: f"~{i:x}" for i, k in enumerate(LEGACY_TIME_CODES)}
-LEGACY_TIME_KIND_OF = {v: k for k, v in LEGACY_TIME_SPELLING.items()}
 
 
 def marked(kind: str, mark: str) -> str:
