@@ -53,11 +53,6 @@ def held(kind: Kind) -> bool:
     return validated(kind) or needs_services(kind) or kind.key in CONTEXT_KINDS
 
 
-def validated_kinds(registry: KindRegistry, served: Mapping[str, str]) -> list[Kind]:
-    """The served kinds whose rows need the cluster's validation."""
-    return [k for k in registry if k.key in served and validated(k)]
-
-
 def held_kinds(registry: KindRegistry, served: Mapping[str, str]) -> list[Kind]:
     """The served kinds whose rows need the cluster's context (`held`)."""
     return [k for k in registry if k.key in served and held(k)]

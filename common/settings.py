@@ -404,9 +404,7 @@ def _check_namespaces(s: Settings) -> None:
         "argocd_clusters_namespace",
         "cluster_name_label_namespaces",
     ):
-        value = getattr(s, name)
-        parts = value if isinstance(value, tuple) else tuple(value.split(","))
-        parts = tuple(p.strip() for p in parts if p.strip())
+        parts = namespace_list(getattr(s, name))
         if parts == ("*",):
             continue
         for part in parts:

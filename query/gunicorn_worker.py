@@ -36,7 +36,7 @@ SUBSCRIPTION = "fleetscope.watch.subscription"
 """environ key the watch view sets: (hub, subscription) to hand the socket to once answered."""
 _current = threading.local()  # the request a gthread thread is answering
 
-CODES = {
+ERRORS_BY_STATUS = {
     400: ("bad_request", "the request could not be parsed as HTTP/1.1"),
     414: ("uri_too_long", "the request line (URL and query) is too long; send fewer filters"),
     431: (
@@ -48,8 +48,10 @@ CODES = {
 
 def error_document(status: int, reason: str) -> tuple[str, bytes]:
     """The status line's reason and the JSON body for a status gunicorn answers itself."""
-    code, message = CODES.get(status, ("internal", "internal error; the server log has details"))
-    if status not in CODES and 400 <= status < 500:
+    code, message = ERRORS_BY_STATUS.get(
+        status, ("internal", "internal error; the server log has details")
+    )
+    if status not in ERRORS_BY_STATUS and 400 <= status < 500:
         code, message = reason.lower().replace(" ", "_"), reason
     return reason, json.dumps({"error": code, "message": message}).encode()
 

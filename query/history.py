@@ -58,12 +58,12 @@ def object_history(cluster: str, namespace: str, kind: str, name: str) -> dict[s
     }
 
 
-def _read(cluster: str, identity: str) -> tuple[str | None, bytes | None]:
+def _read(cluster: str, identity: str) -> tuple[str | None, str]:
     """The object's stored member (None when absent) and its stored history: one round trip."""
     prefix = identity.encode()
     pipe: Any = state().r.pipeline(transaction=False)
     pipe.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + _TOP, 0, 1)
-    pipe.get(history.key(cluster, identity))
-    found, stored = pipe.execute()
+    history.queue_get(pipe, cluster, identity)
+    found, *stored = pipe.execute()
     member = found[0].decode() if found and rows.is_member(found[0]) else None
-    return member, stored
+    return member, history.joined(*stored)

@@ -227,7 +227,11 @@ class WatchReplica:
         self.claim_ticks.pop(name, None)
         watch.stop_event.set()
         self._retire(watch)
-        _compare_delete(self.r, keys.handover(name), self.token)
+        self._drop_claim(name)
+
+    def _drop_claim(self, name: str) -> None:
+        """Delete this replica's claim on `name` (`<token>` or `<token> ready`), not another's."""
+        lease.delete_if(self.r, keys.handover(name), self.token, f"{self.token} ready")
 
     def _hand_over_all(self) -> None:
         """Leaving while other replicas run: keep the leases until their claims on this one's
@@ -280,7 +284,7 @@ class WatchReplica:
             level = logging.DEBUG if isinstance(e, _Loading) else logging.WARNING
             log.log(level, "cannot watch: %s", e, extra={"cluster": name})
             if claimed_from:
-                _compare_delete(self.r, keys.handover(name), self.token)
+                self._drop_claim(name)
             else:
                 self._lease(name).release()
             return
@@ -372,18 +376,6 @@ class WatchReplica:
                 log.warning("could not release a lease; it expires", extra={"cluster": name})
         for t in self._retiring:  # each stop is bounded (ClusterWatch.stop)
             t.join()
-
-
-_COMPARE_DELETE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
-"""
-
-
-def _compare_delete(r: redis.Redis, key: str, value: str) -> None:
-    """Delete `key` only while it holds `value` (`value` or `value ready`: ours)."""
-    r.eval(_COMPARE_DELETE, 1, key, value)
-    r.eval(_COMPARE_DELETE, 1, key, f"{value} ready")
 
 
 class _Loading(FleetscopeError):

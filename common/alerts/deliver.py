@@ -79,7 +79,7 @@ def pending(
     ids: list[str] = []
     for k, v in _pairs(resolved):
         out.append(postable(state.loads(v), valid))
-        ids.append(state.text(k))
+        ids.append(redis_client.text(k))
     return out, ids
 
 

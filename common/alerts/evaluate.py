@@ -107,8 +107,10 @@ class Evaluator:
                 ("ZRANGEBYSCORE", keys.ALERT_DUE, "-inf", repr(now)),
             ],
         )
-        gens = {c: state.text(g or b"0") for c, g in zip(clusters, gens_raw or [], strict=False)}
-        seen = {state.text(k): state.text(v) for k, v in _pairs(seen_raw)}
+        gens = {
+            c: redis_client.text(g or b"0") for c, g in zip(clusters, gens_raw or [], strict=False)
+        }
+        seen = {redis_client.text(k): redis_client.text(v) for k, v in _pairs(seen_raw)}
         rules_changed = seen.get("#rules") != rules.digest
         gone = [c for c in seen if c[:1] != "#" and c not in gens]
         changed = [c for c in clusters if rules_changed or seen.get(c) != gens[c]]
@@ -146,7 +148,7 @@ class Evaluator:
             for f in [*moved, *left]:
                 changes.append((cluster, f, after.get(f)))
         changed_set = set(changed) | set(gone)
-        due = [state.split_due(state.text(m)) for m in due_raw]
+        due = [state.split_due(redis_client.text(m)) for m in due_raw]
         due = [(c, f) for c, f in due if c not in changed_set and c in gens]
         out.due = len(due)
         for (cluster, f), stored in zip(due, self._read_due(due), strict=True):
@@ -188,7 +190,7 @@ class Evaluator:
             self.r, [("HGETALL", keys.alert_candidates(c)) for c in clusters]
         )
         return {
-            c: {state.text(k): state.loads(v) for k, v in _pairs(reply)}
+            c: {redis_client.text(k): state.loads(v) for k, v in _pairs(reply)}
             for c, reply in zip(clusters, replies, strict=True)
         }
 
@@ -370,12 +372,12 @@ class Evaluator:
             self.r, [("HGETALL", keys.ALERT_FIRING), ("HKEYS", keys.ALERT_RIPE)]
         )
         for k, v in _pairs(raw[0]):
-            aid = state.text(k)
+            aid = redis_client.text(k)
             if state.rule_of(aid) not in names and aid not in plan.firing_del:
                 self._resolve(plan, aid, state.loads(v), now, out)
                 plan.firing_set.pop(aid, None)
         for k in raw[1]:
-            f = state.text(k)
+            f = redis_client.text(k)
             if state.rule_of(f) not in names:
                 plan.ripe_set[f] = {}
 

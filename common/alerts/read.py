@@ -38,7 +38,7 @@ class AlertsView:
             ],
         )
         meta = {
-            k: state.text(v)
+            k: redis_client.text(v)
             for k, v in zip(("error", "ruleCount", "evaluatedAt", "errorAt"), meta_raw, strict=True)
             if v is not None
         }

@@ -13,6 +13,7 @@ import time
 
 import redis
 
+from common import redis_client
 from common.alerts import rules as rules_mod
 from common.alerts.rules import EMPTY, RuleError, RuleSet
 from common.index import keys
@@ -96,9 +97,10 @@ class RulesSource:
         raw = r.hget(keys.ALERT_META, "rules")
         if raw is None:
             return EMPTY
-        text = raw.decode() if isinstance(raw, bytes) else str(raw)
         try:
-            return rules_mod.parse(text, self.registry, "last good rules", self.flapping_threshold)
+            return rules_mod.parse(
+                redis_client.text(raw), self.registry, "last good rules", self.flapping_threshold
+            )
         except RuleError:
             return EMPTY  # written by another version: nothing to run rather than a guess
 

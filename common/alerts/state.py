@@ -79,10 +79,6 @@ def loads(raw: bytes | str) -> Any:
     return orjson.loads(raw)
 
 
-def text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
-
-
 def iso(epoch: float) -> str:
     """RFC 3339 with milliseconds, as Alertmanager's API writes times."""
     whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch))

@@ -5,9 +5,10 @@ read and replaced together and can never disagree.
 
 `edges`: the object's references (common.kinds.relations.Ref), in spec order, joined by RS
 (`\\x1e`); each is `<relation code><kind> US <namespace> US <name> [US <sectionName> [US <exists>]]`
-(US = `\\x1f`), where the namespace is `=` when it is the object's own (the commonest case: it
-saves the namespace's bytes on most edges) and `exists` is `0` for an external node (a Service
-backend: not a row) known to be missing. Whether a row target exists is read from the rows.
+(US = `\\x1f`), where the kind is `~` + its code when built in (common.index.codes), the
+namespace is `=` when it is the object's own (the commonest case: it saves the namespace's bytes
+on most edges) and `exists` is `0` for an external node (a Service backend: not a row) known
+to be missing. Whether a row target exists is read from the rows.
 
 `blockedBy`: `<kind> US <namespace> US <name> US <exists: 1|0>` of the nearest failing node
 upstream (common.index.graph), empty when there is none.
@@ -19,65 +20,27 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TypedDict
 
+from common.index import codes
 from common.kinds.relations import RELATIONS, Ref
 
 RS, US = "\x1e", "\x1f"
 SAME_NAMESPACE = "="  # never a namespace name (DNS labels), so it cannot be confused
 EXTERNAL_KINDS = frozenset({"Service"})
 """Kinds a ref can name that are not rows: their existence is stored in the edge when known."""
-CODES = dict(zip(RELATIONS, "sdcipmgrPCbt", strict=True))
-RELATION_OF = {v: k for k, v in CODES.items()}
-KIND_CODES = {
-    "Kustomization": "K",
-    "HelmRelease": "H",
-    "GitRepository": "G",
-    "HelmRepository": "R",
-    "OCIRepository": "O",
-    "Bucket": "B",
-    "HelmChart": "C",
-    "ImageRepository": "I",
-    "ImagePolicy": "P",
-    "ImageUpdateAutomation": "U",
-    "Alert": "A",
-    "Provider": "p",
-    "Receiver": "r",
-    "VirtualService": "V",
-    "DestinationRule": "D",
-    "Gateway": "g",
-    "ServiceEntry": "E",
-    "Sidecar": "S",
-    "WorkloadEntry": "W",
-    "AuthorizationPolicy": "Z",
-    "PeerAuthentication": "a",
-    "RequestAuthentication": "q",
-    "Telemetry": "T",
-    "GatewayClass": "c",
-    "K8sGateway": "k",
-    "HTTPRoute": "h",
-    "GRPCRoute": "x",
-    "TLSRoute": "t",
-    "TCPRoute": "u",
-    "ReferenceGrant": "F",
-    "AuthPolicy": "z",
-    "RateLimitPolicy": "l",
-    "DNSPolicy": "d",
-    "TLSPolicy": "s",
-    "Service": "v",
-}
-"""Stored codes of the built-in kind keys (and Service): fixed forever once written; a new
-built-in kind gets a new character (tests keep every built-in kind coded, each code once)."""
-KIND_OF = {v: k for k, v in KIND_CODES.items()}
-KIND_MARK = "~"  # never the start of a kind key (kinds are CamelCase names)
+RELATION_CODES = dict(zip(RELATIONS, "sdcipmgrPCbt", strict=True))
+"""Stored one-character codes of the relations (common.kinds.relations.RELATIONS)."""
+RELATION_OF = {v: k for k, v in RELATION_CODES.items()}
+KIND_MARK = "~"
+"""Before the code of a built-in kind (common.index.codes), as edges and `dependents` store it."""
 
 
 def kind_code(kind: str) -> str:
     """A kind as stored: `~` + its code when built in, else its key."""
-    code = KIND_CODES.get(kind)
-    return KIND_MARK + code if code else kind
+    return codes.marked(kind, KIND_MARK)
 
 
 def kind_of(stored: str) -> str:
-    return KIND_OF[stored[1]] if stored.startswith(KIND_MARK) else stored
+    return codes.unmarked(stored, KIND_MARK)
 
 
 @dataclass(frozen=True)
@@ -118,7 +81,7 @@ def encode(
         if not (name.isprintable() and ref_ns.isprintable() and section.isprintable()):
             continue  # control characters would break the format (no valid name has any)
         ns = SAME_NAMESPACE if ref_ns == namespace and namespace else ref_ns
-        entry = f"{CODES[relation]}{kind_code(kind)}{US}{ns}{US}{name}"
+        entry = f"{RELATION_CODES[relation]}{kind_code(kind)}{US}{ns}{US}{name}"
         missing = kind in EXTERNAL_KINDS and services is not None and (ref_ns, name) not in services
         if missing:
             entry += f"{US}{section}{US}0"
@@ -148,7 +111,7 @@ def targets(namespace: str, field: str) -> list[tuple[str, str, str, bool]]:
     out = []
     for entry in field.split(RS):
         head, ns, name, *rest = entry.split(US)
-        kind = KIND_OF[head[2]] if head[1] == KIND_MARK else head[1:]
+        kind = codes.KIND_OF[head[2]] if head[1] == KIND_MARK else head[1:]
         out.append(
             (
                 kind,

@@ -6,9 +6,11 @@ A transition is found by comparing the stored member with the new one inside the
 atomic write (under its WATCH on the generation), never against a writer's memory: a retried
 write, a full sync repeating what the watcher wrote, or a second writer finds the row already
 as it wants it and records nothing. Each object's history is one string key
-(`fs:{c:<cluster>}:h:<identity>`, built-in kinds as their short code: `key`) holding its entries newest first, trimmed to the last
-`Retention.max_entries` and to `Retention.days` on every write, and expiring `days` after its
-newest entry, so a deleted object's history stays readable for the window and then goes.
+(`fs:{c:<cluster>}:h:<identity>`, built-in kinds as the time index spells them: `key`) holding its
+entries newest first, trimmed to the last `Retention.max_entries` and to `Retention.days` on
+every write, and expiring `days` after its newest entry, so a deleted object's history stays
+readable for the window and then goes. A history written with the legacy kind codes
+(common.index.codes) stays under its `legacy_key`, read after the key's entries until it expires.
 
 An entry is 7 NUL-separated fields: the cluster generation the write made (its position: newer
 entries have higher ones; the history API's keyset), `at` (epoch s), the source code (`SOURCES`),
@@ -23,11 +25,11 @@ holds the kinds past that point). At fleet L that is 1.56 M entries not written.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from common.index import keys, rows, timeline
+from common.index import codes, keys, rows, timeline
 from common.redis_client import text
 
 SEP = "\x00"
@@ -199,10 +201,37 @@ def new_kinds(
 
 
 def key(cluster: str, identity: str) -> str:
-    """The history key of a row identity (`rows.sort_key`), the built-in kinds shortened to
-    their time-index code (common.index.timeline.KIND_CODES: ~11 bytes a key)."""
+    """The history key of a row identity (`rows.sort_key`), the built-in kinds shortened as
+    the time index spells them (common.index.timeline.KIND_CODES: ~11 bytes a key)."""
+    return _key(cluster, identity, timeline.KIND_CODES)
+
+
+def legacy_key(cluster: str, identity: str) -> str | None:
+    """The key the object's history had in the legacy spelling (common.index.codes), when it
+    differs from `key`: read beside it until it expires (nothing is written to it)."""
+    old = _key(cluster, identity, codes.LEGACY_TIME_SPELLING)
+    return old if old != key(cluster, identity) else None
+
+
+def _key(cluster: str, identity: str, spelling: Mapping[str, str]) -> str:
     ns, kind, name = rows.split_identity(identity)
-    return keys.history(cluster, rows.sort_key(ns, timeline.KIND_CODES.get(kind, kind), name))
+    return keys.history(cluster, rows.sort_key(ns, spelling.get(kind, kind), name))
+
+
+def queue_get(reads: Any, cluster: str, identity: str) -> int:
+    """Queue the reads of an object's stored history (its key, and its legacy key when it has
+    one); returns how many, whose replies `joined` makes one stored history of."""
+    reads.get(key(cluster, identity))
+    old = legacy_key(cluster, identity)
+    if old is not None:
+        reads.get(old)
+    return 1 if old is None else 2
+
+
+def joined(*values: str | bytes | None) -> str:
+    """One stored history of the values `queue_get` read: the entries under the key, then
+    the (older) ones under the legacy key."""
+    return SEP.join(t for t in map(text, values) if t)
 
 
 def queue_read(reads: Any, cluster: str, found: Iterable[Transition]) -> list[str]:
@@ -267,9 +296,10 @@ def decode(entry: str) -> Entry:
 def served(
     value: str | bytes | None, retention: Retention = DEFAULT, now: float | None = None
 ) -> list[Entry]:
-    """The entries of a stored history as served: newest first, none older than the window."""
+    """The entries of a stored history as served: newest first, none older than the window,
+    at most `max_entries` (a history joined with its legacy key's may hold more)."""
     oldest = (time.time() if now is None else now) - retention.window_s
-    return [decode(e) for e in split(value) if _at(e) >= oldest]
+    return [decode(e) for e in split(value) if _at(e) >= oldest][: retention.max_entries]
 
 
 def read(
@@ -279,5 +309,8 @@ def read(
     retention: Retention = DEFAULT,
     now: float | None = None,
 ) -> list[Entry]:
-    """An object's history, newest first, none older than the retention window (one GET)."""
-    return served(r.get(key(cluster, identity)), retention, now)
+    """An object's history, newest first, none older than the retention window (one round
+    trip)."""
+    reads: Any = r.pipeline(transaction=False)
+    queue_get(reads, cluster, identity)
+    return served(joined(*reads.execute()), retention, now)

@@ -1,7 +1,8 @@
 """The one lease type: a Redis key held under a random token for a TTL (SET NX PX), renewed while
 its work goes on, released by compare-and-delete, and checked by writers as a fence. Sync locks
 (collector.lock) and watcher cluster ownership (collector.watch.replica) are both leases; a
-holder that dies stops renewing, so its lease expires after the TTL.
+holder that dies stops renewing, so its lease expires after the TTL. `delete_if` is the same
+compare-and-delete for a key beside a lease (a watcher's claim on another replica's cluster).
 
 The fence is a second key (`keys.owner`): the holder's token, written when the lease is taken
 and deleted when it is released, but not by renewals. Writers WATCH it and read both keys: a
@@ -19,6 +20,7 @@ import redis
 
 from common.errors import LockBusy
 from common.index import keys
+from common.redis_client import text
 
 # Each acts only while the key still holds our token (never on another holder's lease).
 _ACQUIRE = """
@@ -37,6 +39,13 @@ return 0
 """
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+_DELETE_IF = """
+local held = redis.call('get', KEYS[1])
+for _, value in ipairs(ARGV) do
+  if held == value then return redis.call('del', KEYS[1]) end
+end
 return 0
 """
 
@@ -101,6 +110,12 @@ def renew_all(r: redis.Redis, leases: Sequence[Lease]) -> list[bool]:
     return [bool(ok) for ok in pipe.execute()]
 
 
+def delete_if(r: redis.Redis, key: str, *values: str) -> bool:
+    """Delete `key` only while it holds one of `values` (a claim or a mark of ours, never
+    another holder's), in one round trip; whether it was deleted."""
+    return bool(r.eval(_DELETE_IF, 1, key, *values))
+
+
 def check(pipe: Any, fence: Fence | None, what: str) -> None:
     """Inside a WATCHing pipeline: raise LockBusy unless the fence is still ours (the WATCH on
     its owner key then makes the EXEC fail if the lease changes hands before the write)."""
@@ -111,7 +126,3 @@ def check(pipe: Any, fence: Fence | None, what: str) -> None:
     held, owner = (text(v) for v in pipe.execute_command("MGET", fence.key, fence.owner))
     if held != fence.token or owner != fence.token:
         raise LockBusy(f"{what}: {fence.key} is no longer ours; nothing written")
-
-
-def text(raw: bytes | str | None) -> str | None:
-    return raw.decode() if isinstance(raw, bytes) else raw

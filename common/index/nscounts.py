@@ -8,7 +8,7 @@ keeps them in the same MULTI/EXEC as the rows; `READY` in the sync hash says the
 (set by the first full sync that wrote them), so a reader never sums a partial set.
 
 The value is a run of entries `<kind><code>[<n>]`, sorted: `<kind>` is the one-letter code of a
-built-in kind (common.index.edges.KIND_CODES) or `(<kind key>)`, `<code>` the row's status code
+built-in kind (common.index.codes) or `(<kind key>)`, `<code>` the row's status code
 (common.index.rows: lower-case health, upper-case when suspended), `<n>` the count when not 1.
 A namespace of a healthy Kustomization, a healthy GitRepository and two unhealthy HelmReleases
 is `GhHu2Kh`.
@@ -22,7 +22,7 @@ from typing import Any
 
 from common.index import keys, rows
 from common.index.buckets import Bucketed, Groups
-from common.index.edges import KIND_CODES, KIND_OF
+from common.index.codes import KIND_CODES, KIND_OF
 from common.redis_client import text
 
 BUCKETS = keys.NSCOUNTS_BUCKETS

@@ -12,8 +12,8 @@ Every write that touches a window bumps its version, so a reader that remembers 
 again only those that changed (a transition moves a row to the newest window: two windows).
 
 An entry is `<namespace> NUL <kind code> NUL <name> NUL <status code>`: the row's identity with
-the built-in kinds shortened (`KIND_CODES`; entries are never ordered by kind) and the one-byte
-status code, so status and suspension filters need no row. Rows without a transition time are
+the built-in kinds shortened (`^` + their code, common.index.codes; entries are never ordered by
+kind; an entry in the legacy spelling is read too) and the one-byte status code, so status and suspension filters need no row. Rows without a transition time are
 in window -1 (they sort as the oldest), spread over `UNTIMED_SPLIT` sets by a hash of their
 entry, since there can be many (a third of a fleet-L cluster's rows: Istio kinds without
 status conditions; 64 sets keep up to ~8,000 of them per cluster in listpacks).
@@ -26,16 +26,19 @@ row that changed after the walk began (its score is then later than the walk's s
 skipped, never shown twice) from one that changed in the same second before it (shown).
 
 The writer (common.index.write.writer) keeps the entries in the same MULTI/EXEC as the rows. Windows
-emptied by later writes stay in the directory (readers skip them) until the next full sync.
+emptied by later writes stay in the directory (readers skip them) until the next full sync. An
+index that is not `READY` (never built, or built in the legacy spelling) is built whole by the
+next full sync, in its transaction.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from common.index import keys
+from common.index import codes, keys
+from common.redis_client import text
 
 SEP = b"\x00"
 WINDOW_MS = 12 * 3600 * 1000
@@ -45,58 +48,32 @@ UNTIMED_SPLIT = 64
 READY = "timeline"
 """Sync status field: the cluster's time index holds every row (set by the first full sync, or
 the first write to a cluster without rows)."""
-READY_VALUE = "1"
+READY_VALUE = "2"
+"""`READY`'s value for an index in this spelling (`1`: the legacy one, common.index.codes)."""
 
-KIND_CODES = {
-    k: f"~{i:x}"
-    for i, k in enumerate(
-        (
-            "Kustomization",
-            "HelmRelease",
-            "GitRepository",
-            "HelmRepository",
-            "OCIRepository",
-            "Bucket",
-            "HelmChart",
-            "ImageRepository",
-            "ImagePolicy",
-            "ImageUpdateAutomation",
-            "Alert",
-            "Provider",
-            "Receiver",
-            "VirtualService",
-            "DestinationRule",
-            "Gateway",
-            "ServiceEntry",
-            "Sidecar",
-            "WorkloadEntry",
-            "AuthorizationPolicy",
-            "PeerAuthentication",
-            "RequestAuthentication",
-            "Telemetry",
-            "GatewayClass",
-            "K8sGateway",
-            "HTTPRoute",
-            "GRPCRoute",
-            "TLSRoute",
-            "TCPRoute",
-            "ReferenceGrant",
-            "AuthPolicy",
-            "RateLimitPolicy",
-            "DNSPolicy",
-            "TLSPolicy",
-        )
-    )
-}
-"""Append only: a stored code keeps its meaning. Kind keys never start with `~`."""
-KIND_OF = {v.encode(): k.encode() for k, v in KIND_CODES.items()}
+KIND_MARK = "^"
+"""Before the code of a built-in kind (common.index.codes) in an entry and in history keys."""
+KIND_CODES = {k: codes.marked(k, KIND_MARK) for k in codes.KIND_CODES}
+"""A built-in kind key -> its spelling in entries (other kinds: their key)."""
 KIND_CODES_B = {k.encode(): v.encode() for k, v in KIND_CODES.items()}
+KIND_OF = {
+    v.encode(): k.encode() for k, v in (*KIND_CODES.items(), *codes.LEGACY_TIME_SPELLING.items())
+}
+"""Either spelling of a built-in kind (`^` + code, or the legacy `~` + hex) -> its key."""
 
 
-def placement(member: str, now_ms: int) -> tuple[str, int, str, int]:
+def ready(flag: str | bytes | None) -> bool:
+    """Whether the sync-hash field `READY` says the cluster's index is complete and in this
+    spelling."""
+    return text(flag) == READY_VALUE
+
+
+def placement(
+    member: str, now_ms: int, spelling: Mapping[str, str] = KIND_CODES
+) -> tuple[str, int, str, int]:
     """Where a row's entry goes: (window suffix, window number, entry, score in the window)."""
     ns, kind, name, code, _reason, _msg, ltt, _ = member.split("\x00", 7)
-    entry = f"{ns}\x00{KIND_CODES.get(kind, kind)}\x00{name}\x00{code}"
+    entry = f"{ns}\x00{spelling.get(kind, kind)}\x00{name}\x00{code}"
     if not ltt:  # the score is when it was written: time order ignores it (`position`)
         return suffix_of(UNTIMED, entry.encode()), UNTIMED, entry, now_ms
     at_ms = int(ltt) * 1000
@@ -111,6 +88,16 @@ def where(member: str) -> tuple[str, str]:
     return suffix, entry
 
 
+def legacy_where(member: str) -> tuple[str, str] | None:
+    """`where` in the legacy spelling (common.index.codes), for a row whose entry an index not
+    yet rebuilt may hold so; None when both spell its kind alike (kinds-file kinds)."""
+    kind = member.split("\x00", 2)[1]
+    if codes.LEGACY_TIME_SPELLING.get(kind, kind) == KIND_CODES.get(kind, kind):
+        return None
+    suffix, _window, entry, _score = placement(member, 0, codes.LEGACY_TIME_SPELLING)
+    return suffix, entry
+
+
 def queue_write(
     tx: Any,
     cluster: str,
@@ -118,14 +105,22 @@ def queue_write(
     added: Iterable[str],
     now_ms: int,
     building: bool = False,
+    legacy: bool = False,
 ) -> None:
     """Remove the entries of `removed` and add those of `added` (in a MULTI). An untimed
     entry both removed and added (its row rewritten, its status unchanged) is left as it is,
-    with its score: when its status last changed; unless `building` the index from scratch."""
+    with its score: when its status last changed; unless `building` the index from scratch
+    (then each window written is emptied first: nothing of an earlier index stays in it).
+    `legacy`: the index is not yet rebuilt, so a removed entry may be in the legacy spelling:
+    that is removed too."""
     gone: dict[str, list[str]] = {}
+    twins: dict[str, tuple[str, str]] = {}
     for m in removed:
         suffix, entry = where(m)
         gone.setdefault(suffix, []).append(entry)
+        legacy_place = legacy_where(m) if legacy and not building else None
+        if legacy_place is not None:
+            twins[entry] = legacy_place
     new: dict[str, dict[str, int]] = {}
     for m in added:
         suffix, _window, entry, score = placement(m, now_ms)
@@ -137,13 +132,21 @@ def queue_write(
                 gone[suffix] = [e for e in gone[suffix] if e not in kept]
                 for e in kept:
                     del scored[e]
+        if twins:  # a kept entry keeps its twin too (the row's one entry, as stored)
+            removed_twins = [twins[e] for es in gone.values() for e in es if e in twins]
+            for twin_suffix, twin_entry in removed_twins:
+                gone.setdefault(twin_suffix, []).append(twin_entry)
         gone = {w: es for w, es in gone.items() if es}
         new = {w: es for w, es in new.items() if es}
+    touched = sorted({*gone, *new})
+    if building and touched:
+        tx.delete(*(keys.timeline_window(cluster, w) for w in touched))
+        gone = {}
     for suffix, entries in gone.items():
         tx.zrem(keys.timeline_window(cluster, suffix), *entries)
     for suffix, scored in new.items():
         tx.zadd(keys.timeline_window(cluster, suffix), scored)
-    for suffix in sorted({*gone, *new}):
+    for suffix in touched:
         tx.hincrby(keys.timeline(cluster), suffix, 1)
 
 

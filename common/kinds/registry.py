@@ -25,7 +25,7 @@ sets that kind's `ui_url_template`; any other field it gives must match the buil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -246,9 +246,6 @@ class KindRegistry:
 
     def by_resource(self, group: str, plural: str) -> Kind | None:
         return self._by_resource.get((group, plural))
-
-    def with_extra(self, extra: Iterable[Kind]) -> KindRegistry:
-        return KindRegistry(self.kinds + tuple(extra))
 
 
 def builtin_registry() -> KindRegistry:

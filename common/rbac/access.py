@@ -27,6 +27,7 @@ from common.rbac.encoding import (
     decode_grants,
     decode_reasons,
 )
+from common.redis_client import text
 
 _NONE: frozenset[str] = frozenset()
 V = TypeVar("V")
@@ -108,10 +109,6 @@ class _Lru(Generic[V]):
                 self.data.popitem(last=False)
 
 
-def _s(v: Any) -> str | None:
-    return v.decode() if isinstance(v, bytes) else v
-
-
 class AccessResolver:
     """Resolves users' access over many clusters from `fs:{c:X}:rbac`; one per process."""
 
@@ -183,7 +180,7 @@ class AccessResolver:
         pipe = self.r.pipeline(transaction=False)
         for c in need:
             pipe.hget(keys.rbac(c), HASH_FIELD)
-        fetched = {c: _s(h) or "" for c, h in zip(need, pipe.execute(), strict=True)}
+        fetched = {c: text(h) for c, h in zip(need, pipe.execute(), strict=True)}
         self.round_trips += 1
         hashes = {**hashes, **fetched}
         self._state = (version, hashes)
@@ -227,7 +224,7 @@ class AccessResolver:
             self.subjects_loaded += len(need)
         retry: dict[str, str] = {}
         for (c, h, need), values in zip(plan, pipe.execute(), strict=True):
-            got = _s(values[0]) or ""
+            got = text(values[0])
             if got != h:
                 if got:
                     retry[c] = got
@@ -235,7 +232,7 @@ class AccessResolver:
                     out[c] = NO_ACCESS
                 continue
             for subject, raw in zip(need, values[1:], strict=True):
-                value = _s(raw)
+                value = text(raw)
                 parsed = Access.build(*decode_grants(value, self.known)) if value else NO_ACCESS
                 self.cache.put((c, h, subject), parsed)
             out[c] = self._combined(c, h, own, groups) or NO_ACCESS
@@ -251,7 +248,7 @@ class AccessResolver:
         for (kind, name), raw in zip(
             subjects, self.r.hmget(keys.rbac(cluster), fields), strict=True
         ):
-            value = _s(raw)
+            value = text(raw)
             for ns, kinds, binding in decode_reasons(value) if value else []:
                 visible = sorted(kinds & self.known)
                 if visible:

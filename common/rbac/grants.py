@@ -27,6 +27,7 @@ from common.rbac.encoding import (
     Reason,
     encode_subject,
 )
+from common.redis_client import text
 
 __all__ = [
     "Access",
@@ -132,8 +133,7 @@ def store_grants(r: redis.Redis, cluster: str, compiled: CompiledGrants, synced_
     and raise `fs:version` (INCRBY) when the grants changed. Returns True when they changed."""
     rbac_key, sync_key = keys.rbac(cluster), keys.sync(cluster)
     old = r.hget(rbac_key, HASH_FIELD)
-    old_hash = old.decode() if isinstance(old, bytes) else old
-    changed = old_hash != compiled.content_hash
+    changed = text(old) != compiled.content_hash
     status = syncstatus.encode(
         rbac_hash=compiled.content_hash, rbac_synced_at=synced_at, rbac_error=""
     )

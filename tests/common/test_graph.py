@@ -132,14 +132,6 @@ def test_edges_round_trip_with_sections_and_same_namespace_elision() -> None:
     ]
 
 
-def test_every_builtin_kind_has_one_stored_code() -> None:
-    from common.kinds.registry import BUILTIN_KINDS
-
-    assert {k.key for k in BUILTIN_KINDS} | {"Service"} == set(edges.KIND_CODES)
-    assert len(set(edges.KIND_CODES.values())) == len(edges.KIND_CODES)
-    assert edges.kind_of(edges.kind_code("MyKind")) == "MyKind"  # kinds-file kinds: as is
-
-
 def test_legacy_members_read_as_having_no_edges() -> None:
     legacy = "\x00".join(member("apps", "Kustomization", "a").split("\x00")[:11])
     assert rows.edges_of(legacy) == "" and rows.blocked_of(legacy) == ""

@@ -52,12 +52,12 @@ STATES_MAX = 64
 IDS_MAX = 4_000_000
 """Interned identities before they (and everything counted from them) are dropped."""
 
-_CODES = sorted(rows.CODE_STATUS)
-_TO_INDEX = bytes.maketrans("".join(_CODES).encode(), bytes(range(len(_CODES))))
-"""A status code byte to its index in `_CODES`."""
+_STATUS_CODES = sorted(rows.CODE_STATUS)
+_TO_INDEX = bytes.maketrans("".join(_STATUS_CODES).encode(), bytes(range(len(_STATUS_CODES))))
+"""A status code byte to its index in `_STATUS_CODES`."""
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
 _CODE_PARTS = [
-    (_STATUS_INDEX[tally.code_status(c)[0]], int(tally.code_status(c)[1])) for c in _CODES
+    (_STATUS_INDEX[tally.code_status(c)[0]], int(tally.code_status(c)[1])) for c in _STATUS_CODES
 ]
 """Per code index: (status index, 1 if suspended)."""
 _SLOTS = 3 + len(STATUSES)
@@ -280,7 +280,7 @@ class GroupFacets:
         filters (in the namespaces `only`, when given)."""
         name = filters.name.encode()
         wanted_codes = rows.codes_for(filters.statuses, filters.suspended)
-        codes_ok = [c in wanted_codes for c in _CODES]
+        codes_ok = [c in wanted_codes for c in _STATUS_CODES]
         wanted_ns = set(filters.namespaces)
         if only:
             wanted_ns = set(only) & wanted_ns if wanted_ns else set(only)
@@ -328,7 +328,9 @@ class GroupFacets:
         out = []
         for i, code in pairs:
             ns, kind = self._ns_names[self._id_ns[i]], self._kind_names[self._id_kind[i]]
-            if _CODES[code] not in wanted_codes or (filters.kinds and kind not in filters.kinds):
+            if _STATUS_CODES[code] not in wanted_codes or (
+                filters.kinds and kind not in filters.kinds
+            ):
                 continue
             if filters.namespaces and ns not in filters.namespaces:
                 continue

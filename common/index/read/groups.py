@@ -14,7 +14,7 @@ A page is built in two parts, as the order has them:
   clusters' namespaces (the caller's own, or every namespace of the per-namespace counts).
 
 Each group of a page then gets its clusters in one round trip: the status code of its object on
-every cluster (a small script per cluster, common.index.read.lua.CODES), or its namespace's
+every cluster (a small script per cluster, common.index.read.lua.STATUS_REVISIONS), or its namespace's
 counts by kind and status (common.index.nscounts). Counts are over the caller's visible clusters
 and, on each, over the kinds the caller may list there: a team member sees counts over their
 own clusters and namespaces only.
@@ -70,7 +70,8 @@ RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
 """A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
 PAGES_MAX = 1024  # remembered pages per process
 INDEXES_MAX = 4096  # remembered (cluster, generation) unhealthy indexes and namespace lists
-CODES_MAX = 8192  # remembered status codes per cluster (identities of pages shown)
+REMEMBERED_PER_CLUSTER_MAX = 8192
+"""Status codes (objects of pages shown) or namespace counts remembered per cluster."""
 DRAIN_MAX = 100_000
 """Rows a namespace grouping with a name filter may gather (it counts every matching row)."""
 DRIFT_LOOKUPS_MAX = 250_000
@@ -194,7 +195,7 @@ class _Tally:
 
 @functools.lru_cache(maxsize=65536)
 def _member(cluster: str, found: str) -> Member:
-    """The Member of a CODES reply (status code, then revision) on `cluster`, shared by every
+    """The Member of a STATUS_REVISIONS reply (status code, then revision) on `cluster`, shared by every
     object group (read only)."""
     status, suspended = tally.code_status(found[:1])
     return Member(cluster, status, suspended, revision=found[1:])
@@ -774,7 +775,7 @@ class GroupReader:
                     k: sys.intern(code.decode())
                     for k, code in zip(unknowns[c], replies[c], strict=True)
                 }
-                known = {**known, **new} if len(known) < CODES_MAX else new
+                known = {**known, **new} if len(known) < REMEMBERED_PER_CLUSTER_MAX else new
                 if c in q.gens:
                     self._codes[c] = (q.gens[c], known)
             for k in ids:
@@ -838,7 +839,9 @@ class GroupReader:
         got: dict[str, list[Member]] = {}
         for c, known in held:
             if c in fresh:
-                known = {**known, **fresh[c]} if len(known) < CODES_MAX else fresh[c]
+                known = (
+                    {**known, **fresh[c]} if len(known) < REMEMBERED_PER_CLUSTER_MAX else fresh[c]
+                )
                 if c in q.gens:
                     self._nsvalues[c] = (q.gens[c], known)
             a = access[c]
@@ -866,7 +869,7 @@ class GroupReader:
                     )
                     if summed:
                         m = Member(c, *summed)
-                    if len(shown) < CODES_MAX:
+                    if len(shown) < REMEMBERED_PER_CLUSTER_MAX:
                         shown[ns] = m
                 if m is not None:
                     got.setdefault(ns, []).append(m)
@@ -938,7 +941,7 @@ class GroupReader:
         for cluster, m in self._drained_rows(q):
             ident = rows.identity_bytes(m)
             code = m[len(ident) : len(ident) + 1].decode()
-            # shared per (cluster, code, revision), as the CODES path's members
+            # shared per (cluster, code, revision), as the STATUS_REVISIONS path's members
             per.setdefault(ident, []).append(_member(cluster, code + rows.revision_of(m)))
         order = []
         for k, members in per.items():

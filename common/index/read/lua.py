@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from common.index import keys, rows
 
 # The scripts find a member's fields by its first three NULs: the identity (namespace, kind,
-# name) is fields 0-2 and the one-byte status code follows it; CODES also reads the revision,
+# name) is fields 0-2 and the one-byte status code follows it; STATUS_REVISIONS also reads the revision,
 # four fields after the status. rows.FIELDS owns the layout.
 if rows.FIELDS[:8] != (
     "namespace",
@@ -277,7 +277,7 @@ end
     + COUNT
 )
 
-CODES = r"""
+STATUS_REVISIONS = r"""
 -- KEYS[1]: a cluster's rows; ARGV: identities (namespace NUL kind NUL name NUL). For each, the
 -- status code of the row with that identity followed by its revision (the member's field after
 -- lastTransitionTime; "" for none), or "" when the cluster has no such row

@@ -413,8 +413,8 @@ class Reader:
 
     def codes(self, asked: Sequence[tuple[str, Sequence[bytes]]]) -> list[list[bytes]]:
         """Per (cluster, identities), the status code of each identity's row there (b"": the
-        cluster has none), in one pipelined round trip (reader_lua.CODES)."""
-        calls: list[_Call] = [("CODES", keys.rows(c), list(ids)) for c, ids in asked]
+        cluster has none), in one pipelined round trip (reader_lua.STATUS_REVISIONS)."""
+        calls: list[_Call] = [("STATUS_REVISIONS", keys.rows(c), list(ids)) for c, ids in asked]
         return self._run(calls) if calls else []
 
     def idents(self, starts: Sequence[tuple[str, bytes]], count: int) -> list[list[bytes]]:

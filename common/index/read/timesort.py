@@ -473,16 +473,14 @@ class TimeReader:
                     suffix, entry = timeline.where(m.decode())
                     unknown.append((s.cluster, m, suffix, entry))
         if unknown:
-            got = redis_client.pipelined(
-                self.r,
-                [("ZSCORE", keys.timeline_window(c, w), e) for c, _m, w, e in unknown],
-            )
-            out.round_trips += 1
-            for (c, m, suffix, _entry), score in zip(unknown, got, strict=True):
-                if score is not None:  # else written since the index was read: next time
-                    window = timeline.window_number(suffix)
-                    at = timeline.position(window, int(float(score)))
-                    scores[(c, m)] = shared[(c, m)] = at
+            missed = self._read_scores(unknown, scores, out)
+            # An index not yet rebuilt may hold the entry in the legacy spelling
+            # (common.index.codes); else it was written since the index was read: next time.
+            twins = [
+                (c, m, *t) for c, m, _w, _e in missed if (t := timeline.legacy_where(m.decode()))
+            ]
+            if twins:
+                self._read_scores(twins, scores, out)
             self._held += len(unknown)
         for s, kept in placed:
             seq: list[Item] = []
@@ -494,6 +492,28 @@ class TimeReader:
             s.ready = seq
             assert s.segs is not None
             self._remember(s.segs, ("",), ((s.gen,), s.visible, seq))
+
+    def _read_scores(
+        self,
+        unknown: list[tuple[str, bytes, str, str]],
+        scores: dict[tuple[str, bytes], int],
+        out: TimePage,
+    ) -> list[tuple[str, bytes, str, str]]:
+        """The time-index positions of (cluster, member, window suffix, entry), into `scores`
+        and the memo (one round trip); those whose entry was not found."""
+        got = redis_client.pipelined(
+            self.r, [("ZSCORE", keys.timeline_window(c, w), e) for c, _m, w, e in unknown]
+        )
+        out.round_trips += 1
+        missed = []
+        for item, score in zip(unknown, got, strict=True):
+            c, m, suffix, _entry = item
+            if score is None:
+                missed.append(item)
+                continue
+            at = timeline.position(timeline.window_number(suffix), int(float(score)))
+            scores[(c, m)] = self._scores[(c, m)] = at
+        return missed
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -154,7 +154,8 @@ def _write(
             tx.execute()
             return Written(superseded=True)
         old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
-        ns_ready, tt_ready = (flag is not None for flag in replies.pop(0))
+        ns_flag, tt_flag = replies.pop(0)
+        ns_ready, tt_ready = ns_flag is not None, timeline.ready(tt_flag)
         tt_windows: set[str] = set()
         stored_deps: dict[str, str] = {}
         stored_ns: dict[str, str] = {}
@@ -221,7 +222,9 @@ def _write(
             _write_members(tx, cluster, delta.removed, delta.added, retention.flapping)
             tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
             now_ms = int(time.time() * 1000)
-            timeline.queue_write(tx, cluster, delta.removed, tt_added, now_ms, tt_build)
+            timeline.queue_write(
+                tx, cluster, delta.removed, tt_added, now_ms, tt_build, legacy=not tt_ready
+            )
             if tt_stale:
                 tx.hdel(keys.timeline(cluster), *tt_stale)
                 tx.delete(*(keys.timeline_window(cluster, w) for w in tt_stale))
