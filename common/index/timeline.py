@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from common.index import keys
+from common.index import keys, rows
 
 SEP = b"\x00"
 WINDOW_MS = 12 * 3600 * 1000
@@ -95,7 +95,7 @@ KIND_CODES_B = {k.encode(): v.encode() for k, v in KIND_CODES.items()}
 
 def placement(member: str, now_ms: int) -> tuple[str, int, str, int]:
     """Where a row's entry goes: (window suffix, window number, entry, score in the window)."""
-    ns, kind, name, code, _reason, _msg, ltt, _ = member.split("\x00", 7)
+    ns, kind, name, code, ltt = rows.head_and_time(member)
     entry = f"{ns}\x00{KIND_CODES.get(kind, kind)}\x00{name}\x00{code}"
     if not ltt:  # the score is when it was written: time order ignores it (`position`)
         return suffix_of(UNTIMED, entry.encode()), UNTIMED, entry, now_ms
@@ -177,7 +177,7 @@ def parse(entry: bytes) -> tuple[bytes, bytes, bytes, bytes]:
 
 def entry_of(member: bytes) -> bytes:
     """The time-index entry of a stored member (bytes in, bytes out)."""
-    ns, kind, name, code, _ = member.split(SEP, 4)
+    ns, kind, name, code, _ = rows.member_head(member)
     return b"%s\x00%s\x00%s\x00%s" % (ns, KIND_CODES_B.get(kind, kind), name, code)
 
 
