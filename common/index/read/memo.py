@@ -30,7 +30,7 @@ class Memo(Generic[K, V]):
     the plain dicts these memos replaced were). Values are never None: `get` answers None for
     a miss."""
 
-    __slots__ = ("size", "_data", "_lock", "_weight")
+    __slots__ = ("_data", "_lock", "_weight", "size")
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -48,7 +48,8 @@ class Memo(Generic[K, V]):
             return None
         if e[1] is not gen and e[1] != gen:
             return None
-        try:  # used last
+        # used last; not contextlib.suppress: a context manager costs more than the lookup
+        try:  # noqa: SIM105
             data.move_to_end(key)
         except KeyError:  # dropped by another thread meanwhile
             pass
@@ -63,7 +64,7 @@ class Memo(Generic[K, V]):
         e = data.get(key)
         if e is None or not (e[0] is owner or _same(e[0], owner)):
             return None
-        try:
+        try:  # noqa: SIM105  (as in `get`)
             data.move_to_end(key)
         except KeyError:
             pass
