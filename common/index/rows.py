@@ -630,11 +630,10 @@ def head(member: str) -> list[str]:
     return member.split(SEP, 4)
 
 
-def head_and_time(member: str) -> tuple[str, str, str, str, str]:
-    """(namespace, kind, name, status code, lastTransitionTime epoch text or "") of an encoded
-    member: where its time-index entry goes (common.index.timeline)."""
-    ns, kind, name, code, _reason, _message, ltt, _ = member.split(SEP, _LTT + 1)
-    return ns, kind, name, code, ltt
+def head_to_time(member: str) -> list[str]:
+    """[namespace, kind, name, status code, reason, message, lastTransitionTime (epoch text or
+    ""), the rest] of an encoded member: what places its time-index entry (common.index.timeline)."""
+    return member.split(SEP, _LTT + 1)
 
 
 # Stored members as Redis returns them (bytes), for the readers' hot paths: each accessor is the

@@ -95,7 +95,7 @@ KIND_CODES_B = {k.encode(): v.encode() for k, v in KIND_CODES.items()}
 
 def placement(member: str, now_ms: int) -> tuple[str, int, str, int]:
     """Where a row's entry goes: (window suffix, window number, entry, score in the window)."""
-    ns, kind, name, code, ltt = rows.head_and_time(member)
+    ns, kind, name, code, _reason, _msg, ltt, _ = rows.head_to_time(member)
     entry = f"{ns}\x00{KIND_CODES.get(kind, kind)}\x00{name}\x00{code}"
     if not ltt:  # the score is when it was written: time order ignores it (`position`)
         return suffix_of(UNTIMED, entry.encode()), UNTIMED, entry, now_ms
