@@ -211,7 +211,7 @@ def _bounds(rng: Range) -> list[bytes]:
 
 
 class Reader:
-    """RBAC-filtered page and count scans (one per process; thread-safe)."""
+    """RBAC-filtered pages and streams, and the entry to facets (one per process; thread-safe)."""
 
     def __init__(
         self,
