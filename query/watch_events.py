@@ -17,7 +17,7 @@ from query import body
 
 def matches(filters: Filters, cluster: str, member: bytes, now: float | None = None) -> bool:
     """True when the row passes the list filters (the reader's semantics, for one row)."""
-    ns, kind, name, code = member.decode().split(rows.SEP, 4)[:4]
+    ns, kind, name, code, _ = rows.head(member.decode())
     f = filters
     if (f.clusters and cluster not in f.clusters) or (f.namespaces and ns not in f.namespaces):
         return False
@@ -39,7 +39,7 @@ def visible(access: Mapping[str, Access], cluster: str, member: bytes) -> bool:
     a = access.get(cluster)
     if a is None:
         return False
-    ns, kind = member.decode().split(rows.SEP, 2)[:2]
+    ns, kind, _name, _code, _ = rows.head(member.decode())
     return a.may_list(ns, kind)
 
 

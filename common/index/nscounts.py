@@ -55,7 +55,7 @@ def code_of(status: str, suspended: bool) -> str:
 
 def member_key(member: str) -> tuple[str, Key]:
     """(namespace, (kind, status code)) of an encoded member."""
-    ns, kind, _name, code, _ = member.split(rows.SEP, 4)
+    ns, kind, _name, code, _ = rows.head(member)
     return ns, (kind, _LEGACY.get(code, code))
 
 

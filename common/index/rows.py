@@ -203,8 +203,8 @@ REASON_CODES = {
         )
     )
 }
-"""Common condition reasons are stored as a short code (`~` + hex index, ~14 bytes a row saved
-at fleet L), as are the common messages below once the revision in them is replaced by its mark.
+"""Common condition reasons are stored as a short code (`~` + hex index: most rows carry one of
+them), as are the common messages below once the revision in them is replaced by its mark.
 Append only: a stored code must keep its meaning. Any other value is stored as is, with one more
 `~` in front when it starts with `~` (so a stored value starting with `~` is always a code or
 escaped)."""
@@ -534,8 +534,8 @@ def decode(cluster: str, member: str | bytes) -> Row:
 
 
 def decode_page(rows: list[tuple[str, bytes]]) -> list[Row]:
-    """`decode` of each (cluster, member) of a page, inlined: it runs for every row served, and
-    the per-call overhead was a third of its cost."""
+    """`decode` of each (cluster, member) of a page (`Page.rows`: the alert evaluation and the
+    tests; the query service formats served rows straight to JSON with `timeless_row_json`)."""
     out: list[Row] = []
     append, codes, iso, susp = out.append, CODE_STATUS, _iso, SUSPENDED_CODES
     api_versions, reason_of, message = API_VERSION_OF, _reason, _message
@@ -622,6 +622,53 @@ def _labels_json(field: str, name: str, namespace: str) -> str:
     labels, cut = parse_labels(field, name, namespace)
     text = "{" + ",".join(f"{_esc(k)}:{_esc(v)}" for k, v in labels.items()) + "}"
     return text + ',"labelsTruncated":true' if cut else text
+
+
+def head(member: str) -> list[str]:
+    """[namespace, kind, name, status code, the rest] of an encoded member: its identity and
+    status code without splitting the other fields."""
+    return member.split(SEP, 4)
+
+
+def head_to_time(member: str) -> list[str]:
+    """[namespace, kind, name, status code, reason, message, lastTransitionTime (epoch text or
+    ""), the rest] of an encoded member: what places its time-index entry (common.index.timeline)."""
+    return member.split(SEP, _LTT + 1)
+
+
+# Stored members as Redis returns them (bytes), for the readers' hot paths: each accessor is the
+# one split the inline code did (no decode, nothing else allocated). An identity (`sort_key`,
+# encoded) starts as a member does, so the identity fields read the same from both.
+
+
+def member_head(member: bytes) -> list[bytes]:
+    """[namespace, kind, name, status code, the rest] of a stored member."""
+    return member.split(b"\x00", 4)
+
+
+def member_ns_kind(member: bytes) -> list[bytes]:
+    """[namespace, kind, the rest] of a stored member or an identity."""
+    return member.split(b"\x00", 2)
+
+
+def member_name(member: bytes) -> bytes:
+    """The name of a stored member or an identity."""
+    return member.split(b"\x00", 3)[2]
+
+
+def member_namespace_key(member: bytes) -> bytes:
+    """`namespace NUL` of a stored member or an identity (what `namespace_prefix` makes)."""
+    return member[: member.index(b"\x00") + 1]
+
+
+def member_status_code(member: bytes) -> bytes:
+    """The one-byte status code of a stored member."""
+    return member.split(b"\x00", 4)[3]
+
+
+def member_unlabelled(member: bytes) -> bool:
+    """Whether a stored member has no labels (its last field, `labels`, is empty)."""
+    return member[-1:] == b"\x00"
 
 
 def identity(member: str | bytes) -> str:

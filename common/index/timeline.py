@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from common.index import codes, keys
+from common.index import codes, keys, rows
 from common.redis_client import text
 
 SEP = b"\x00"
@@ -72,7 +72,7 @@ def placement(
     member: str, now_ms: int, spelling: Mapping[str, str] = KIND_CODES
 ) -> tuple[str, int, str, int]:
     """Where a row's entry goes: (window suffix, window number, entry, score in the window)."""
-    ns, kind, name, code, _reason, _msg, ltt, _ = member.split("\x00", 7)
+    ns, kind, name, code, _reason, _msg, ltt, _ = rows.head_to_time(member)
     entry = f"{ns}\x00{spelling.get(kind, kind)}\x00{name}\x00{code}"
     if not ltt:  # the score is when it was written: time order ignores it (`position`)
         return suffix_of(UNTIMED, entry.encode()), UNTIMED, entry, now_ms
@@ -180,7 +180,7 @@ def parse(entry: bytes) -> tuple[bytes, bytes, bytes, bytes]:
 
 def entry_of(member: bytes) -> bytes:
     """The time-index entry of a stored member (bytes in, bytes out)."""
-    ns, kind, name, code, _ = member.split(SEP, 4)
+    ns, kind, name, code, _ = rows.member_head(member)
     return b"%s\x00%s\x00%s\x00%s" % (ns, KIND_CODES_B.get(kind, kind), name, code)
 
 

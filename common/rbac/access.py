@@ -9,15 +9,14 @@ groups share the work. The caller hides clusters whose RBAC data is stale (see c
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import redis
 
 from common.index import keys
+from common.index.read.memo import Memo
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import UserInfo
 from common.rbac.encoding import (
@@ -30,7 +29,6 @@ from common.rbac.encoding import (
 from common.redis_client import text
 
 _NONE: frozenset[str] = frozenset()
-V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -86,38 +84,18 @@ def merge(accesses: Iterable[Access]) -> Access:
     return Access.build(cluster_wide, namespaces)
 
 
-class _Lru(Generic[V]):
-    """A small thread-safe LRU map (gunicorn runs several threads per worker)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.data: OrderedDict[Hashable, V] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: Hashable) -> V | None:
-        with self.lock:
-            value = self.data.get(key)
-            if value is not None:
-                self.data.move_to_end(key)
-            return value
-
-    def put(self, key: Hashable, value: V) -> None:
-        with self.lock:
-            self.data[key] = value
-            self.data.move_to_end(key)
-            while len(self.data) > self.size:
-                self.data.popitem(last=False)
-
-
 class AccessResolver:
     """Resolves users' access over many clusters from `fs:{c:X}:rbac`; one per process."""
 
     def __init__(self, r: redis.Redis, registry: KindRegistry, cache_size: int = 50_000) -> None:
         self.r = r
         self.known = frozenset(registry.keys())
-        self.cache: _Lru[Access] = _Lru(cache_size)
-        # Whole answers per (user's subjects, clusters), valid while its hashes are `_state`'s.
-        self.answers: _Lru[tuple[dict[str, str], dict[str, Access]]] = _Lru(4096)
+        # Parsed and merged access per (cluster, grants hash, subject or subjects): the hash
+        # names the grants' content, so an entry never needs checking against a version.
+        self.cache: Memo[tuple[Any, ...], Access] = Memo(cache_size)
+        # Whole answers per (user's subjects, clusters), at the hashes they were resolved from
+        # (valid while those are `_state`'s).
+        self.answers: Memo[tuple[Any, ...], dict[str, Access]] = Memo(4096)
         # (fs:version as read, each cluster's grants hash at that version): one tuple replaced
         # as a whole, never mutated, so a reader never pairs one version with another's hashes.
         self._state: tuple[keys.GrantsVersion | None, dict[str, str]] = (None, {})  # None: unread
@@ -137,19 +115,19 @@ class AccessResolver:
         no Redis call; None when there is none. Unchecked: the caller must read `fs:version`
         (in the same round trip as its data) and use the answer only if it still equals it."""
         version, hashes = self._state
-        answer = self.answers.get((*self._subjects(user), tuple(clusters)))
-        if answer is None or answer[0] is not hashes or version is None:
+        answer = self.answers.get((*self._subjects(user), tuple(clusters)), hashes)
+        if answer is None or version is None:
             return None
-        return answer[1], version
+        return answer, version
 
     def resolve(self, user: UserInfo, clusters: list[str]) -> dict[str, Access]:
         """Access per cluster (NO_ACCESS where the cluster has no grants stored)."""
         own, groups = self._subjects(user)
         hashes = self._current_hashes(clusters)
         answer_key = (own, groups, tuple(clusters))
-        answer = self.answers.get(answer_key)
-        if answer is not None and answer[0] is hashes:
-            return dict(answer[1])
+        answer = self.answers.get(answer_key, hashes)
+        if answer is not None:
+            return dict(answer)
         out: dict[str, Access] = {}
         todo: dict[str, str] = {}
         for c in clusters:
@@ -166,7 +144,7 @@ class AccessResolver:
         for c in todo:
             out[c] = NO_ACCESS  # still changing under us: fail closed for this request
         if not todo:
-            self.answers.put(answer_key, (hashes, out))
+            self.answers.put(answer_key, out, hashes)
         return dict(out)
 
     def _current_hashes(self, clusters: list[str]) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from common.index import keys, nscounts
-from common.index.read import reader as reader_mod
+from common.index.read import facets as reader_facets
 from common.index.read.reader import Facets, Filters, PageRequest, Reader
 from tests.query.costs import commands, count_round_trips
 from tests.query.fleet import (
@@ -33,7 +33,7 @@ def walked(reader: Reader, access, filters: Filters) -> Facets:
     while True:
         page = reader.page(access, PageRequest(filters, 97, cursor))
         for row in page.rows:
-            Reader._add(out, row["cluster"], row["kind"], row["status"], row["suspended"], 1)
+            reader_facets.add(out, row["cluster"], row["kind"], row["status"], row["suspended"], 1)
         if page.cursor is None:
             return out
         cursor = page.cursor
@@ -92,8 +92,8 @@ def test_facets_equal_the_walk_for_random_grants_through_writes(
     # tables swapped (counted below), which must equal a sum from scratch
     fixed = [Filters(), Filters(statuses=("unhealthy",)), Filters(kinds=(NAMESPACED[0],))]
     swaps = []
-    real_copy = reader_mod._copy_facets
-    monkeypatch.setattr(reader_mod, "_copy_facets", lambda f: swaps.append(1) or real_copy(f))
+    real_copy = reader_facets._copy_facets
+    monkeypatch.setattr(reader_facets, "_copy_facets", lambda f: swaps.append(1) or real_copy(f))
     for step in range(8):
         for access in accesses:
             for f in [*fixed, *(random_filters(rng, namespaces) for _ in range(3))]:

@@ -1,34 +1,68 @@
-"""Facets beyond the count tables: rows per namespace, and per value of asked label keys.
+"""Facets (`GET /api/v1/facets`): the caller's visible rows counted by cluster, kind, status,
+suspension and namespace, and per value of asked label keys.
 
-`namespaces` comes from the per-namespace counts (common.index.nscounts) the writer keeps, over
-the kinds the caller may list in each namespace and the filters: those the caller's count table
-was summed from, or (a caller with cluster-wide kinds) every namespace's, read once per cluster
-generation (one round trip for the clusters written since). What the tables cannot
-count (a label selector, `labelKeys`, a name substring) is counted from the rows themselves:
-each cluster's visible rows read as a list page reads them (common.index.read.reader's streams), the
-selector tested on each, remembered per cluster generation, so an unchanged fleet costs one
-`MGET` of generations and a write re-reads only its cluster.
+Counts come from the count tables (common.index.read.tally), never from scanning rows: one round
+trip reads the clusters' generations, the tables of clusters written since are read again, and
+an answer is remembered per caller and moved by the changed clusters' tables. `namespaces` comes
+from the per-namespace counts (common.index.nscounts) the writer keeps, over the kinds the caller
+may list in each namespace: those its count tables were summed from, or (a caller with
+cluster-wide kinds) every namespace's, read once per cluster generation. What the tables cannot
+count (a label selector, `labelKeys`, a name substring, flapping rows) is counted from the rows:
+each cluster's visible rows read as a list page reads them (common.index.read.reader's streams),
+remembered per cluster generation, so an unchanged fleet costs one `MGET` of generations and a
+write re-reads only its cluster.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from common.index import nscounts, rows
+from common.index import keys, nscounts, rows
 from common.index.read import tally
-from common.index.read.plan import AccessLike, Filters
+from common.index.read.memo import Memo
+from common.index.read.plan import AccessLike, Filters, Range, after, clip_all
+from common.index.read.plan import visible_kinds_uniform as _uniform
+from common.kinds.status import STATUSES
 
 if TYPE_CHECKING:
-    from common.index.read.reader import Facets, Reader
+    from common.index.read.reader import Reader, Stream
 
 LABEL_VALUES_TOP = 20
 """Values shown per asked label key (most rows first); the rest are counted in `labelsOmitted`."""
 LABEL_KEYS_MAX = 10
 """Label keys one facets request may ask for (`labelKeys`)."""
 MEMO_MAX = 65536  # remembered (cluster, access, filters) parts per process
+ANSWERS_MAX = 4096  # remembered answers (caller's access, filters) per process
+
+
+@dataclass
+class Facets:
+    total: int = 0
+    clusters: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+    suspended: dict[str, int] = field(default_factory=dict)
+    """Rows by suspension: `true` and `false`."""
+    scanned: int = 0
+    """Members Redis examined (0 when summed from the count tables)."""
+    version: keys.GrantsVersion | None = None
+    """The grants version, read in the first round trip when asked (`confirm_version`)."""
+    namespaces: dict[str, int] = field(default_factory=dict)
+    """Rows by namespace ("" for cluster-scoped rows)."""
+    labels: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per asked label key, rows by its value (every value: the API shows the top ones)."""
+
+
+@dataclass(frozen=True)
+class _Summed:
+    """An answer summed from count tables: the caller's clusters and their tables (None: not
+    counted from a table) in that order."""
+
+    clusters: list[str]
+    out: Facets
+    tables: list[Any]
 
 
 @dataclass
@@ -44,15 +78,17 @@ class Part:
 
 
 class Extras:
-    """Per-process memos of namespace counts and scanned parts, by cluster generation."""
+    """Per-process memos of facets, by cluster generation: answers summed from the count
+    tables, namespace counts, scanned parts (thread-safe)."""
 
     def __init__(self, r: Any) -> None:
         self.r = r
-        self._ns: dict[tuple[str, int, Filters], tuple[AccessLike, int, dict[str, int]]] = {}
-        self._parts: dict[tuple[Any, ...], tuple[AccessLike, int, Part]] = {}
-        self._raw: dict[str, tuple[int, dict[str, str]]] = {}
+        self.answers: Memo[tuple[int, Filters], _Summed] = Memo(ANSWERS_MAX)
+        """(caller's access, filters) -> the last answer, at the generations it was summed at."""
+        self._ns: Memo[tuple[str, int, Filters], dict[str, int]] = Memo(MEMO_MAX)
+        self._parts: Memo[tuple[Any, ...], Part] = Memo(MEMO_MAX)
+        self._raw: Memo[str, dict[str, str]] = Memo(MEMO_MAX)
         """Every namespace's counts of a cluster (encoded), by generation: for wide callers."""
-        self._lock = threading.Lock()
         self.reads = 0
         """Clusters whose rows or counts were read (not answered from memory): for tests."""
 
@@ -76,21 +112,18 @@ class Extras:
         todo: list[tuple[str, int]] = []
         for c, g in zip(clusters, gens, strict=True):
             gen, a = int(g or 0), access[c]
-            hit = self._ns.get((c, id(a), filters))
-            if hit is not None and hit[0] is a and hit[1] == gen:
-                _add_all(out, hit[2])
+            mine = self._ns.get((c, id(a), filters), gen, a)
+            if mine is not None:
+                _add_all(out, mine)
                 continue
             entry = None if tally.view(a, ns_key).cluster_wide else tallies.entry(c, a, ns_key, gen)
-            raw = self._raw.get(c)
-            if entry is not None:
-                values: Mapping[str, str] = entry.per_ns
-            elif raw is not None and raw[0] == gen:
-                values = raw[1]
-            else:
+            values: Mapping[str, str] | None
+            values = entry.per_ns if entry is not None else self._raw.get(c, gen)
+            if values is None:
                 todo.append((c, gen))
                 continue
             mine = _namespace_rows(a, filters, values)
-            self._remember(self._ns, (c, id(a), filters), (a, gen, mine))
+            self._ns.put((c, id(a), filters), mine, gen, a)
             _add_all(out, mine)
         if not todo:
             return out
@@ -102,9 +135,9 @@ class Extras:
         for (c, gen), n in zip(todo, spans, strict=True):
             values = nscounts.collect_all(replies[pos : pos + n])
             pos += n
-            self._remember(self._raw, c, (gen, values))
+            self._raw.put(c, values, gen)
             mine = _namespace_rows(access[c], filters, values)
-            self._remember(self._ns, (c, id(access[c]), filters), (access[c], gen, mine))
+            self._ns.put((c, id(access[c]), filters), mine, gen, access[c])
             _add_all(out, mine)
         return out
 
@@ -125,9 +158,9 @@ class Extras:
         parts: dict[str, Part] = {}
         todo = []
         for c, g in zip(clusters, gens, strict=True):
-            hit = self._parts.get((c, id(access[c]), filters, label_keys))
-            if hit is not None and hit[0] is access[c] and hit[1] == int(g or 0):
-                parts[c] = hit[2]
+            hit = self._parts.get((c, id(access[c]), filters, label_keys), int(g or 0), access[c])
+            if hit is not None:
+                parts[c] = hit
             else:
                 todo.append((c, int(g or 0)))
         streams = []
@@ -146,18 +179,240 @@ class Extras:
                     left.append(s)
             streams = left
         for c, g in todo:  # gens were read before the scans: a later write moves them
-            memo_key = (c, id(access[c]), filters, label_keys)
-            self._remember(self._parts, memo_key, (access[c], g, parts[c]))
+            self._parts.put((c, id(access[c]), filters, label_keys), parts[c], g, access[c])
         read_now = {c for c, _g in todo}
         for c in clusters:
             _add_part(out, c, parts[c], label_keys)
             out.scanned += parts[c].scanned if c in read_now else 0
 
-    def _remember(self, memo: dict[Any, Any], key: Any, value: Any) -> None:
-        with self._lock:
-            if len(memo) >= MEMO_MAX:
-                memo.clear()
-            memo[key] = value
+
+# -- one answer ------------------------------------------------------------------------------
+
+
+def count(
+    reader: Reader,
+    access: Mapping[str, AccessLike],
+    filters: Filters,
+    confirm_version: bool = False,
+    label_keys: tuple[str, ...] = (),
+) -> Facets:
+    """The caller's facets under `filters` (`Reader.facets`): summed from the count tables, or
+    counted from the rows for a label selector, `label_keys` (the values of those keys), a
+    name substring or flapping rows."""
+    if filters.flapping:
+        return _flapping(reader, access, filters, confirm_version)
+    if filters.labels or label_keys or filters.name:
+        clusters = reader.candidates(access, filters, None)
+        gens, version = tally.generations(reader.r, clusters, confirm_version)
+        out = Facets(version=version)
+        reader.extras.scanned(reader, access, filters, clusters, gens, label_keys, out)
+        return out
+    return _from_tables(reader, access, filters, confirm_version)
+
+
+def _from_tables(
+    reader: Reader, access: Mapping[str, AccessLike], filters: Filters, confirm_version: bool
+) -> Facets:
+    """Counts of visible rows by cluster, kind, status, suspension and namespace, summed from
+    the callers' count tables: one round trip reads the clusters' generations (and the grants
+    version when `confirm_version`); the tables of clusters written since are read again in one
+    more. A cluster whose per-namespace counts are not complete yet is counted by scanning."""
+    clusters = reader.candidates(access, filters, None)
+    extras, tallies = reader.extras, reader.tallies
+    gens, version = tally.generations(reader.r, clusters, confirm_version)
+    key = (id(access), filters)
+    hit = extras.answers.get(key, gens, access)
+    if hit is not None and hit.clusters == clusters:
+        spaces = extras.namespaces(access, filters, clusters, gens, tallies)
+        return replace(hit.out, version=version, namespaces=spaces)
+    older = extras.answers.peek(key, access)
+    last = older[1] if older is not None and older[1].clusters == clusters else None
+    namespaces = tuple(sorted(set(filters.namespaces)))
+    tables: dict[str, tally.Table | None] = {}
+    stale = []
+    for c, gen in zip(clusters, gens, strict=True):
+        table = tallies.cached(c, access[c], namespaces, int(gen or 0))
+        if table is None:
+            stale.append((c, access[c], namespaces))
+        else:
+            tables[c] = table
+    tables.update(tallies.compute(stale))
+    unready = [c for c in clusters if tables[c] is None]
+    if last is not None and not unready:
+        # The last answer with only the changed clusters' tables swapped: at fleet scale
+        # under writes a few of hundreds of clusters change between requests, and summing all
+        # of them was the cost.
+        out = _copy_facets(last.out)
+        for c, old in zip(clusters, last.tables, strict=True):
+            new = tables[c]
+            if new is not old and new != old:
+                _sum_table(out, c, old, filters, -1)
+                _sum_table(out, c, new, filters, 1)
+        _drop_zeros(out)
+    else:
+        out = Facets()
+        for c in clusters:
+            _sum_table(out, c, tables[c], filters, 1)
+    if unready:
+        _merge(out, _scanned_counts(reader, access, filters, unready))
+    else:
+        extras.answers.put(key, _Summed(clusters, out, [tables[c] for c in clusters]), gens, access)
+    ready = [(c, g) for c, g in zip(clusters, gens, strict=True) if c not in unready]
+    late = [(c, g) for c, g in zip(clusters, gens, strict=True) if c in unready]
+    spaces = extras.namespaces(
+        access, filters, [c for c, _ in ready], [g for _, g in ready], tallies
+    )
+    if unready:  # their per-namespace counts are not complete: counted from the rows
+        rest = Facets()
+        extras.scanned(reader, access, filters, unready, [g for _, g in late], (), rest)
+        for ns, n in rest.namespaces.items():
+            spaces[ns] = spaces.get(ns, 0) + n
+    return replace(out, version=version, namespaces=spaces)
+
+
+def _flapping(
+    reader: Reader, access: Mapping[str, AccessLike], filters: Filters, confirm_version: bool
+) -> Facets:
+    """Facets of `flapping=true`: the flapping rows (`Reader.flapping_members`) counted."""
+    out = Facets()
+    found, out.version, out.scanned = reader.flapping_members(access, filters, confirm_version)
+    for c, m in found:
+        ns, kind, _name, code, _ = rows.member_head(m)
+        status, suspended = tally.code_status(code.decode())
+        add(out, c, kind.decode(), status, suspended, 1)
+        out.namespaces[ns.decode()] = out.namespaces.get(ns.decode(), 0) + 1
+    return out
+
+
+def _scanned_counts(
+    reader: Reader, access: Mapping[str, AccessLike], filters: Filters, clusters: Sequence[str]
+) -> Facets:
+    """Counts by scanning: the counts hash for callers who see the same kinds everywhere, COUNT
+    scans over their ranges otherwise (through the name index for a name filter)."""
+    out = Facets()
+    streams = [s for c in clusters if (s := reader.stream(c, access[c], filters, ranged=True))]
+    fast = [
+        s
+        for s in streams
+        if not filters.namespaces
+        and not filters.name
+        and _uniform(access[s.cluster], filters, reader.all_kinds)
+    ]
+    _count_hashes(reader, fast, access, filters, out)
+    tasks: list[tuple[str, str, bytes, list[Range]]] = []
+    for s in streams:
+        if s not in fast:
+            sources, codes = reader.sources(s.cluster, filters)
+            tasks.extend((s.cluster, key, codes, s.ranges) for key in sources)
+    window = reader.window
+    while tasks:
+        calls = [
+            reader.script_calls(cluster, [key], 0, codes, filters.name, ranges[:window], True)[0]
+            for cluster, key, codes, ranges in tasks
+        ]
+        pending = []
+        for (cluster, key, codes, ranges), reply in zip(tasks, reader.run(calls), strict=True):
+            out.scanned += int(reply[1])
+            for f, n in zip(reply[3::2], reply[4::2], strict=True):
+                kind, status, suspended = rows.parse_count_field(f)
+                add(out, cluster, kind, status, suspended, int(n))
+            if reply[0] != b"done":
+                rest = clip_all(ranges, after(rows.identity_bytes(reply[2])))
+                pending.append((cluster, key, codes, rest))
+            elif len(ranges) > window:
+                pending.append((cluster, key, codes, ranges[window:]))
+        tasks = pending
+    return out
+
+
+def _count_hashes(
+    reader: Reader,
+    streams: list[Stream],
+    access: Mapping[str, AccessLike],
+    filters: Filters,
+    out: Facets,
+) -> None:
+    if not streams:
+        return
+    pipe = reader.r.pipeline(transaction=False)
+    for s in streams:
+        pipe.hgetall(keys.counts(s.cluster))
+    statuses = set(filters.statuses or STATUSES)
+    for s, h in zip(streams, pipe.execute(), strict=True):
+        visible = access[s.cluster].cluster_wide
+        for f, n in h.items():
+            kind, status, suspended = rows.parse_count_field(f)
+            wanted = not filters.kinds or kind in filters.kinds
+            if filters.suspended is not None and suspended is not filters.suspended:
+                continue
+            if wanted and kind in visible and status in statuses:
+                add(out, s.cluster, kind, status, suspended, int(n))
+
+
+# -- sums ------------------------------------------------------------------------------------
+
+
+def add(out: Facets, cluster: str, kind: str, status: str, suspended: bool, n: int) -> None:
+    """Count `n` rows of one cluster, kind, status and suspension into `out`."""
+    if n <= 0:
+        return
+    out.total += n
+    out.clusters[cluster] = out.clusters.get(cluster, 0) + n
+    out.kinds[kind] = out.kinds.get(kind, 0) + n
+    out.statuses[status] = out.statuses.get(status, 0) + n
+    flag = "true" if suspended else "false"
+    out.suspended[flag] = out.suspended.get(flag, 0) + n
+
+
+def _take(out: Facets, cluster: str, kind: str, status: str, suspended: bool, n: int) -> None:
+    out.total -= n
+    out.clusters[cluster] = out.clusters.get(cluster, 0) - n
+    out.kinds[kind] = out.kinds.get(kind, 0) - n
+    out.statuses[status] = out.statuses.get(status, 0) - n
+    flag = "true" if suspended else "false"
+    out.suspended[flag] = out.suspended.get(flag, 0) - n
+
+
+def _sum_table(out: Facets, c: str, table: tally.Table | None, filters: Filters, sign: int) -> None:
+    """Add (`sign` 1) or take away (-1) one cluster's table under `filters`."""
+    if not table:
+        return
+    kinds, statuses = filters.kinds, filters.statuses
+    for (kind, code), n in table.items():
+        status, suspended = tally.code_status(code)
+        if (kinds and kind not in kinds) or (statuses and status not in statuses):
+            continue
+        if filters.suspended is None or suspended is filters.suspended:
+            if sign > 0:
+                add(out, c, kind, status, suspended, n)
+            else:
+                _take(out, c, kind, status, suspended, n)
+
+
+def _copy_facets(f: Facets) -> Facets:
+    return Facets(
+        f.total, dict(f.clusters), dict(f.kinds), dict(f.statuses), dict(f.suspended), f.scanned
+    )
+
+
+def _drop_zeros(out: Facets) -> None:
+    """What a sum from scratch would not hold: entries counted down to zero."""
+    for d in (out.clusters, out.kinds, out.statuses, out.suspended):
+        for k in [k for k, n in d.items() if n == 0]:
+            del d[k]
+
+
+def _merge(out: Facets, more: Facets) -> None:
+    out.total += more.total
+    out.scanned += more.scanned
+    for mine, theirs in (
+        (out.clusters, more.clusters),
+        (out.kinds, more.kinds),
+        (out.statuses, more.statuses),
+        (out.suspended, more.suspended),
+    ):
+        for k, n in theirs.items():
+            mine[k] = mine.get(k, 0) + n
 
 
 def _namespace_rows(
@@ -187,7 +442,7 @@ def _namespace_rows(
 
 def _count(part: Part, members: list[bytes], label_keys: tuple[str, ...]) -> None:
     for m in members:
-        ns, kind, _name, code, _ = m.split(b"\x00", 4)
+        ns, kind, _name, code, _ = rows.member_head(m)
         key = (kind.decode(), code.decode())
         part.total += 1
         part.kinds[key] = part.kinds.get(key, 0) + 1
@@ -210,12 +465,7 @@ def _add_all(out: dict[str, int], more: Mapping[str, int]) -> None:
 def _add_part(out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...]) -> None:
     for (kind, code), n in part.kinds.items():
         status, susp = tally.code_status(code)
-        out.total += n
-        out.clusters[cluster] = out.clusters.get(cluster, 0) + n
-        out.kinds[kind] = out.kinds.get(kind, 0) + n
-        out.statuses[status] = out.statuses.get(status, 0) + n
-        flag = "true" if susp else "false"
-        out.suspended[flag] = out.suspended.get(flag, 0) + n
+        add(out, cluster, kind, status, susp, n)
     _add_all(out.namespaces, part.namespaces)
     for k in label_keys:
         _add_all(out.labels.setdefault(k, {}), part.labels.get(k, {}))
@@ -242,7 +492,6 @@ def group_counts(
     rows (the group counts' compact arrays know no labels): as common.index.read.group_facets
     counts them. More than `rows_max` matching rows is an InvalidInput."""
     from common.errors import InvalidInput
-    from common.index.read.reader import Facets
 
     sets: dict[str, dict[str, set[bytes]]] = {
         "clusters": {},
@@ -260,10 +509,9 @@ def group_counts(
             scanned += chunk.scanned
             seen += len(chunk.members)
             for m in chunk.members:
-                ident = rows.identity_bytes(m)
-                ns, kind, _ = ident.split(b"\x00", 2)
-                key = ident if by == "object" else ns + b"\x00"
-                status, susp = tally.code_status(m[len(ident) : len(ident) + 1].decode())
+                ns, kind, _name, code, _ = rows.member_head(m)
+                key = rows.identity_bytes(m) if by == "object" else ns + b"\x00"
+                status, susp = tally.code_status(code.decode())
                 every.add(key)
                 for field_name, value in (
                     ("clusters", s.cluster),

@@ -12,17 +12,16 @@ groups (as `GET /api/v1/groups` with the same `by` lists them) that value would 
 Counting distinct groups across clusters needs every visible row's identity, so each cluster's
 rows are held here as compact arrays, in identity order: an interned identity number and a
 status code per row, read once per cluster generation (a script returns identities and codes
-only, a chunk at a time; reader_lua.IDENTS) and shared by every caller. Each caller's counts
-(per access, filters and grouping) are kept per group and moved cluster by cluster: a write to
-a cluster costs the next request that cluster's rows, read again, and the caller's counts move
-by the rows' difference from before (a transition: one row's code). While one request moves a
-caller's counts, that caller's other requests get the answer before it (exact as of the
-generations it was counted at) instead of waiting.
+only, a chunk at a time: common.index.read.lua.IDENTS) and shared by every caller. Each
+caller's counts (per access, filters and grouping) are kept per group and moved cluster by
+cluster: a write to a cluster costs the next request that cluster's rows, read again, and the
+caller's counts move by the rows' difference from before (a transition: one row's code). While
+one request moves a caller's counts, that caller's other requests get the answer before it
+(exact as of the generations it was counted at) instead of waiting.
 
-At fleet L (1.56 M rows, 86 k distinct objects, 2 k namespaces) the first answer in a process
-takes ~3 s (every cluster read and counted) and the held rows with an admin's object counts
-take ~28 MB; a further caller's counts take 28 bytes per group (by namespace, also ~100 bytes
-per (namespace, kind) pair); an answer while no cluster was written costs one `MGET`.
+So the first answer in a process reads and counts every cluster, a further caller's counts cost
+a few integers per group (by namespace, also per (namespace, kind) pair), and an answer while no
+cluster was written costs one `MGET` (figures: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ import redis
 
 from common.index import rows
 from common.index.read import tally
+from common.index.read.memo import Memo
 from common.index.read.plan import AccessLike, Filters
 from common.index.read.reader import Facets, Reader
 from common.kinds.status import STATUSES
@@ -140,7 +140,7 @@ class GroupFacets:
         self._kinds: dict[str, int] = {}
         self._kind_names: list[str] = []
         self._held: dict[str, _Held] = {}
-        self._states: dict[Any, _State] = {}
+        self._states: Memo[Any, _State] = Memo(STATES_MAX)
 
     def facets(
         self,
@@ -157,16 +157,16 @@ class GroupFacets:
         # Keyed by the clusters' access objects (shared while the caller's grants hold), not
         # the mapping: a `cluster` filter narrows it to a new mapping on every request.
         mine = {c: access[c] for c in clusters}
-        memo = (tuple(id(a) for a in mine.values()), tuple(clusters), filters, by)
+        owners = tuple(mine.values())
+        memo = (tuple(id(a) for a in owners), tuple(clusters), filters, by)
         with self._lock:
             if len(self._ids) > IDS_MAX:  # identities of rows long gone: start again
                 with self._interning:
                     self._reset()
-            st = self._states.get(memo)
-            if st is None or any(st.access[c] is not a for c, a in mine.items()):
-                if len(self._states) >= STATES_MAX:
-                    self._states.clear()
-                st = self._states[memo] = _State(mine, by, self._epoch)
+            st = self._states.get(memo, owner=owners)
+            if st is None:
+                st = _State(mine, by, self._epoch)
+                self._states.put(memo, st, owner=owners)
         if not st.lock.acquire(blocking=st.out is None):
             # Another request is moving these counts to newer generations: this one gets the
             # answer before it (exact as of then) rather than queueing behind its reads.
@@ -251,7 +251,7 @@ class GroupFacets:
         return _Held(gen, ids, codes, namespaces, starts)
 
     def _intern(self, ident: bytes) -> int:
-        ns_b, kind_b, _ = ident.split(b"\x00", 2)
+        ns_b, kind_b, _ = rows.member_ns_kind(ident)
         ns, kind = ns_b.decode(), kind_b.decode()
         n = self._ns.get(ns)
         if n is None:
@@ -315,7 +315,7 @@ class GroupFacets:
             for j in range(held.starts[at], held.starts[at + 1]):
                 i, code = ids[j], codes[j]
                 if id_kind[i] in allowed and codes_ok[code]:
-                    if name and name not in self._id_key[i].split(b"\x00", 3)[2]:
+                    if name and name not in rows.member_name(self._id_key[i]):
                         continue
                     yield i, code
 
@@ -336,7 +336,7 @@ class GroupFacets:
                 continue
             if kind not in a.cluster_wide and kind not in a.namespaces.get(ns, ()):
                 continue
-            if name and name not in self._id_key[i].split(b"\x00", 3)[2]:
+            if name and name not in rows.member_name(self._id_key[i]):
                 continue
             out.append((i, code))
         return out

@@ -9,9 +9,9 @@ A page is built in two parts, as the order has them:
   of the rows), read once per cluster generation and shared by every caller, tested against each
   caller's access and filters here, and counted per group;
 - the rest, in key order, is a merge of the clusters' visible rows in identity order
-  (common.index.read.reader's streams: each cluster reads a chunk of about a page, all clusters in one
-  round trip) skipping the groups of the first part; for namespace groups, a merge of the
-  clusters' namespaces (the caller's own, or every namespace of the per-namespace counts).
+  (common.index.read.reader's streams: each cluster reads a chunk of about a page, all clusters
+  in one round trip) skipping the groups of the first part; for namespace groups, a merge of
+  the clusters' namespaces (the caller's own, or every namespace of the per-namespace counts).
 
 Each group of a page then gets its clusters in one round trip: the status code of its object on
 every cluster (a small script per cluster, common.index.read.lua.STATUS_REVISIONS), or its namespace's
@@ -59,6 +59,7 @@ from common import redis_client
 from common.errors import InvalidInput
 from common.index import keys, nscounts, revisions, rows, timeline
 from common.index.read import tally
+from common.index.read.memo import Memo
 from common.index.read.plan import AccessLike, Filters
 from common.index.read.reader import Reader, Stream
 from common.kinds.status import STATUSES
@@ -69,7 +70,7 @@ BY = ("object", "namespace")
 RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
 """A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
 PAGES_MAX = 1024  # remembered pages per process
-INDEXES_MAX = 4096  # remembered (cluster, generation) unhealthy indexes and namespace lists
+INDEXES_MAX = 4096  # remembered per-cluster reads (unhealthy indexes, namespaces, codes, counts)
 REMEMBERED_PER_CLUSTER_MAX = 8192
 """Status codes (objects of pages shown) or namespace counts remembered per cluster."""
 DRAIN_MAX = 100_000
@@ -245,7 +246,7 @@ def _rank(m: Member) -> int:
 
 def _key_of(identity: bytes, by: str) -> bytes:
     """A group's key: the identity (`ns NUL kind NUL name NUL`) or `ns NUL`."""
-    return identity if by == "object" else identity[: identity.index(b"\x00") + 1]
+    return identity if by == "object" else rows.member_namespace_key(identity)
 
 
 def _order(p: tuple[int, bytes]) -> tuple[int, bytes]:
@@ -273,29 +274,33 @@ def _may_list(access: AccessLike, ns: str, kind: str) -> bool:
 
 
 class GroupReader:
-    """Group pages (one per process; thread-safe: shared maps are only replaced or cleared, and a
-    page keeps what it read for itself)."""
+    """Group pages (one per process; thread-safe: the memos are, and a page keeps what it read
+    for itself)."""
 
     def __init__(self, reader: Reader, pages_max: int = PAGES_MAX) -> None:
         self.reader = reader
         self.r: redis.Redis = reader.r
         self.pages_max = pages_max
-        self._pages: dict[Any, tuple[Any, list[Any], GroupPage]] = {}
-        self._unhealthy: dict[str, tuple[Any, list[bytes]]] = {}
-        self._namespaces: dict[str, tuple[Any, list[str]]] = {}
-        self._keys: dict[Any, tuple[AccessLike, Any, tuple[bytes, ...]]] = {}
-        """(cluster, access, filters, by) -> the cluster's unhealthy group keys, by generation."""
-        self._tallies: dict[Any, _Tally] = {}
+        # Each by generation (a cluster's, or the caller's clusters' for pages); those keyed
+        # by an access's id hold that access.
+        self._pages: Memo[Any, GroupPage] = Memo(pages_max)
+        self._unhealthy: Memo[str, list[bytes]] = Memo(INDEXES_MAX)
+        """cluster -> its unhealthy index."""
+        self._namespaces: Memo[str, list[str]] = Memo(INDEXES_MAX)
+        """cluster -> its namespaces (those of the per-namespace counts), sorted."""
+        self._keys: Memo[Any, tuple[bytes, ...]] = Memo(INDEXES_MAX * 4)
+        """(cluster, access, filters, by) -> the cluster's unhealthy group keys."""
+        self._tallies: Memo[Any, _Tally] = Memo(pages_max)
         """(access, filters, by) -> the unhealthy part's counts, moved cluster by cluster."""
-        self._codes: dict[str, tuple[Any, dict[bytes, str]]] = {}
-        """cluster -> (generation, identity -> its status code there, "" for none)."""
-        self._nsvalues: dict[str, tuple[Any, dict[str, str]]] = {}
-        """cluster -> (generation, namespace -> its per-namespace counts, "" for none)."""
-        self._nsmembers: dict[Any, tuple[AccessLike, Any, dict[str, Member | None]]] = {}
-        """(cluster, access, filters) -> (access, generation, namespace -> its Member)."""
-        self._changes: dict[tuple[str, int, str], tuple[Any, frozenset[tuple[bytes, str, str]]]]
-        self._changes = {}
-        """(cluster, walk start, by) -> (generation, the groups changed there since)."""
+        self._codes: Memo[str, dict[bytes, str]] = Memo(INDEXES_MAX)
+        """cluster -> identity -> its status code there ("" for none)."""
+        self._nsvalues: Memo[str, dict[str, str]] = Memo(INDEXES_MAX)
+        """cluster -> namespace -> its per-namespace counts ("" for none)."""
+        self._nsmembers: Memo[Any, dict[str, Member | None]] = Memo(INDEXES_MAX * 4)
+        """(cluster, access, filters) -> namespace -> its Member."""
+        self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
+        self._changes = Memo(INDEXES_MAX * 4)
+        """(cluster, walk start, by) -> the groups changed there since."""
         self._lock = threading.Lock()
         self.index_reads = 0
         """Unhealthy indexes and namespace lists read from Redis (not remembered): for tests."""
@@ -324,9 +329,9 @@ class GroupReader:
         if not clusters:
             return out
         memo = (id(access), filters, by, cursor, limit)
-        hit = None if filters.flapping else self._pages.get(memo)  # flapping slides with time
-        if hit is not None and hit[0] is access and hit[1] == gens:
-            return dataclasses.replace(hit[2], version=out.version, round_trips=1, scanned=0)
+        hit = None if filters.flapping else self._pages.get(memo, gens, access)
+        if hit is not None:  # (flapping slides with time: never remembered)
+            return dataclasses.replace(hit, version=out.version, round_trips=1, scanned=0)
         start = cursor.start if cursor is not None else int(time.time() * 1000)
         # Drift under a label selector is kept on the selector's drained groups (_page);
         # otherwise drifting groups are picked from the plain walk (_drift_page).
@@ -339,9 +344,8 @@ class GroupReader:
             self._drift_page(ask, limit, cursor, start)
         else:
             self._page(ask, limit, cursor, start)
-        if len(self._pages) >= self.pages_max:
-            self._pages.clear()
-        self._pages[memo] = (access, list(gens), out)
+        if not filters.flapping:
+            self._pages.put(memo, out, list(gens), access)
         return out
 
     def _page(
@@ -461,12 +465,11 @@ class GroupReader:
         if "unhealthy" not in _statuses_allowed(q.filters):
             return [], {}
         memo = (id(q.access), q.filters, q.by)
-        t = self._tallies.get(memo)
-        if t is None or t.access is not q.access:
-            with self._lock:
-                if len(self._tallies) >= self.pages_max:
-                    self._tallies.clear()
-                t = self._tallies[memo] = _Tally(q.access)
+        with self._lock:  # one _Tally per caller
+            t = self._tallies.get(memo, owner=q.access)
+            if t is None:
+                t = _Tally(q.access)
+                self._tallies.put(memo, t, owner=q.access)
         with t.lock:  # one page at a time moves and reads a caller's counts
             moved = [c for c in q.clusters if (t.parts.get(c) or (None,))[0] != q.gens[c]]
             if moved:
@@ -495,21 +498,18 @@ class GroupReader:
         got: dict[str, tuple[bytes, ...]] = {}
         todo = []
         for c in clusters:
-            hit = self._keys.get((c, id(access[c]), filters, by))
-            if hit is not None and hit[0] is access[c] and hit[1] == gens[c]:
-                got[c] = hit[2]
+            hit = self._keys.get((c, id(access[c]), filters, by), gens[c], access[c])
+            if hit is not None:
+                got[c] = hit
             else:
                 todo.append(c)
         if todo:
             indexes = self._indexes(todo, gens, q.out)
             codes = rows.codes_for(("unhealthy",), filters.suspended).encode()
-            with self._lock:
-                if len(self._keys) >= INDEXES_MAX * 4:
-                    self._keys.clear()
             for c in todo:
                 vis = self.reader.visibility(access[c], filters, codes)
                 found = self._cluster_keys(vis.keep(indexes[c]), filters, by)
-                self._keys[(c, id(access[c]), filters, by)] = (access[c], gens[c], found)
+                self._keys.put((c, id(access[c]), filters, by), found, gens[c], access[c])
                 got[c] = found
         return got
 
@@ -520,12 +520,11 @@ class GroupReader:
         namespaces = {ns.encode() for ns in filters.namespaces}
         found: dict[bytes, None] = {}
         for m in members:
-            ident = rows.identity_bytes(m)
             if namespaces or name:
-                ns, _kind, obj, _ = ident.split(b"\x00", 3)
+                ns, _kind, obj, _code, _ = rows.member_head(m)
                 if (namespaces and ns not in namespaces) or (name and name not in obj):
                     continue
-            found[_key_of(ident, by)] = None
+            found[_key_of(rows.identity_bytes(m), by)] = None
         return tuple(found)
 
     def _indexes(
@@ -536,9 +535,9 @@ class GroupReader:
         got: dict[str, list[bytes]] = {}
         todo = []
         for c in clusters:
-            hit = self._unhealthy.get(c)
-            if hit is not None and hit[0] == gens[c]:
-                got[c] = hit[1]
+            hit = self._unhealthy.get(c, gens[c])
+            if hit is not None:
+                got[c] = hit
             else:
                 todo.append(c)
         if todo:
@@ -546,13 +545,10 @@ class GroupReader:
                 self.r, [("ZRANGE", keys.by_status(c, "unhealthy"), 0, -1) for c in todo]
             )
             out.round_trips += 1
-            with self._lock:
-                if len(self._unhealthy) >= INDEXES_MAX:
-                    self._unhealthy.clear()
-                for c, members in zip(todo, replies, strict=True):
-                    got[c] = list(members)
-                    self._unhealthy[c] = (gens[c], got[c])
-                    out.scanned += len(got[c])
+            for c, members in zip(todo, replies, strict=True):
+                got[c] = list(members)
+                self._unhealthy.put(c, got[c], gens[c])
+                out.scanned += len(got[c])
             self.index_reads += len(todo)
         return got
 
@@ -571,9 +567,9 @@ class GroupReader:
         changed: set[bytes] = set()
         todo = []
         for c in q.clusters:
-            hit = self._changes.get((c, start, by))
-            if hit is not None and hit[0] == q.gens[c]:
-                changed |= {k for k, ns, kind in hit[1] if _may_list(access[c], ns, kind)}
+            hit = self._changes.get((c, start, by), q.gens[c])
+            if hit is not None:
+                changed |= {k for k, ns, kind in hit if _may_list(access[c], ns, kind)}
             else:
                 todo.append(c)
         if not todo:
@@ -598,12 +594,9 @@ class GroupReader:
                 ns, kind, name, _code = timeline.parse(e)
                 key = _key_of(b"%s\x00%s\x00%s\x00" % (ns, kind, name), by)
                 per[c].add((key, ns.decode(), kind.decode()))
-        with self._lock:
-            if len(self._changes) >= INDEXES_MAX * 4:
-                self._changes.clear()
         for c, found in per.items():
             # kept with each row's namespace and kind: what the caller may list is theirs
-            self._changes[(c, start, by)] = (q.gens[c], frozenset(found))
+            self._changes.put((c, start, by), frozenset(found), q.gens[c])
             changed |= {k for k, ns, kind in found if _may_list(access[c], ns, kind)}
         return changed
 
@@ -700,7 +693,8 @@ class GroupReader:
         namespace filter)."""
         access, clusters, gens, filters, out = q.access, q.clusters, q.gens, q.filters, q.out
         wide = [c for c in clusters if access[c].cluster_wide and not filters.namespaces]
-        todo = [c for c in wide if (self._namespaces.get(c) or (None,))[0] != gens[c]]
+        known = {c: self._namespaces.get(c, gens[c]) for c in wide}
+        todo = [c for c, names in known.items() if names is None]
         if todo:
             p = self.r.pipeline(transaction=False)
             for c in todo:
@@ -708,20 +702,16 @@ class GroupReader:
                     p.hkeys(keys.nscounts(c, b))
             replies = p.execute()
             out.round_trips += 1
-            with self._lock:
-                if len(self._namespaces) >= INDEXES_MAX:
-                    self._namespaces.clear()
-                for i, c in enumerate(todo):
-                    names = replies[i * nscounts.BUCKETS : (i + 1) * nscounts.BUCKETS]
-                    self._namespaces[c] = (
-                        gens[c],
-                        sorted({redis_client.text(n) for ns in names for n in ns}),
-                    )
+            for i, c in enumerate(todo):
+                buckets = replies[i * nscounts.BUCKETS : (i + 1) * nscounts.BUCKETS]
+                names = sorted({redis_client.text(n) for ns in buckets for n in ns})
+                self._namespaces.put(c, names, gens[c])
+                known[c] = names
             self.index_reads += len(todo)
         lists = []
         for c in clusters:
             if c in wide:
-                lists.append((self._namespaces.get(c) or (None, []))[1])
+                lists.append(known[c] or [])
             elif filters.namespaces:
                 a = access[c]
                 lists.append(
@@ -745,7 +735,7 @@ class GroupReader:
             return []
         parts: list[tuple[bytes, str, str]] = []
         for _n, k in page:
-            ns, kind, _ = k.decode().split("\x00", 2)
+            ns, kind, _name = rows.split_identity(k.decode())
             parts.append((k, ns, kind))
         allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
         per_cluster: list[tuple[str, list[bytes], dict[bytes, str]]] = []
@@ -755,8 +745,7 @@ class GroupReader:
             ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
             if not ids:
                 continue
-            hit = self._codes.get(c)
-            known = hit[1] if hit is not None and hit[0] == q.gens.get(c) else {}  # read only
+            known = self._codes.get(c, q.gens.get(c)) or {}  # read only
             per_cluster.append((c, ids, known))
             unknown = [k for k in ids if k not in known]
             if unknown:
@@ -777,14 +766,14 @@ class GroupReader:
                 }
                 known = {**known, **new} if len(known) < REMEMBERED_PER_CLUSTER_MAX else new
                 if c in q.gens:
-                    self._codes[c] = (q.gens[c], known)
+                    self._codes.put(c, known, q.gens[c])
             for k in ids:
                 code = known[k]
                 if code[:1] in allowed:  # one Member per (cluster, code, revision): shared
                     found[k].append(_member(c, code))
         groups = []
         for n, k in page:
-            ns, kind, name, _ = k.decode().split("\x00", 3)
+            ns, kind, name = rows.split_identity(k.decode())
             members = sorted(found[k], key=_rank)  # stable: clusters stay in name order
             groups.append(Group(k, ns, kind, name, members, n))
         return groups
@@ -819,8 +808,7 @@ class GroupReader:
             mine = [ns for ns in names if a.cluster_wide or ns in a.namespaces]
             if not mine:
                 continue
-            hit = self._nsvalues.get(c)
-            known = hit[1] if hit is not None and hit[0] == q.gens.get(c) else {}  # read only
+            known = self._nsvalues.get(c, q.gens.get(c)) or {}  # read only
             held.append((c, known))
             unknown = [ns for ns in mine if ns not in known]
             if unknown:  # only what the clusters written since the last page hold
@@ -843,21 +831,16 @@ class GroupReader:
                     {**known, **fresh[c]} if len(known) < REMEMBERED_PER_CLUSTER_MAX else fresh[c]
                 )
                 if c in q.gens:
-                    self._nsvalues[c] = (q.gens[c], known)
+                    self._nsvalues.put(c, known, q.gens[c])
             a = access[c]
             # This caller's members on this cluster, remembered by its generation: a page
             # after a write re-sums only the written clusters.
             mkey = (c, id(a), filters)
-            seen = self._nsmembers.get(mkey)
-            if seen is not None and seen[0] is a and seen[1] == q.gens.get(c) and c not in fresh:
-                shown = seen[2]
-            else:
+            shown = None if c in fresh else self._nsmembers.get(mkey, q.gens.get(c), a)
+            if shown is None:
                 shown = {}
                 if c in q.gens:
-                    with self._lock:
-                        if len(self._nsmembers) >= INDEXES_MAX * 4:
-                            self._nsmembers.clear()
-                    self._nsmembers[mkey] = (a, q.gens[c], shown)
+                    self._nsmembers.put(mkey, shown, q.gens[c], a)
             for ns in names:
                 if ns in shown:
                     m = shown[ns]
@@ -913,7 +896,7 @@ class GroupReader:
             return self._drained_objects(q, groups)
         per: dict[str, dict[str, Member]] = {}
         for cluster, m in self._drained_rows(q):
-            ns, _kind, _name, code, _ = m.split(b"\x00", 4)
+            ns, _kind, _name, code, _ = rows.member_head(m)
             status, susp = tally.code_status(code.decode())
             mem = per.setdefault(ns.decode(), {}).get(cluster)
             if mem is None:
@@ -939,14 +922,14 @@ class GroupReader:
         for an object on some clusters only: a group counts those), in the groups' order."""
         per: dict[bytes, list[Member]] = {}
         for cluster, m in self._drained_rows(q):
-            ident = rows.identity_bytes(m)
-            code = m[len(ident) : len(ident) + 1].decode()
+            code = rows.member_status_code(m).decode()
             # shared per (cluster, code, revision), as the STATUS_REVISIONS path's members
-            per.setdefault(ident, []).append(_member(cluster, code + rows.revision_of(m)))
+            member = _member(cluster, code + rows.revision_of(m))
+            per.setdefault(rows.identity_bytes(m), []).append(member)
         order = []
         for k, members in per.items():
             members.sort(key=lambda m: (RANK[m.status], m.cluster))
-            ns, kind, name, _ = k.decode().split("\x00", 3)
+            ns, kind, name = rows.split_identity(k.decode())
             g = Group(k, ns, kind, name, members)
             g.order = sum(1 for m in members if m.status == "unhealthy")
             groups[k] = g
@@ -982,8 +965,7 @@ class GroupReader:
             ask = _Ask(access, clusters, {}, filters, by, GroupPage([], None))
             members = self._namespace_members(ask, [ns])
             return Group(key, ns, None, None, members.get(ns, [])), [], version
-        ns_b, kind_b, _ = key.split(b"\x00", 2)
-        ns, kind = ns_b.decode(), kind_b.decode()
+        ns, kind, name = rows.split_identity(key.decode())
         asked = [c for c in clusters if kind in _visible_kinds(access[c], ns)]
         commands += [
             ("ZRANGEBYLEX", keys.rows(c), b"[" + key, b"(" + key + b"\xff", "LIMIT", 0, 1)
@@ -992,21 +974,18 @@ class GroupReader:
         replies = redis_client.pipelined(self.r, commands)
         version = keys.GrantsVersion(replies.pop(0)) if confirm_version else None
         found: list[tuple[Member, tuple[str, bytes]]] = []
-        at = rows.FIELDS.index("revision")
         for c, got in zip(asked, replies, strict=True):
             if not got:
                 continue
-            code = got[0][len(key) : len(key) + 1].decode()
+            code = rows.member_status_code(got[0]).decode()
             if not _code_ok(code, filters):
                 continue
             if filters.labels and not filters.labels.matches(rows.labels_of(got[0])):
                 continue
             status, susp = tally.code_status(code)
-            fields = got[0].split(b"\x00", at + 1)
-            rev = fields[at].decode() if len(fields) > at else ""
-            found.append((Member(c, status, susp, revision=rev), (c, got[0])))
+            member = Member(c, status, susp, revision=rows.revision_of(got[0]))
+            found.append((member, (c, got[0])))
         found.sort(key=lambda p: (RANK[p[0].status], p[0].cluster))
-        name = key.split(b"\x00", 3)[2].decode()
         g = Group(key, ns, kind, name, [m for m, _ in found])
         return g, [row for _, row in found], version
 

@@ -1,9 +1,12 @@
-"""Page and count scans over the stored rows, RBAC-filtered, in (cluster, namespace, kind, name).
+"""List pages over the stored rows, RBAC-filtered, in (cluster, namespace, kind, name).
 
-`Reader.page` walks the caller's visible clusters in order from a keyset cursor, visiting only
-the ranges its access plan allows (common.index.read.plan) with server-side Lua filtering, several
+`Reader.page` walks the caller's visible clusters in order from a keyset cursor, choosing per
+cluster how to read (the ranges its access plan allows, common.index.read.plan, with server-side
+Lua filtering; or a walk of the source zsets tested here, whichever reads less), several
 clusters per pipelined round trip: a page costs O(page) Redis work at any depth, plus what
-skipping invisible rows needs. `Reader.facets` counts visible rows by cluster, kind, status and suspension.
+skipping invisible rows needs. Sparse pages are remembered with the generations they depend on.
+Streams (`Reader.stream`, `Reader.more`) are the same scans one cluster at a time, for group
+pages and facets counted from rows (common.index.read.groups, common.index.read.facets).
 The client must not decode responses (members are compared as bytes).
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -22,8 +25,9 @@ from common.index import keys, rows
 from common.index.read import facets as reader_facets
 from common.index.read import lua as reader_lua
 from common.index.read import tally
+from common.index.read.facets import Facets
+from common.index.read.memo import Memo
 from common.index.read.plan import AccessLike, Filters, Range, after, clip_all, plan
-from common.index.read.plan import visible_kinds_uniform as _uniform
 from common.index.rows import Row, decode_page
 from common.kinds.status import STATUSES
 from common.labels import Selector
@@ -33,7 +37,7 @@ __all__ = ["AccessLike", "Chunk", "Cursor", "Facets", "Filters", "Page", "Reader
 
 
 _Call = tuple[str, str | tuple[str, ...], list[bytes]]  # script, key(s), ARGV
-PLANS_MAX = 4096  # remembered scan plans per process (see Reader._plan)
+PLANS_MAX = 4096  # remembered scan plans, member tests and index sizes per process
 NAME_DENSE = 256  # more rows matching a name filter in a cluster: scan instead of the index
 NAME_FIRST_BATCH = 4  # clusters in a name-filtered page's first round trip
 WALK_MIN_RANGES = 32  # fewer ranges: always scan them (no size estimate needed)
@@ -86,24 +90,6 @@ class Page:
 
 
 @dataclass
-class Facets:
-    total: int = 0
-    clusters: dict[str, int] = field(default_factory=dict)
-    kinds: dict[str, int] = field(default_factory=dict)
-    statuses: dict[str, int] = field(default_factory=dict)
-    suspended: dict[str, int] = field(default_factory=dict)
-    """Rows by suspension: `true` and `false`."""
-    scanned: int = 0
-    """Members Redis examined (0 when summed from the count tables)."""
-    version: keys.GrantsVersion | None = None
-    """The grants version, read in the first round trip when asked (`confirm_version`)."""
-    namespaces: dict[str, int] = field(default_factory=dict)
-    """Rows by namespace ("" for cluster-scoped rows)."""
-    labels: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per asked label key, rows by its value (every value: the API shows the top ones)."""
-
-
-@dataclass
 class _Walk:
     """One cluster's scan state within a request. `visible` set: the cluster is read by walking
     its source zsets from `start` and testing each member against the caller's access here
@@ -135,40 +121,6 @@ class Chunk:
     members: list[bytes]
     done: bool
     scanned: int
-
-
-@dataclass(frozen=True)
-class _Summed:
-    """A facets answer remembered with what it was summed from: the caller's clusters, their
-    generations and the tables (None: not counted from a table) in that order."""
-
-    access: Mapping[str, AccessLike]
-    clusters: list[str]
-    gens: list[Any]
-    out: Facets
-    tables: list[Any]
-
-
-def _copy_facets(f: Facets) -> Facets:
-    return Facets(
-        f.total, dict(f.clusters), dict(f.kinds), dict(f.statuses), dict(f.suspended), f.scanned
-    )
-
-
-def _take(out: Facets, cluster: str, kind: str, status: str, suspended: bool, n: int) -> None:
-    out.total -= n
-    out.clusters[cluster] = out.clusters.get(cluster, 0) - n
-    out.kinds[kind] = out.kinds.get(kind, 0) - n
-    out.statuses[status] = out.statuses.get(status, 0) - n
-    flag = "true" if suspended else "false"
-    out.suspended[flag] = out.suspended.get(flag, 0) - n
-
-
-def _drop_zeros(out: Facets) -> None:
-    """What a sum from scratch would not hold: entries counted down to zero."""
-    for d in (out.clusters, out.kinds, out.statuses, out.suspended):
-        for k in [k for k, n in d.items() if n == 0]:
-            del d[k]
 
 
 @dataclass(frozen=True)
@@ -206,13 +158,14 @@ class Visibility:
         """The visible ones of `members` (never asked of `EVERYTHING`: its walks test none)."""
         out = []
         cw, kinds, codes, of_ns = self.cluster_wide, self.kinds, self.codes, self.namespaces.get
+        head, ns_kind = rows.member_head, rows.member_ns_kind
         for m in members:
             if codes:
-                ns, kind, _name, code, _ = m.split(b"\x00", 4)
+                ns, kind, _name, code, _ = head(m)
                 if code not in codes:
                     continue
             else:
-                ns, kind, _ = m.split(b"\x00", 2)
+                ns, kind, _ = ns_kind(m)
             if (kinds is None or kind in kinds) and kind in of_ns(ns, cw):
                 out.append(m)
         return out
@@ -233,11 +186,11 @@ def _flapping(members: list[bytes], filters: Filters, now: float) -> list[bytes]
 def labelled(members: list[bytes], selector: Selector) -> list[bytes]:
     """The members whose labels match `selector` (members without labels tested once)."""
     bare = selector.matches({})
-    labels_of, matches = rows.labels_of, selector.matches
+    labels_of, matches, unlabelled = rows.labels_of, selector.matches, rows.member_unlabelled
     needles = rows.label_needles(selector)
     out = []
     for m in members:
-        if m[-1:] == b"\x00":
+        if unlabelled(m):
             if bare:
                 out.append(m)
         elif all(any(n in m for n in alts) for alts in needles) and matches(labels_of(m)):
@@ -258,7 +211,7 @@ def _bounds(rng: Range) -> list[bytes]:
 
 
 class Reader:
-    """RBAC-filtered page and count scans (one per process; thread-safe)."""
+    """RBAC-filtered pages and streams, and the entry to facets (one per process; thread-safe)."""
 
     def __init__(
         self,
@@ -277,17 +230,14 @@ class Reader:
         self.walk_min_ranges, self.range_cost = walk_min_ranges, range_cost
         self.pages_max = pages_max  # 0: sparse pages are not remembered (`page`)
         self._sha: dict[str, str] = {}
-        self._plans: dict[tuple[int, Filters], tuple[AccessLike, list[Range]]] = {}
+        self._plans: Memo[tuple[int, Filters], list[Range]] = Memo(PLANS_MAX)
         self.tallies = tally.Tallies(r)
         self.extras = reader_facets.Extras(r)
-        self._sizes: dict[str, tuple[float, dict[str, int]]] = {}
-        self._visible: dict[tuple[int, Filters, bytes], tuple[AccessLike, Visibility]] = {}
-        self._source_plans: dict[tuple[str, Filters], tuple[list[str], bytes]] = {}
-        self._facets: dict[tuple[int, Filters], _Summed] = {}
-        self._pages: dict[
-            tuple[int, Filters, Cursor | None, int],
-            tuple[Mapping[str, AccessLike], list[Any], Page],
-        ] = {}
+        """The facets' memos (common.index.read.facets)."""
+        self._sizes: Memo[str, tuple[float, dict[str, int]]] = Memo(PLANS_MAX)
+        self._visible: Memo[tuple[int, Filters, bytes], Visibility] = Memo(PLANS_MAX)
+        self._source_plans: Memo[tuple[str, Filters], tuple[list[str], bytes]] = Memo(PLANS_MAX)
+        self._pages: Memo[tuple[int, Filters, Cursor | None, int], Page] = Memo(pages_max)
 
     # -- scripts -------------------------------------------------------------------------------
 
@@ -296,7 +246,7 @@ class Reader:
             self._sha[name] = str(self.r.script_load(getattr(reader_lua, name)))
         return self._sha[name]
 
-    def _run(
+    def run(
         self, calls: Sequence[_Call], get: str = "", gens: Sequence[str] = (), lead: Any = None
     ) -> list[Any]:
         """EVALSHA each (script, key, args) in one pipelined round trip, after a GET of `get`
@@ -325,15 +275,14 @@ class Reader:
                 self._sha.clear()
         raise AssertionError("unreachable")
 
-    def _sources(self, cluster: str, filters: Filters) -> tuple[list[str], bytes]:
+    def sources(self, cluster: str, filters: Filters) -> tuple[list[str], bytes]:
         """The zsets to scan and the status codes to keep ("" = all): the suspended index for
         `suspended=true` (small), the status indexes for statuses without `healthy`, else the
         rows themselves. Remembered per (cluster, filters); never mutated."""
         hit = self._source_plans.get((cluster, filters))
         if hit is None:
-            if len(self._source_plans) >= PLANS_MAX:
-                self._source_plans.clear()
-            hit = self._source_plans[(cluster, filters)] = self._plan_sources(cluster, filters)
+            hit = self._plan_sources(cluster, filters)
+            self._source_plans.put((cluster, filters), hit)
         return hit
 
     @staticmethod
@@ -350,7 +299,7 @@ class Reader:
             return [keys.by_status(cluster, s) for s in statuses], only
         return [keys.rows(cluster)], b"" if every else codes.encode()
 
-    def _candidates(
+    def candidates(
         self, access: Mapping[str, AccessLike], filters: Filters, cursor: Cursor | None
     ) -> list[str]:
         """The caller's clusters a scan may visit, in order (from the cursor's cluster on)."""
@@ -388,7 +337,7 @@ class Reader:
         if len(w.ranges) != 1 or filters.name:
             return False
         rng = w.ranges[0]
-        return rng.hi is None and rng.kinds is None and not self._sources(w.cluster, filters)[1]
+        return rng.hi is None and rng.kinds is None and not self.sources(w.cluster, filters)[1]
 
     def _choose(self, w: _Walk, access: AccessLike, filters: Filters) -> None:
         """Walk the cluster's source zsets instead of visiting the caller's ranges when that
@@ -404,7 +353,7 @@ class Reader:
             return
         size = self._source_size(w.cluster, filters)
         if size < len(w.ranges) * self.range_cost:
-            w.visible = self._visibility(access, filters, self._sources(w.cluster, filters)[1])
+            w.visible = self._visibility(access, filters, self.sources(w.cluster, filters)[1])
 
     def visibility(self, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
         """The member test of `access` under `filters` keeping status `codes` (b"": any),
@@ -413,28 +362,25 @@ class Reader:
 
     def codes(self, asked: Sequence[tuple[str, Sequence[bytes]]]) -> list[list[bytes]]:
         """Per (cluster, identities), the status code of each identity's row there (b"": the
-        cluster has none), in one pipelined round trip (reader_lua.STATUS_REVISIONS)."""
+        cluster has none), in one pipelined round trip (common.index.read.lua.STATUS_REVISIONS)."""
         calls: list[_Call] = [("STATUS_REVISIONS", keys.rows(c), list(ids)) for c, ids in asked]
-        return self._run(calls) if calls else []
+        return self.run(calls) if calls else []
 
     def idents(self, starts: Sequence[tuple[str, bytes]], count: int) -> list[list[bytes]]:
         """Per (cluster, ZRANGEBYLEX bound), up to `count` rows' identities and status codes
         from there and the bound to go on from (b"" at the end), in one pipelined round trip
-        (reader_lua.IDENTS)."""
+        (common.index.read.lua.IDENTS)."""
         n = str(count).encode()
         calls: list[_Call] = [("IDENTS", keys.rows(c), [start, n]) for c, start in starts]
-        return self._run(calls) if calls else []
+        return self.run(calls) if calls else []
 
     def _visibility(self, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:
         """`Visibility.of`, remembered per (access object, filters) as plans are."""
         key = (id(access), filters, codes)
-        hit = self._visible.get(key)
-        if hit is not None and hit[0] is access:
-            return hit[1]
-        v = Visibility.of(access, filters, codes)
-        if len(self._visible) >= PLANS_MAX:
-            self._visible.clear()
-        self._visible[key] = (access, v)
+        v = self._visible.get(key, owner=access)
+        if v is None:
+            v = Visibility.of(access, filters, codes)
+            self._visible.put(key, v, owner=access)
         return v
 
     def _source_size(self, cluster: str, filters: Filters) -> int:
@@ -442,7 +388,8 @@ class Reader:
         now = time.monotonic()
         if hit is None or now - hit[0] > SIZES_TTL_S:
             counts = {text(k): int(v) for k, v in self.r.hgetall(keys.counts(cluster)).items()}
-            hit = self._sizes[cluster] = (now, counts)
+            hit = (now, counts)
+            self._sizes.put(cluster, hit)
         if filters.flapping:
             return 0  # the flapping index is small: walk it
         statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
@@ -462,20 +409,35 @@ class Reader:
         Access per (cluster, grants hash, subjects), so a caller's next pages reuse the ranges
         (planning a team member's namespaces was ~10% of their request). Never mutated."""
         key = (id(access), filters)
-        hit = self._plans.get(key)
-        if hit is not None and hit[0] is access:  # `is`: an id is reused only after a free
-            return hit[1]
-        ranges = plan(access, filters, self.all_kinds)
-        if len(self._plans) >= PLANS_MAX:
-            self._plans.clear()
-        self._plans[key] = (access, ranges)
+        ranges = self._plans.get(key, owner=access)
+        if ranges is None:
+            ranges = plan(access, filters, self.all_kinds)
+            self._plans.put(key, ranges, owner=access)
         return ranges
 
-    def _args(self, limit: int, codes: bytes, name: str, ranges: list[Range]) -> list[bytes]:
+    def script_calls(
+        self,
+        cluster: str,
+        sources: Sequence[str],
+        limit: int,
+        codes: bytes,
+        name: str,
+        ranges: list[Range],
+        count: bool = False,
+    ) -> list[_Call]:
+        """One script call per source zset over `ranges`, keeping the kinds they allow and the
+        status `codes` (b"": any): SCAN (members, up to `limit`) or COUNT (counts by field);
+        with a name substring, through the name index first (NAMED, NAMED_COUNT:
+        common.index.write.name_index), unless more than NAME_DENSE rows match there."""
         args = [str(limit).encode(), str(self.budget).encode(), codes, name.encode()]
         for rng in ranges:
             args.extend(_bounds(rng))
-        return args
+        if not name:
+            script = "COUNT" if count else "SCAN"
+            return [(script, key, args) for key in sources]
+        named = [str(NAME_DENSE).encode(), *args]
+        script = "NAMED_COUNT" if count else "NAMED"
+        return [(script, (key, keys.names(cluster)), named) for key in sources]
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -495,24 +457,22 @@ class Reader:
         filters, limit, cursor = request.filters, request.limit, request.cursor
         if not self.pages_max or not self._memoable(filters):
             return self._page(access, request, confirm_version)
-        clusters = self._candidates(access, filters, cursor)
+        clusters = self.candidates(access, filters, cursor)
         key = (id(access), filters, cursor, limit)
-        hit = self._pages.get(key)
-        gens: list[Any] | None = None
-        if hit is not None and hit[0] is access and clusters:
-            depends = clusters[: len(hit[1])]
+        held = self._pages.peek(key, access)
+        if held is not None and clusters:
+            depends = clusters[: len(held[0])]  # the generations it was read at
             gens, version = tally.generations(self.r, depends, confirm_version)
-            if gens == hit[1]:
-                return dataclasses.replace(hit[2], version=version, scanned=0, round_trips=1)
-            gens = None  # read again, with every candidate's generation
+            hit = self._pages.get(key, gens, access)
+            if hit is not None:
+                return dataclasses.replace(hit, version=version, scanned=0, round_trips=1)
+            # read again, with every candidate's generation
         lead = tally.generations_command(clusters) if clusters else None
         out = self._page(access, request, confirm_version, lead)
-        gens, out.lead = out.lead, None
-        if gens is not None:  # read before the scans: a write after them moves one
+        read_at, out.lead = out.lead, None
+        if read_at is not None:  # read before the scans: a write after them moves one
             upto = len(clusters) if out.through is None else clusters.index(out.through) + 1
-            if len(self._pages) >= self.pages_max:
-                self._pages.clear()
-            self._pages[key] = (access, gens[:upto], out)
+            self._pages.put(key, out, read_at[:upto], access)
         return out
 
     @staticmethod
@@ -538,7 +498,7 @@ class Reader:
         now = time.time()
         # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
         # one or two of hundreds of clusters, and planning them all cost more than the scan.
-        candidates = self._candidates(access, filters, cursor)
+        candidates = self.candidates(access, filters, cursor)
         pending = iter(candidates)
         walks: list[_Walk] = []
         got: list[tuple[str, bytes]] = []
@@ -555,7 +515,7 @@ class Reader:
             checked = [w for w in group if w.expect_gen is not None]
             gen_keys = [keys.generation(w.cluster) for w in checked]
             lead_now = None if result.round_trips else lead
-            replies = self._run(calls, "" if result.round_trips else check_key, gen_keys, lead_now)
+            replies = self.run(calls, "" if result.round_trips else check_key, gen_keys, lead_now)
             if check_key and not result.round_trips:
                 first, replies = replies[:1], replies[1:]
             if lead_now is not None:
@@ -736,7 +696,7 @@ class Reader:
                 ask = min(self.budget, max(2 * want, 64) << (2 * w.step))
                 w.step += 1 if w.visible is None or w.scripted else 0
             if w.visible is not None and not w.scripted:
-                sources = self._sources(w.cluster, filters)[0]
+                sources = self.sources(w.cluster, filters)[0]
                 if w.visible.everything or filters.labels:
                     n = ask
                 else:
@@ -748,19 +708,14 @@ class Reader:
                 continue
             window = w.ranges[: self.window]
             window_end = window[-1].hi if len(w.ranges) > self.window else None
-            sources, codes = self._sources(w.cluster, filters)
+            sources, codes = self.sources(w.cluster, filters)
             if w.expect_gen is not None and self._plain(window, codes, filters):
                 lim = str(ask).encode()
                 for key in sources:
                     calls.extend(("RANGE", key, [*_bounds(rng)[:2], lim]) for rng in window)
                 spans.append((len(sources) * len(window), window_end))
                 continue
-            args = self._args(ask, codes, filters.name, window)
-            if filters.name:  # the name index first (common.index.write.name_index)
-                named = [str(NAME_DENSE).encode(), *args]
-                calls.extend(("NAMED", (key, keys.names(w.cluster)), named) for key in sources)
-            else:
-                calls.extend(("SCAN", key, args) for key in sources)
+            calls += self.script_calls(w.cluster, sources, ask, codes, filters.name, window)
             spans.append((len(sources), window_end))
         return calls, spans
 
@@ -797,15 +752,21 @@ class Reader:
             members.sort(key=rows.identity_bytes)
         return members, bound, scanned
 
-    # -- streams (common.index.read.groups) ---------------------------------------------------
+    # -- streams (common.index.read.groups, common.index.read.facets) ------------------------
 
     def stream(
-        self, cluster: str, access: AccessLike, filters: Filters, after_key: bytes = b""
+        self,
+        cluster: str,
+        access: AccessLike,
+        filters: Filters,
+        after_key: bytes = b"",
+        ranged: bool = False,
     ) -> Stream | None:
         """One cluster's visible rows under `filters`, in identity order after `after_key` (an
-        identity; b"": from the start), read a chunk at a time by `more`; None: nothing there."""
+        identity; b"": from the start), read a chunk at a time by `more`; None: nothing there.
+        `ranged`: always the plan's ranges, as counting scripts visit them (never a walk)."""
         cursor = Cursor(cluster, after_key) if after_key else None
-        return self._walk(cluster, access, filters, cursor, choose=True)
+        return self._walk(cluster, access, filters, cursor, choose=not ranged)
 
     def more(self, streams: Sequence[Stream], filters: Filters, want: int) -> list[Chunk]:
         """The next rows of each stream, all in one pipelined round trip: the visible members
@@ -818,7 +779,7 @@ class Reader:
             more_calls, span = self._page_calls([w], filters, want)
             calls += more_calls
             spans += span
-        replies = self._run(calls) if calls else []
+        replies = self.run(calls) if calls else []
         for (script, _key, args), k in zip(calls, range(len(replies)), strict=True):
             if script == "ZRANGE":
                 replies[k] = self._walked(replies[k], int(args[1]))
@@ -846,119 +807,7 @@ class Reader:
             got[id(w)] = Chunk(members, not w.ranges, scanned)
         return [got.get(id(w), Chunk([], True, 0)) for w in streams]
 
-    # -- facets --------------------------------------------------------------------------------
-
-    def facets(
-        self,
-        access: Mapping[str, AccessLike],
-        filters: Filters,
-        confirm_version: bool = False,
-        label_keys: tuple[str, ...] = (),
-    ) -> Facets:
-        """`_facets_of` with `namespaces`; a label selector or `label_keys` (the values of those
-        keys) are counted from the rows (common.index.read.facets)."""
-        if (filters.labels or label_keys or filters.name) and not filters.flapping:
-            clusters = self._candidates(access, filters, None)
-            gens, version = tally.generations(self.r, clusters, confirm_version)
-            out = Facets(version=version)
-            self.extras.scanned(self, access, filters, clusters, gens, label_keys, out)
-            return out
-        return self._facets_of(access, filters, confirm_version)
-
-    def _facets_of(
-        self,
-        access: Mapping[str, AccessLike],
-        filters: Filters,
-        confirm_version: bool = False,
-    ) -> Facets:
-        """Counts of visible rows by cluster, kind, status and suspension under `filters`.
-
-        Summed from the callers' count tables (common.index.read.tally), never by scanning rows:
-        one round trip reads the clusters' generations (and the grants version when
-        `confirm_version`); the tables of clusters written since are read again in one more.
-        A name filter counts through the name index instead (the tables know no names), and so
-        does a cluster whose per-namespace counts are not complete yet."""
-        clusters = self._candidates(access, filters, None)
-        if filters.flapping:
-            return self._flapping_facets(access, filters, clusters, confirm_version)
-        if filters.name:
-            version = self.r.get(keys.VERSION) if confirm_version else None
-            out = self._scan_facets(access, filters, clusters)
-            out.version = (
-                None if version is None and not confirm_version else keys.GrantsVersion(version)
-            )
-            return out
-        gens, version = tally.generations(self.r, clusters, confirm_version)
-        key = (id(access), filters)
-        hit = self._facets.get(key)
-        if hit is not None and (hit.access is not access or hit.clusters != clusters):
-            hit = None
-        if hit is not None and hit.gens == gens:
-            spaces = self.extras.namespaces(access, filters, clusters, gens, self.tallies)
-            return dataclasses.replace(hit.out, version=version, namespaces=spaces)
-        namespaces = tuple(sorted(set(filters.namespaces)))
-        tables: dict[str, tally.Table | None] = {}
-        stale = []
-        for c, gen in zip(clusters, gens, strict=True):
-            table = self.tallies.cached(c, access[c], namespaces, int(gen or 0))
-            if table is None:
-                stale.append((c, access[c], namespaces))
-            else:
-                tables[c] = table
-        tables.update(self.tallies.compute(stale))
-        unready = [c for c in clusters if tables[c] is None]
-        if hit is not None and not unready:
-            # The last answer with only the changed clusters' tables swapped: at fleet scale
-            # under writes a few of 200 change between requests, and summing all was the cost.
-            out = _copy_facets(hit.out)
-            for c, old in zip(clusters, hit.tables, strict=True):
-                new = tables[c]
-                if new is not old and new != old:
-                    self._sum_table(out, c, old, filters, -1)
-                    self._sum_table(out, c, new, filters, 1)
-            _drop_zeros(out)
-        else:
-            out = Facets()
-            for c in clusters:
-                self._sum_table(out, c, tables[c], filters, 1)
-        if unready:
-            self._merge_facets(out, self._scan_facets(access, filters, unready))
-        elif len(self._facets) < PLANS_MAX:
-            summed = [tables[c] for c in clusters]
-            self._facets[key] = _Summed(access, clusters, gens, out, summed)
-        else:
-            self._facets.clear()
-        ready = [(c, g) for c, g in zip(clusters, gens, strict=True) if c not in unready]
-        late = [(c, g) for c, g in zip(clusters, gens, strict=True) if c in unready]
-        spaces = self.extras.namespaces(
-            access, filters, [c for c, _ in ready], [g for _, g in ready], self.tallies
-        )
-        if unready:  # their per-namespace counts are not complete: counted from the rows
-            rest = Facets()
-            late_gens = [g for _, g in late]
-            self.extras.scanned(self, access, filters, unready, late_gens, (), rest)
-            for ns, n in rest.namespaces.items():
-                spaces[ns] = spaces.get(ns, 0) + n
-        return dataclasses.replace(out, version=version, namespaces=spaces)
-
-    def _flapping_facets(
-        self,
-        access: Mapping[str, AccessLike],
-        filters: Filters,
-        clusters: Sequence[str],
-        confirm_version: bool,
-    ) -> Facets:
-        """Facets of `flapping=true`: the flapping rows (`flapping_members`) counted."""
-        out = Facets()
-        found, out.version, out.scanned = self._flapping_rows(
-            access, filters, clusters, confirm_version
-        )
-        for c, m in found:
-            ns, kind, _name, code, _ = m.split(b"\x00", 4)
-            status, suspended = tally.code_status(code.decode())
-            self._add(out, c, kind.decode(), status, suspended, 1)
-            out.namespaces[ns.decode()] = out.namespaces.get(ns.decode(), 0) + 1
-        return out
+    # -- flapping rows -------------------------------------------------------------------------
 
     def flapping_members(
         self, access: Mapping[str, AccessLike], filters: Filters, confirm_version: bool = False
@@ -966,16 +815,7 @@ class Reader:
         """Every row the caller may list that passes `filters` and is flapping now, as
         (cluster, member), with the grants version (when `confirm_version`) and the members
         read: each candidate cluster's flapping index (small) in one round trip."""
-        clusters = self._candidates(access, filters, None)
-        return self._flapping_rows(access, filters, clusters, confirm_version)
-
-    def _flapping_rows(
-        self,
-        access: Mapping[str, AccessLike],
-        filters: Filters,
-        clusters: Sequence[str],
-        confirm_version: bool,
-    ) -> tuple[list[tuple[str, bytes]], keys.GrantsVersion | None, int]:
+        clusters = self.candidates(access, filters, None)
         now = time.time()
         commands: list[Any] = [("GET", keys.VERSION)] if confirm_version else []
         commands += [("ZRANGE", keys.flapping(c), 0, -1) for c in clusters]
@@ -984,7 +824,7 @@ class Reader:
         out: list[tuple[str, bytes]] = []
         scanned = 0
         for c, members in zip(clusters, replies, strict=True):
-            codes = self._sources(c, filters)[1]
+            codes = self.sources(c, filters)[1]
             found = _flapping(
                 self._visibility(access[c], filters, codes).keep(members), filters, now
             )
@@ -992,7 +832,7 @@ class Reader:
                 found = labelled(found, filters.labels)
             scanned += len(members)
             for m in found:
-                ns, _kind, name, _ = m.split(b"\x00", 3)
+                ns, _kind, name, _code, _ = rows.member_head(m)
                 if filters.namespaces and ns.decode() not in filters.namespaces:
                     continue
                 if filters.name and filters.name.encode() not in name.lower():
@@ -1000,120 +840,14 @@ class Reader:
                 out.append((c, m))
         return out, version, scanned
 
-    def _sum_table(
-        self, out: Facets, c: str, table: tally.Table | None, filters: Filters, sign: int
-    ) -> None:
-        """Add (`sign` 1) or take away (-1) one cluster's table under `filters`."""
-        if not table:
-            return
-        kinds, statuses = filters.kinds, filters.statuses
-        for (kind, code), n in table.items():
-            status, suspended = tally.code_status(code)
-            if (kinds and kind not in kinds) or (statuses and status not in statuses):
-                continue
-            if filters.suspended is None or suspended is filters.suspended:
-                if sign > 0:
-                    self._add(out, c, kind, status, suspended, n)
-                else:
-                    _take(out, c, kind, status, suspended, n)
+    # -- facets (common.index.read.facets) -----------------------------------------------------
 
-    @staticmethod
-    def _merge_facets(out: Facets, more: Facets) -> None:
-        out.total += more.total
-        out.scanned += more.scanned
-        for mine, theirs in (
-            (out.clusters, more.clusters),
-            (out.kinds, more.kinds),
-            (out.statuses, more.statuses),
-            (out.suspended, more.suspended),
-        ):
-            for k, n in theirs.items():
-                mine[k] = mine.get(k, 0) + n
-
-    def _scan_facets(
-        self, access: Mapping[str, AccessLike], filters: Filters, clusters: Sequence[str]
-    ) -> Facets:
-        """Facets by scanning (the name index for a name filter): the counts hash for callers
-        who see the same kinds everywhere, COUNT scans over their ranges otherwise."""
-        out = Facets()
-        walks = [w for w in (self._walk(c, access[c], filters, None) for c in clusters) if w]
-        fast = [
-            w
-            for w in walks
-            if not filters.namespaces
-            and not filters.name
-            and _uniform(access[w.cluster], filters, self.all_kinds)
-        ]
-        self._count_hashes(fast, access, filters, out)
-        tasks: list[tuple[str, str, bytes, list[Range]]] = []
-        for w in walks:
-            if w not in fast:
-                sources, codes = self._sources(w.cluster, filters)
-                tasks.extend((w.cluster, key, codes, w.ranges) for key in sources)
-        while tasks:
-            calls = [
-                self._count_call(cluster, key, codes, filters.name, ranges[: self.window])
-                for cluster, key, codes, ranges in tasks
-            ]
-            pending = []
-            for (cluster, key, codes, ranges), reply in zip(tasks, self._run(calls), strict=True):
-                out.scanned += int(reply[1])
-                for f, n in zip(reply[3::2], reply[4::2], strict=True):
-                    kind, status, suspended = rows.parse_count_field(f)
-                    self._add(out, cluster, kind, status, suspended, int(n))
-                if reply[0] != b"done":
-                    pending.append(
-                        (
-                            cluster,
-                            key,
-                            codes,
-                            clip_all(ranges, after(rows.identity_bytes(reply[2]))),
-                        )
-                    )
-                elif len(ranges) > self.window:
-                    pending.append((cluster, key, codes, ranges[self.window :]))
-            tasks = pending
-        return out
-
-    def _count_call(
-        self, cluster: str, key: str, codes: bytes, name: str, ranges: list[Range]
-    ) -> _Call:
-        args = self._args(0, codes, name, ranges)
-        if not name:
-            return ("COUNT", key, args)
-        dense = str(NAME_DENSE).encode()  # the name index first (common.index.write.name_index)
-        return ("NAMED_COUNT", (key, keys.names(cluster)), [dense, *args])
-
-    def _count_hashes(
+    def facets(
         self,
-        walks: list[_Walk],
         access: Mapping[str, AccessLike],
         filters: Filters,
-        out: Facets,
-    ) -> None:
-        if not walks:
-            return
-        pipe = self.r.pipeline(transaction=False)
-        for w in walks:
-            pipe.hgetall(keys.counts(w.cluster))
-        statuses = set(filters.statuses or STATUSES)
-        for w, h in zip(walks, pipe.execute(), strict=True):
-            visible = access[w.cluster].cluster_wide
-            for f, n in h.items():
-                kind, status, suspended = rows.parse_count_field(f)
-                wanted = not filters.kinds or kind in filters.kinds
-                if filters.suspended is not None and suspended is not filters.suspended:
-                    continue
-                if wanted and kind in visible and status in statuses:
-                    self._add(out, w.cluster, kind, status, suspended, int(n))
-
-    @staticmethod
-    def _add(out: Facets, cluster: str, kind: str, status: str, suspended: bool, n: int) -> None:
-        if n <= 0:
-            return
-        out.total += n
-        out.clusters[cluster] = out.clusters.get(cluster, 0) + n
-        out.kinds[kind] = out.kinds.get(kind, 0) + n
-        out.statuses[status] = out.statuses.get(status, 0) + n
-        flag = "true" if suspended else "false"
-        out.suspended[flag] = out.suspended.get(flag, 0) + n
+        confirm_version: bool = False,
+        label_keys: tuple[str, ...] = (),
+    ) -> Facets:
+        """The caller's facets under `filters` (`common.index.read.facets.count`)."""
+        return reader_facets.count(self, access, filters, confirm_version, label_keys)

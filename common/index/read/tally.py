@@ -11,13 +11,12 @@ namespaces cost one MGET of generations in the steady state. Tables are exact as
 generation read with them: the generation is read first, so a write landing mid-read only makes
 the table look older than it is (recomputed next time), never newer.
 
-Used by common.index.read.reader for facets and to plan sparse pages (which clusters hold matches,
-whether a status index is cheaper to walk than the caller's namespace ranges).
+Used by common.index.read.facets, and by common.index.read.reader to plan sparse pages (which
+clusters hold matches, which namespaces of a cluster to visit).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +24,14 @@ from typing import Any
 from common import redis_client
 from common.index import keys, nscounts, rows
 from common.index.buckets import Groups
+from common.index.read.memo import Memo
 from common.index.read.plan import AccessLike
 
 Table = dict[nscounts.Key, int]
 """Visible rows by (kind, status code)."""
 TABLES_MAX = 65536  # remembered tables per process (cluster x access x namespace filter)
+_Key = tuple[str, int, tuple[str, ...]]
+"""(cluster, id of the caller's access, namespace filter): the access is the entry's owner."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,6 @@ def code_status(code: str) -> tuple[str, bool]:
 class Entry:
     """A remembered table with the per-namespace counts it was summed from (encoded)."""
 
-    access: AccessLike
     gen: int
     table: Table
     per_ns: Mapping[str, str]
@@ -74,25 +75,21 @@ class Tallies:
 
     def __init__(self, r: Any) -> None:
         self.r = r
-        self._tables: dict[tuple[str, int, tuple[str, ...]], Entry] = {}
-        self._lock = threading.Lock()
+        self._tables: Memo[_Key, Entry] = Memo(TABLES_MAX)
         self.computed = 0
         """Tables computed from Redis (not reused) so far: what the tests count."""
 
     def cached(
         self, cluster: str, access: AccessLike, namespaces: tuple[str, ...], gen: int
     ) -> Table | None:
-        hit = self._tables.get((cluster, id(access), namespaces))
-        if hit is not None and hit.access is access and hit.gen == gen:
-            return hit.table
-        return None
+        hit = self._tables.get((cluster, id(access), namespaces), gen, access)
+        return hit.table if hit is not None else None
 
     def entry(
         self, cluster: str, access: AccessLike, namespaces: tuple[str, ...], gen: int
     ) -> Entry | None:
         """The remembered entry `cached` would answer from (None when there is none)."""
-        hit = self._tables.get((cluster, id(access), namespaces))
-        return hit if hit is not None and hit.access is access and hit.gen == gen else None
+        return self._tables.get((cluster, id(access), namespaces), gen, access)
 
     def entries(self, wanted: Sequence[tuple[str, AccessLike]]) -> dict[str, Entry | None]:
         """Entries for planning, whatever their generation: a plan pruned by one checks the
@@ -102,21 +99,21 @@ class Tallies:
         out: dict[str, Entry | None] = {}
         todo = []
         for c, a in wanted:
-            hit = self._tables.get((c, id(a), ()))
-            if hit is not None and hit.access is a:
-                out[c] = hit
+            hit = self._tables.peek((c, id(a), ()), a)
+            if hit is not None:
+                out[c] = hit[1]
             else:
                 todo.append((c, a, ()))
         if todo:
             self.compute(todo)
             for c, a, _ in todo:
-                hit = self._tables.get((c, id(a), ()))
-                out[c] = hit if hit is not None and hit.access is a else None
+                hit = self._tables.peek((c, id(a), ()), a)
+                out[c] = hit[1] if hit is not None else None
         return out
 
     def forget(self, cluster: str, access: AccessLike) -> None:
         """Drop a cluster's entry (its generation moved): read again next time."""
-        self._tables.pop((cluster, id(access), ()), None)
+        self._tables.pop((cluster, id(access), ()))
 
     def compute(
         self,
@@ -151,15 +148,9 @@ class Tallies:
                 continue
             table = _table(v, counts, per_ns)
             out[c] = table
-            self._remember((c, id(a), ns_filter), Entry(a, gen, table, per_ns))
+            self._tables.put((c, id(a), ns_filter), Entry(gen, table, per_ns), gen, a)
         self.computed += len(todo)
         return out
-
-    def _remember(self, key: tuple[str, int, tuple[str, ...]], value: Entry) -> None:
-        with self._lock:
-            if len(self._tables) >= TABLES_MAX:
-                self._tables.clear()
-            self._tables[key] = value
 
 
 def _table(v: View, counts: Mapping[Any, Any], per_ns: Mapping[str, str]) -> Table:
@@ -212,7 +203,7 @@ def live_namespaces(
     return out
 
 
-_GEN_MGETS: dict[tuple[str, ...], redis_client.Packed] = {}
+_GEN_MGETS: Memo[tuple[str, ...], redis_client.Packed] = Memo(TABLES_MAX)
 
 
 def generations_command(clusters: Sequence[str]) -> Any:
@@ -221,10 +212,8 @@ def generations_command(clusters: Sequence[str]) -> Any:
     names = tuple(clusters)
     mget = _GEN_MGETS.get(names)
     if mget is None:
-        if len(_GEN_MGETS) >= TABLES_MAX:
-            _GEN_MGETS.clear()
         mget = redis_client.packed("MGET", *(keys.generation(c) for c in clusters))
-        _GEN_MGETS[names] = mget
+        _GEN_MGETS.put(names, mget)
     return mget
 
 

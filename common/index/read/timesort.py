@@ -42,6 +42,7 @@ import redis
 from common import redis_client
 from common.index import keys, rows, timeline
 from common.index.read import tally
+from common.index.read.memo import Memo
 from common.index.read.plan import AccessLike, Filters
 from common.index.read.reader import Visibility, labelled
 from common.kinds.status import STATUSES
@@ -49,7 +50,9 @@ from common.kinds.status import STATUSES
 __all__ = ["TimeCursor", "TimePage", "TimeReader"]
 
 ENTRIES_MAX = 500_000
-"""Window entries remembered per process (~120 B each: ~60 MB at most)."""
+"""Entries remembered per process (~120 B each), shared out among the memos: half for windows,
+a quarter for callers' visible entries, the rest for status indexes, scores and rows."""
+DIRS_MAX = 4096  # remembered cluster directories (one per cluster)
 MORE_GROUPS = 4  # window groups read at once for a cluster whose entries ran out
 PAGES_MAX = 1024  # remembered pages per process
 LABEL_ROUNDS = 8
@@ -92,8 +95,8 @@ class _Desc:
         return other.k < self.k
 
 
-_Segments = dict[tuple[str, ...], tuple[Any, Any, list[Any]]]
-"""Window group -> (its versions, the visibility, its visible entries)."""
+_Segments = dict[tuple[str, ...], tuple[Any, list[Any]]]
+"""Window group -> (its versions, its visible entries): one caller's visibility and filters."""
 _Fetched = dict[tuple[str, str], tuple[Any, list[tuple[int, bytes]]]]
 """Windows read by one page: (cluster, suffix) -> (version, entries)."""
 Item = tuple[Any, ...]
@@ -120,7 +123,9 @@ class _Stream:
     ready: list[Item] | None = None
     """A status stream's one segment, as computed for this page."""
     segs: _Segments | None = None
-    """Its remembered segments (held here: other threads may drop the shared map)."""
+    """Its remembered segments (held here: the memo may drop them meanwhile)."""
+    segkey: tuple[str, int, int] = ("", 0, 0)
+    """Where `segs` is remembered (`TimeReader._segments`)."""
 
     @property
     def head(self) -> Item:
@@ -137,19 +142,23 @@ class TimeReader:
     def __init__(self, r: redis.Redis, entries_max: int = ENTRIES_MAX) -> None:
         self.r = r
         self.entries_max = entries_max
-        self._dirs: dict[str, tuple[Any, _Directory]] = {}
-        self._scores: dict[tuple[str, bytes], int] = {}
-        self._members: dict[tuple[str, bytes], tuple[Any, bytes]] = {}
-        self._keys: dict[tuple[Filters, bytes], tuple[Filters, bytes]] = {}
-        self._windows: dict[tuple[str, str], tuple[Any, list[tuple[int, bytes]]]] = {}
-        self._segments: dict[tuple[str, int, int], _Segments] = {}
-        """Per (cluster, visibility id, filters key id): each window group's visible entries."""
-        self._indexes: dict[tuple[str, str], tuple[Any, list[bytes]]] = {}
-        self._held = 0
-        self._visible: dict[tuple[int, Filters], tuple[AccessLike, Visibility]] = {}
-        self._pages: dict[
-            tuple[Any, ...], tuple[Mapping[str, AccessLike], list[Any], TimePage]
-        ] = {}
+        share = max(entries_max // 16, 1)  # weights: entries (and 1 per memo entry)
+        self._dirs: Memo[str, _Directory] = Memo(DIRS_MAX)
+        """cluster -> its windows, by generation."""
+        self._windows: Memo[tuple[str, str], list[tuple[int, bytes]]] = Memo(8 * share)
+        """(cluster, suffix) -> the window's (time, entry) pairs, by the window's version."""
+        self._segments: Memo[tuple[str, int, int], _Segments] = Memo(4 * share)
+        """(cluster, visibility id, filters key id) -> each window group's visible entries; the
+        entry holds the visibility and the key (`_key`)."""
+        self._indexes: Memo[tuple[str, str], list[bytes]] = Memo(2 * share)
+        """(cluster, status index) -> its members, by generation."""
+        self._scores: Memo[tuple[str, bytes], int] = Memo(share)
+        """(cluster, member) -> its place in time (fixed while the member is stored)."""
+        self._members: Memo[tuple[str, bytes], bytes] = Memo(share)
+        """(cluster, entry) -> its row, by the version of the window holding the entry."""
+        self._keys: Memo[tuple[Filters, bytes], tuple[Filters, bytes]] = Memo(PAGES_MAX)
+        self._visible: Memo[tuple[int, Filters], Visibility] = Memo(PAGES_MAX)
+        self._pages: Memo[tuple[Any, ...], TimePage] = Memo(PAGES_MAX)
 
     def page(
         self,
@@ -171,23 +180,14 @@ class TimeReader:
         out.round_trips = 1 if clusters or confirm_version else 0
         if not clusters:
             return out
-        if self._held > self.entries_max:  # crude but bounded; never in the middle of a page
-            self._segments.clear()
-            self._windows.clear()
-            self._indexes.clear()
-            self._scores.clear()
-            self._members.clear()
-            self._held = 0
         memo = (id(access), filters, cursor, limit, descending)
-        hit = self._pages.get(memo)
-        if hit is not None and hit[0] is access and hit[1] == gens:
+        hit = self._pages.get(memo, gens, access)
+        if hit is not None:
             return dataclasses.replace(
-                hit[2], version=out.version, round_trips=1, scanned=0, window_reads=0
+                hit, version=out.version, round_trips=1, scanned=0, window_reads=0
             )
         self._page(access, clusters, gens, filters, limit, descending, cursor, out)
-        if len(self._pages) >= PAGES_MAX:
-            self._pages.clear()
-        self._pages[memo] = (access, list(gens), out)
+        self._pages.put(memo, out, list(gens), access)
         return out
 
     def _page(
@@ -225,8 +225,8 @@ class TimeReader:
                 vis = self._visibility(access[c], filters)
                 streams.append(_Stream(c, by_gen[c], groups, vis, d.versions))
         key = self._key(filters, codes)
-        # Windows this page read, kept here too: other threads may empty the shared caches
-        # (`entries_max`) while this page is being merged.
+        # Windows this page read, kept here too: the memos may drop them (other pages' reads
+        # evict) while this page is being merged.
         fetched: _Fetched = {}
         pending = streams
         while pending:  # every stream's first visible entry (or none left), before merging
@@ -341,32 +341,55 @@ class TimeReader:
             return s.ready
         segs = s.segs
         if segs is None:
-            segs = s.segs = self._segments.setdefault((s.cluster, id(s.visible), id(key)), {})
+            segs = self._segs(s, key)
         versions = (
             (s.versions[group[0]],)
             if len(group) == 1
             else tuple(s.versions[suffix] for suffix in group)
         )
         hit = segs.get(group)
-        if hit is not None and hit[0] == versions and hit[1] is s.visible:
-            return hit[2]
+        if hit is not None and hit[0] == versions:
+            return hit[1]
         raw: list[tuple[int, bytes]] = []
         for suffix in group:
-            window = fetched.get((s.cluster, suffix)) or self._windows.get((s.cluster, suffix))
-            if window is None or window[0] != s.versions[suffix]:
+            window = self._window(s.cluster, suffix, s.versions[suffix], fetched)
+            if window is None:
                 return None
-            raw.extend(window[1])
+            raw.extend(window)
         if len(group) > 1:
             raw.sort()
         filters, codes = key
         seq: list[Item] = list(_visible(raw, s.visible, filters, codes))
-        self._remember(segs, group, (versions, s.visible, seq))
+        self._remember(s, group, (versions, seq))
         return seq
 
-    def _remember(self, segs: _Segments, group: tuple[str, ...], value: Any) -> None:
-        old = segs.get(group)
-        segs[group] = value
-        self._held += len(value[2]) - (len(old[2]) if old is not None else 0)
+    def _segs(self, s: _Stream, key: tuple[Filters, bytes]) -> _Segments:
+        """The stream's remembered segments (per cluster, visibility and filters key), new
+        when there are none."""
+        s.segkey = (s.cluster, id(s.visible), id(key))
+        owner = (s.visible, key)
+        segs = self._segments.get(s.segkey, owner=owner)
+        if segs is None:
+            segs = {}
+            self._segments.put(s.segkey, segs, owner=owner)
+        s.segs = segs
+        return segs
+
+    def _remember(self, s: _Stream, group: tuple[str, ...], value: tuple[Any, list[Any]]) -> None:
+        assert s.segs is not None
+        old = s.segs.get(group)
+        s.segs[group] = value
+        self._segments.grow(s.segkey, len(value[1]) - (len(old[1]) if old is not None else 0))
+
+    def _window(
+        self, cluster: str, suffix: str, version: Any, fetched: _Fetched
+    ) -> list[tuple[int, bytes]] | None:
+        """A window's entries at `version`, as this page read it or as remembered; None when
+        it must be read."""
+        got = fetched.get((cluster, suffix))
+        if got is not None and got[0] == version:
+            return got[1]
+        return self._windows.get((cluster, suffix), version)
 
     def _read_windows(self, streams: Sequence[_Stream], out: TimePage, fetched: _Fetched) -> None:
         """Read the windows of the next `MORE_GROUPS` segments of each of `streams` that are
@@ -375,8 +398,7 @@ class TimeReader:
         for s in streams:
             for group in s.groups[s.next_group : s.next_group + MORE_GROUPS]:
                 for suffix in group:
-                    hit = fetched.get((s.cluster, suffix)) or self._windows.get((s.cluster, suffix))
-                    if hit is None or hit[0] != s.versions[suffix]:
+                    if self._window(s.cluster, suffix, s.versions[suffix], fetched) is None:
                         missing[(s.cluster, suffix)] = s.versions[suffix]
         if not missing:
             return
@@ -390,9 +412,8 @@ class TimeReader:
             window = timeline.window_number(suffix)
             entries = [(timeline.position(window, int(float(sc))), m) for m, sc in _pairs(reply)]
             out.scanned += len(entries)
-            old = self._windows.get((c, suffix))
-            self._held += len(entries) - (len(old[1]) if old is not None else 0)
-            self._windows[(c, suffix)] = fetched[(c, suffix)] = (version, entries)
+            fetched[(c, suffix)] = (version, entries)
+            self._windows.put((c, suffix), entries, version, weight=1 + len(entries))
 
     def _status_segments(
         self,
@@ -409,12 +430,11 @@ class TimeReader:
         key = self._key(filters, codes)
         todo = []
         for s in streams:
-            s.segs = self._segments.setdefault((s.cluster, id(s.visible), id(key)), {})
-            hit = s.segs.get(("",))
-            if hit is None or hit[0] != (s.gen,) or hit[1] is not s.visible:
+            hit = self._segs(s, key).get(("",))
+            if hit is None or hit[0] != (s.gen,):
                 todo.append(s)
             else:
-                s.ready = hit[2]
+                s.ready = hit[1]
         if not todo:
             return
         # Local views of what is read or remembered: other threads may empty the caches.
@@ -425,13 +445,14 @@ class TimeReader:
         for s in todo:
             spaces = _namespaces(s.visible, filters)
             for src in sources:
-                whole = self._indexes.get((s.cluster, src))
                 if spaces is not None:
                     reads += [(s, src, ns) for ns in spaces]
-                elif whole is None or whole[0] != s.gen:
+                    continue
+                whole = self._indexes.get((s.cluster, src), s.gen)
+                if whole is None:
                     reads.append((s, src, None))
                 else:
-                    indexes[(s.cluster, src)] = whole[1]
+                    indexes[(s.cluster, src)] = whole
         ranged: dict[str, list[bytes]] = {}
         if reads:
             commands: list[tuple[Any, ...]] = []
@@ -448,13 +469,10 @@ class TimeReader:
                 if ns is not None:
                     ranged.setdefault(s.cluster, []).extend(members)
                     continue
-                old = self._indexes.get((s.cluster, src))
-                self._held += len(members) - (len(old[1]) if old is not None else 0)
-                self._indexes[(s.cluster, src)] = (s.gen, members)
+                self._indexes.put((s.cluster, src), members, s.gen, weight=1 + len(members))
                 indexes[(s.cluster, src)] = members
         # A member's score is fixed while the member is stored (a changed row is a new member):
         # remembered per (cluster, member), only new members' scores are read.
-        shared = self._scores
         scores: dict[tuple[str, bytes], int] = {}
         placed: list[tuple[_Stream, list[bytes]]] = []
         unknown: list[tuple[str, bytes, str, str]] = []
@@ -466,7 +484,7 @@ class TimeReader:
             kept = _visible_members(members, s.visible, filters, codes)
             placed.append((s, kept))
             for m in kept:
-                at = shared.get((s.cluster, m))
+                at = self._scores.get((s.cluster, m))
                 if at is not None:
                     scores[(s.cluster, m)] = at
                 else:
@@ -481,7 +499,6 @@ class TimeReader:
             ]
             if twins:
                 self._read_scores(twins, scores, out)
-            self._held += len(unknown)
         for s, kept in placed:
             seq: list[Item] = []
             for m in kept:
@@ -490,8 +507,7 @@ class TimeReader:
                     seq.append((at, timeline.entry_of(m), m))
             seq.sort()
             s.ready = seq
-            assert s.segs is not None
-            self._remember(s.segs, ("",), ((s.gen,), s.visible, seq))
+            self._remember(s, ("",), ((s.gen,), seq))
 
     def _read_scores(
         self,
@@ -512,7 +528,8 @@ class TimeReader:
                 missed.append(item)
                 continue
             at = timeline.position(timeline.window_number(suffix), int(float(score)))
-            scores[(c, m)] = self._scores[(c, m)] = at
+            scores[(c, m)] = at
+            self._scores.put((c, m), at)
         return missed
 
     # -- reads ---------------------------------------------------------------------------------
@@ -522,17 +539,17 @@ class TimeReader:
     ) -> dict[str, _Directory]:
         """Each cluster's windows (number, suffix) in order and their versions, remembered per
         generation."""
-        todo = [
-            c for c, g in zip(clusters, gens, strict=True) if self._dirs.get(c, (None,))[0] != g
-        ]
+        by_gen = dict(zip(clusters, gens, strict=True))
+        known = {c: self._dirs.get(c, by_gen[c]) for c in clusters}
+        todo = [c for c, d in known.items() if d is None]
         if todo:
             got = redis_client.pipelined(self.r, [("HGETALL", keys.timeline(c)) for c in todo])
             out.round_trips += 1
-            by_gen = dict(zip(clusters, gens, strict=True))
             for c, reply in zip(todo, got, strict=True):
-                versions = {f.decode(): v for f, v in _pairs(reply)}
-                self._dirs[c] = (by_gen[c], _Directory.of(versions))
-        return {c: self._dirs[c][1] for c in clusters}
+                d = _Directory.of({f.decode(): v for f, v in _pairs(reply)})
+                self._dirs.put(c, d, by_gen[c])
+                known[c] = d
+        return {c: d for c, d in known.items() if d is not None}
 
     def _rows(
         self,
@@ -564,7 +581,6 @@ class TimeReader:
         # A window's version moves with every write to it, and a row's member changes only
         # with a write to the window holding its entry: members are remembered by entry and
         # that window's version.
-        known = self._members
         found: list[bytes | None] = []
         todo: list[tuple[int, str, bytes, Any]] = []
         for i, (cluster, item) in enumerate(page):
@@ -572,9 +588,9 @@ class TimeReader:
                 found.append(item[2])
                 continue
             version = versions[cluster][timeline.suffix_of(item[0], item[1])]
-            hit = known.get((cluster, item[1]))
-            if hit is not None and hit[0] == version:
-                found.append(hit[1])
+            hit = self._members.get((cluster, item[1]), version)
+            if hit is not None:
+                found.append(hit)
                 continue
             found.append(None)
             todo.append((i, cluster, item[1], version))
@@ -589,33 +605,28 @@ class TimeReader:
             for (i, cluster, entry, version), reply in zip(todo, got, strict=True):
                 if reply:
                     found[i] = reply[0]
-                    known[(cluster, entry)] = (version, reply[0])
-            self._held += len(todo)
+                    self._members.put((cluster, entry), reply[0], version)
         for i, member in enumerate(found):
-            if member is not None and codes and member.split(b"\x00", 4)[3] not in codes:
+            if member is not None and codes and rows.member_status_code(member) not in codes:
                 found[i] = None
         return found
 
     def _key(self, filters: Filters, codes: bytes) -> tuple[Filters, bytes]:
         """One object per (filters, codes): segments are remembered by its id (hashing the
-        filters for each of hundreds of segments a page looks up cost a tenth of a page)."""
+        filters for each of hundreds of segments a page looks up cost a tenth of a page), and
+        hold it."""
         hit = self._keys.get((filters, codes))
         if hit is None:
-            if len(self._keys) >= PAGES_MAX:
-                self._keys.clear()
-                self._segments.clear()  # their keys hold ids of the objects dropped
-            hit = self._keys[(filters, codes)] = (filters, codes)
+            hit = (filters, codes)
+            self._keys.put(hit, hit)
         return hit
 
     def _visibility(self, access: AccessLike, filters: Filters) -> Visibility:
         key = (id(access), filters)
-        hit = self._visible.get(key)
-        if hit is not None and hit[0] is access:
-            return hit[1]
-        v = Visibility.of(access, filters, b"")
-        if len(self._visible) >= PAGES_MAX:
-            self._visible.clear()
-        self._visible[key] = (access, v)
+        v = self._visible.get(key, owner=access)
+        if v is None:
+            v = Visibility.of(access, filters, b"")
+            self._visible.put(key, v, owner=access)
         return v
 
 
@@ -671,8 +682,8 @@ def _visible_members(
     members: list[bytes], vis: Visibility, filters: Filters, codes: bytes
 ) -> list[bytes]:
     """The stored members the caller may list that match the filters."""
-    test = _matcher(vis, filters, codes)
-    return [m for m in members if test(*m.split(b"\x00", 4)[:4])]
+    test, head = _matcher(vis, filters, codes), rows.member_head
+    return [m for m in members if test(*head(m)[:4])]
 
 
 def _matcher(vis: Visibility, filters: Filters, codes: bytes) -> Callable[..., bool]:

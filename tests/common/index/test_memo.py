@@ -1,0 +1,164 @@
+"""The readers' memo (common.index.read.memo): generation checks, owners held and compared by
+identity, least-recently-used eviction by weight, and concurrent use from several threads."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+from common.index.read.memo import Memo
+
+
+class Owner:
+    """Stands for a caller's access: unhashable, compared by identity."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Owner)  # equal to every other: identity must decide
+
+
+def test_a_lookup_at_another_generation_is_a_miss() -> None:
+    memo: Memo[str, str] = Memo(8)
+    memo.put("c1", "value", gen=[b"3", b"7"])
+    assert memo.get("c1", [b"3", b"7"]) == "value"
+    assert memo.get("c1", [b"3", b"8"]) is None
+    assert memo.get("c1") is None, "no generation is not any generation"
+    assert memo.get("c2", [b"3", b"7"]) is None
+    memo.put("plain", "v")
+    assert memo.get("plain") == "v"
+
+
+def test_peek_answers_whatever_the_generation() -> None:
+    memo: Memo[str, str] = Memo(8)
+    assert memo.peek("c1") is None
+    memo.put("c1", "old", gen=5)
+    assert memo.peek("c1") == (5, "old")
+    memo.put("c1", "new", gen=6)
+    assert memo.peek("c1") == (6, "new")
+    assert memo.get("c1", 5) is None
+
+
+def test_an_entry_answers_only_its_own_owner() -> None:
+    a, b = Owner(), Owner()
+    assert a == b
+    memo: Memo[tuple[int, str], str] = Memo(8)
+    memo.put((id(a), "f"), "for a", gen=1, owner=a)
+    assert memo.get((id(a), "f"), 1, a) == "for a"
+    assert memo.get((id(a), "f"), 1, b) is None, "an equal object is not the owner"
+    assert memo.get((id(a), "f"), 1) is None
+    assert memo.peek((id(a), "f"), b) is None
+    pair = (a, b)
+    memo.put(("both", "f"), "for a and b", owner=pair)
+    assert memo.get(("both", "f"), owner=(a, b)) == "for a and b", "a new tuple, same objects"
+    assert memo.get(("both", "f"), owner=(b, a)) is None
+    assert memo.get(("both", "f"), owner=(a, b, a)) is None
+    assert memo.get(("both", "f"), owner=(a, Owner())) is None
+
+
+def test_the_owner_lives_as_long_as_its_entry() -> None:
+    """An id in a key cannot be reused while the entry holds its object; once the entry is
+    gone, so is the object."""
+    memo: Memo[tuple[int, str], str] = Memo(1)
+    a = Owner()
+    key, alive = (id(a), "f"), weakref.ref(a)
+    memo.put(key, "v", owner=a)
+    del a
+    gc.collect()
+    assert alive() is not None
+    assert memo.get(key, owner=alive()) == "v"
+    memo.put((0, "other"), "w")  # evicts the first entry (size 1)
+    gc.collect()
+    assert alive() is None
+    assert memo.get(key, owner=Owner()) is None
+
+
+def test_the_least_recently_used_entries_go_first() -> None:
+    memo: Memo[str, int] = Memo(3)
+    for i, k in enumerate("abc"):
+        memo.put(k, i)
+    assert memo.get("a") == 0  # a used: b is now the oldest
+    memo.put("d", 3)
+    assert [k for k in "abcd" if memo.get(k) is not None] == ["a", "c", "d"]
+    assert memo.peek("c") is not None  # a peek counts as a use too
+    memo.put("e", 4)
+    assert memo.get("a") is None and memo.get("c") == 2
+    memo.put("c", 22)  # replacing an entry keeps one
+    assert len(memo) == 3 and memo.weight == 3
+
+
+def test_a_miss_does_not_count_as_a_use() -> None:
+    memo: Memo[str, int] = Memo(2)
+    memo.put("a", 1, gen=1)
+    memo.put("b", 2, gen=1)
+    assert memo.get("a", 2) is None
+    memo.put("c", 3, gen=1)
+    assert memo.peek("a") is None and memo.get("b", 1) == 2
+
+
+def test_weights_bound_the_memo() -> None:
+    memo: Memo[str, list[int]] = Memo(10)
+    memo.put("a", [1] * 4, weight=4)
+    memo.put("b", [1] * 4, weight=4)
+    assert memo.weight == 8 and len(memo) == 2
+    memo.put("c", [1] * 3, weight=3)  # 11: a goes
+    assert memo.get("a") is None and memo.weight == 7
+    memo.grow("b", 4)  # b grew in place: 11, c is now the oldest
+    assert memo.get("c") is None and memo.weight == 8
+    memo.grow("gone", 5)
+    assert memo.weight == 8
+    memo.put("huge", [1] * 11, weight=11)  # heavier than the bound: kept by nothing
+    assert len(memo) == 0 and memo.weight == 0
+
+
+def test_pop_and_clear() -> None:
+    memo: Memo[str, int] = Memo(10)
+    memo.put("a", 1, weight=2)
+    memo.put("b", 2, weight=3)
+    memo.pop("a")
+    memo.pop("never")
+    assert memo.get("a") is None and memo.weight == 3
+    memo.clear()
+    assert len(memo) == 0 and memo.weight == 0 and memo.get("b") is None
+
+
+def test_a_size_of_zero_remembers_nothing() -> None:
+    memo: Memo[str, int] = Memo(0)
+    memo.put("a", 1)
+    assert memo.get("a") is None and len(memo) == 0
+
+
+def test_threads_share_one_memo() -> None:
+    """Readers and writers at once (eviction on every write): no error, every hit is the
+    value put for that key and generation, and the weight is the entries' own."""
+    memo: Memo[int, tuple[int, int]] = Memo(64)
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def work(seed: int) -> None:
+        try:
+            start.wait()
+            for i in range(20_000):
+                k = (i * 7 + seed) % 200
+                gen = k % 3
+                got = memo.get(k, gen)
+                if got is not None:
+                    assert got == (k, gen)
+                if i % 3 == 0:
+                    memo.put(k, (k, gen), gen=gen, weight=1 + k % 2)
+                elif i % 101 == 0:
+                    memo.pop(k)
+                elif i % 997 == 0:
+                    memo.peek(k)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    weights = sum(1 + k % 2 for k in range(200) if memo.peek(k) is not None)
+    assert memo.weight == weights <= 64
