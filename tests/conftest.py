@@ -17,8 +17,8 @@ from common.redis_server import (
     start_redis_server,
 )
 from common.settings import Settings
-from tests import topology
-from tests.alerts.alertmanager import alertmanager, alertmanager_server  # noqa: F401  (fixtures)
+from tests.support import topology
+from tests.support.alertmanager import alertmanager, alertmanager_server  # noqa: F401  (fixtures)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

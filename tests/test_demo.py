@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.portpressure import bind_fails, ephemeral_ports_held
+from tests.support.portpressure import bind_fails, ephemeral_ports_held
+from tests.support.waiting import wait_for
 
 
 def _descendants(pid: int) -> set[int]:
@@ -171,10 +172,12 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
         url = f"{base}/api/v1/objects?status=unhealthy&kind={kinds}&limit=50"
         # Polled: once in CI (at the dependency floors, a loaded machine) the first answer after
         # `ready` held none; the cause is not found yet (noted on issue #18).
-        deadline = time.monotonic() + 60
-        while not (failing := _get(url, headers))["items"] and time.monotonic() < deadline:
-            time.sleep(0.2)  # polling a condition, not fixing a race
-        assert failing["items"], f"no unhealthy {family} row in the demo"
+        failing = wait_for(
+            lambda url=url: (body := _get(url, headers))["items"] and body,
+            60,
+            f"an unhealthy {family} row in the demo",
+            interval_s=0.2,
+        )
         assert all(r["message"] and r["reason"] for r in failing["items"]), family
     istio = _get(f"{base}/api/v1/objects?status=unhealthy&kind=VirtualService&limit=50", headers)
     assert any(r["reason"].startswith("KIA") for r in istio["items"]), "fleetscope's own checks"
@@ -193,10 +196,13 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
     ), "the cause is upstream of the row"
 
     # The demo's alert rules run without an Alertmanager: firing alerts at /api/v1/alerts.
-    deadline = time.monotonic() + 90
-    while not (alerts := _get(f"{base}/api/v1/alerts", headers))["items"]:
-        assert time.monotonic() < deadline, f"no firing alert in the demo: {alerts['rules']}"
-        time.sleep(0.5)  # polling a condition (the first evaluations), not fixing a race
+    seen: dict[str, Any] = {}
+
+    def firing() -> dict[str, Any] | None:
+        seen.update(_get(f"{base}/api/v1/alerts", headers))
+        return seen if seen["items"] else None
+
+    alerts = wait_for(firing, 90, lambda: f"a firing alert in the demo: {seen.get('rules')}", 0.5)
     assert alerts["rules"]["count"] == 3 and alerts["rules"]["error"] is None
     assert {a["rule"] for a in alerts["items"]} >= {"FluxKustomizationFailing"}
 
@@ -204,10 +210,11 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
     assert len(children) >= 5  # redis, kubesim, worker, beat, query (+ their forks)
     demo.proc.send_signal(signal.SIGINT)
     assert demo.proc.wait(60) == 0
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in children) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert [p for p in children if _alive(p)] == []
+    wait_for(
+        lambda: not any(_alive(p) for p in children),
+        10,
+        lambda: f"the demo's children to exit: {[p for p in children if _alive(p)]}",
+    )
     assert "stopped" in demo.output()
     logs = demo.out_path.parent / "work" / "logs"
     assert "127.0.0.1:1 " in (logs / "query.log.1").read_text(), "the last run's log, kept"

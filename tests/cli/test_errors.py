@@ -12,7 +12,7 @@ import pytest
 from common.redis_server import free_port
 from kubesim.tls import make_serving_cert
 from tests.cli.conftest import Stack, serve
-from tests.cli.fakeapi import FakeApi
+from tests.support.fakeapi import FakeApi
 
 ADMIN = ["--as", "admin-0", "--as-group", "fleet-admins"]
 

@@ -13,8 +13,8 @@ import requests
 import yaml
 
 from tests.cli.conftest import Stack
-from tests.cli.fakeapi import FakeApi
 from tests.cli.tables import parse_table
+from tests.support.fakeapi import FakeApi
 
 ROWS = [
     {

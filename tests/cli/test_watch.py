@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests import topology
 from tests.query.test_watch import change, seed, start_gunicorn
+from tests.support import topology
 
 REPO = Path(__file__).resolve().parents[2]
 ADMIN = ["--as", "root", "--as-group", "admins"]

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,19 +21,12 @@ import yaml
 
 from common.index import keys, syncstatus
 from common.redis_server import free_port
-from tests.collector.fakeleaf import FakeLeaf, flux_object
+from tests.support.fakeleaf import FakeLeaf, flux_object
+from tests.support.waiting import wait_for
 
 TOKEN = "celery-SECRET-token-8080"
 KS = "kustomize.toolkit.fluxcd.io/v1"
 CELERY = str(Path(sys.executable).with_name("celery"))
-
-
-def wait_for(cond: Callable[[], object], timeout_s: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture

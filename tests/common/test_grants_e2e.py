@@ -19,6 +19,7 @@ from common.rbac.grants import AccessResolver
 from kubesim.gen.fleet import GeneratedFleet, generate_fleet
 from kubesim.gen.users import ALL, fleet_users
 from kubesim.server import KubeSim
+from tests.support import sims
 
 REG = builtin_registry()
 
@@ -30,9 +31,7 @@ def fleet() -> GeneratedFleet:
 
 @pytest.fixture
 def sim(fleet: GeneratedFleet, tmp_path: Path) -> Iterator[KubeSim]:
-    sim = KubeSim.start(fleet, kubeconfig_dir=tmp_path / "clusters")
-    yield sim
-    sim.stop()
+    yield from sims.running(fleet, tmp_path)
 
 
 def sync_all(r: redis.Redis, sim: KubeSim, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from common.index import edges, graph, keys, rows
 from common.index.write import store, store_events
 from common.kinds.relations import Ref
 from common.redis_client import text
-from tests import rowfactory
+from tests.support import rowfactory
 
 C = "graph"
 

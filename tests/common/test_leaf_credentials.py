@@ -13,7 +13,7 @@ from common.errors import ClusterError, ConfigError
 from common.leaf import claims, credentials, exec_plugin
 from common.leaf.client import ClusterConfig, bearer_token
 from common.settings import Settings
-from tests.security.registry_attacks import EXEC_API, credential, kubeconfig, script
+from tests.support.registry_attacks import EXEC_API, credential, kubeconfig, script
 
 INLINE = kubeconfig(
     "https://leaf:6443",

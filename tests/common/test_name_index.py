@@ -11,7 +11,7 @@ import redis
 from common.index import keys, rows
 from common.index.write import name_index, store
 from common.index.write.store_events import Change, apply_changes
-from tests import rowfactory, topology
+from tests.support import rowfactory, topology
 
 C = "c1"
 KINDS = ("Kustomization", "HelmRelease", "Gateway")

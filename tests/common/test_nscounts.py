@@ -12,7 +12,7 @@ import redis
 from common.index import keys, nscounts, rows
 from common.index.write import store, store_events
 from common.redis_client import text
-from tests import rowfactory, topology
+from tests.support import rowfactory, topology
 
 C = "nsc"
 KINDS = ("Kustomization", "HelmRelease", "GitRepository", "MyWidget")  # MyWidget: a kinds-file kind

@@ -13,7 +13,7 @@ import redis
 from common.index import keys, rows
 from common.index.read import lua as reader_lua
 from common.index.write import name_index
-from tests import topology
+from tests.support import topology
 
 C = "lua"
 STATUSES = list(rows.STATUS_CODES)

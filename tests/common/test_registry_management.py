@@ -21,8 +21,8 @@ from common.leaf import claims, registry
 from common.rbac.authorizer import service_account_user
 from kubesim.catalog import Catalog, Resource
 from kubesim.server import KubeSim
-from tests import mgmtsim
-from tests.mgmtsim import MGMT
+from tests.support import mgmtsim
+from tests.support.mgmtsim import MGMT
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from common.index import rows
 from common.kinds.registry import builtin_registry, load_registry
-from tests import rowfactory
+from tests.support import rowfactory
 
 KUSTOMIZATION = builtin_registry().get("Kustomization")
 REV = "main@sha1:0123456789abcdef0123456789abcdef01234567"

@@ -14,7 +14,7 @@ from common.index import keys, rows, syncstatus
 from common.index.lease import Fence
 from common.index.write import store
 from common.kinds.registry import builtin_registry
-from tests import topology
+from tests.support import topology
 
 TOPOLOGIES = ("standalone", "cluster")
 

@@ -15,7 +15,7 @@ from common.errors import ConfigError
 from kubesim.cli import ports_text
 from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
-from tests.portpressure import bind_fails, ephemeral_ports_held
+from tests.support.portpressure import bind_fails, ephemeral_ports_held
 
 
 def _server(kubeconfig: Path) -> str:

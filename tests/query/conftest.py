@@ -18,8 +18,8 @@ from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.app import create_app
-from tests import topology
-from tests.query.fleet import NAMESPACED, make_row, random_fleet, write_rows
+from tests.support import topology
+from tests.support.index_fleet import NAMESPACED, make_row, random_fleet, write_rows
 
 REG = builtin_registry()
 CLUSTERS = ["c00", "c01", "c02", "c03"]

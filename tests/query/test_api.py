@@ -11,8 +11,8 @@ import pytest
 
 from common.index import keys
 from tests.query.conftest import USERS, headers, mark_synced, oracle
-from tests.query.fleet import delete_row, make_row, order, write_rows
 from tests.query.schema import check_response
+from tests.support.index_fleet import delete_row, make_row, order, write_rows
 
 
 def get(client, path: str, user: str | None = "admin", **params: Any):
@@ -252,7 +252,7 @@ def test_docs_api_md_is_generated_from_the_document() -> None:
 
 
 def test_http_walk_is_exactly_once_while_rows_change(client, seeded) -> None:
-    from tests.query.fleet import delete_row, make_row, write_rows
+    from tests.support.index_fleet import delete_row, make_row, write_rows
 
     untouched = {order(r) for r in seeded.rows[1::2]}
     seen, token, step = [], None, 0

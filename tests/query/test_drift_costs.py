@@ -19,10 +19,10 @@ from common.index.read import groups as reader_groups
 from common.index.read.groups import GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
-from tests import topology
-from tests.query.fleet import KINDS, FakeAccess
 from tests.query.test_group_costs import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of
-from tests.rowfactory import row
+from tests.support import topology
+from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.rowfactory import row
 
 DRIFT = Filters(drift=True)
 REV_AT = rows.FIELDS.index("revision")

@@ -20,11 +20,11 @@ from common.index.read import reader
 from common.index.write import store, store_events
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
-from tests import topology
 from tests.query.conftest import REG, headers, make_app, mark_synced
-from tests.query.costs import commands
 from tests.query.schema import check_response
 from tests.query.test_history import ADMIN, NOBODY, TEAM, member, rbac
+from tests.support import topology
+from tests.support.costs import commands
 
 CLUSTERS = ("c1", "c2")
 FLIPS = {  # (namespace, name): transitions written

@@ -101,7 +101,7 @@ def test_object_gauges_come_from_the_count_tables_at_a_bounded_rate(seeded: Seed
 
     from common.index import keys
     from query.fleet_metrics import ObjectCounts, object_families
-    from tests.query.fleet import make_row, write_rows
+    from tests.support.index_fleet import make_row, write_rows
 
     counts = ObjectCounts(seeded.r, refresh_s=0)
     got = {

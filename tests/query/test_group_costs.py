@@ -16,9 +16,9 @@ from common.index import keys, rows, timeline
 from common.index.read.groups import RANK, GroupCursor, GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
-from tests import topology
-from tests.query.fleet import KINDS, FakeAccess
-from tests.rowfactory import row
+from tests.support import topology
+from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.rowfactory import row
 
 CLUSTERS = [f"c{i:02d}" for i in range(8)]
 NAMESPACED = KINDS[:-1]

@@ -17,7 +17,7 @@ import requests
 
 from query.cli import command, listening_port
 from tests.query.conftest import USERS, headers, oracle
-from tests.query.fleet import order
+from tests.support.index_fleet import order
 
 
 @pytest.fixture

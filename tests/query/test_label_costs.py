@@ -12,8 +12,15 @@ from common import labels
 from common.index import keys
 from common.index.read.reader import Filters, PageRequest, Reader
 from tests.query.conftest import FORTY
-from tests.query.costs import count_round_trips
-from tests.query.fleet import KINDS, FakeAccess, fleet_labels, make_row, reindex_names, write_rows
+from tests.support.costs import count_round_trips
+from tests.support.index_fleet import (
+    KINDS,
+    FakeAccess,
+    fleet_labels,
+    make_row,
+    reindex_names,
+    write_rows,
+)
 
 ALL = frozenset(KINDS)
 ADMIN = {c: FakeAccess(ALL) for c in FORTY}

@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from common.index.read.reader import Filters, PageRequest, Reader
-from tests.query.fleet import (
+from tests.support.index_fleet import (
     KINDS,
     FakeAccess,
     delete_row,

@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from common.index.read.reader import Filters, PageRequest, Reader
-from tests.query.costs import commands, count_round_trips
-from tests.query.fleet import KINDS, FakeAccess, make_row, order, visible, write_rows
+from tests.support.costs import commands, count_round_trips
+from tests.support.index_fleet import KINDS, FakeAccess, make_row, order, visible, write_rows
 
 ALL = frozenset(KINDS)
 CLUSTERS = [f"t{i:02d}" for i in range(30)]

@@ -19,9 +19,9 @@ from common.index.read import timesort as reader_time
 from common.index.read.reader import Filters
 from common.index.read.timesort import TimeCursor, TimeReader
 from common.index.write import store
-from tests import topology
-from tests.query.fleet import KINDS, FakeAccess
-from tests.rowfactory import row
+from tests.support import topology
+from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.rowfactory import row
 
 CLUSTERS = [f"c{i:02d}" for i in range(12)]
 DAY = 86400

@@ -18,9 +18,8 @@ from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from tests import topology
-from tests.query import simfleet
 from tests.query.conftest import make_app
+from tests.support import sims, topology
 
 FLEET = generate_fleet(clusters=3, namespaces=8, seed=11, teams=3)
 USERS = {u.name: u for u in fleet_users(FLEET)}
@@ -29,15 +28,15 @@ Key = tuple[str, str, str, str]
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    yield from simfleet.running(FLEET, tmp_path)
+    yield from sims.running(FLEET, tmp_path)
 
 
 @pytest.fixture
 def settings(sim: KubeSim, tmp_path: Path, redis_url: str) -> Settings:
-    return simfleet.settings_for(tmp_path, redis_url)
+    return sims.settings_for(tmp_path, redis_url)
 
 
-collect = simfleet.collect
+collect = sims.collect
 
 
 @pytest.fixture

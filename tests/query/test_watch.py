@@ -23,9 +23,9 @@ from common.index import feed, history, keys, rows
 from common.index.write import store, store_events
 from common.rbac.grants import compile_grants, store_grants
 from query.cli import command, listening_port
-from tests import topology
 from tests.query.conftest import REG, mark_synced
 from tests.query.test_history import C, member, rbac
+from tests.support import topology
 
 REPO = Path(__file__).resolve().parents[2]
 ADMIN = {"X-Remote-User": "root", "X-Remote-Group": "admins"}

@@ -12,8 +12,8 @@ import redis
 from common.index import keys, nscounts
 from common.index.read import reader as reader_mod
 from common.index.read.reader import Facets, Filters, PageRequest, Reader
-from tests.query.costs import commands, count_round_trips
-from tests.query.fleet import (
+from tests.support.costs import commands, count_round_trips
+from tests.support.index_fleet import (
     KINDS,
     NAMESPACED,
     FakeAccess,

@@ -18,7 +18,7 @@ from common.settings import Settings
 from query.app import create_app
 from tests.query.test_oidc import Issuer, forge_hs256
 from tests.reliability.conftest import ADMIN
-from tests.reliability.http import raw_get, serve
+from tests.support.http import raw_get, serve
 
 _ATTACKER_KEY: list[rsa.RSAPrivateKey] = []
 

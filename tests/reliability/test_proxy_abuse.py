@@ -10,7 +10,7 @@ from collector.jobs import Collector, collect_once
 from kubesim.server import KubeSim
 from tests.query.conftest import make_app
 from tests.reliability.conftest import ADMIN
-from tests.reliability.http import raw_get, serve
+from tests.support.http import raw_get, serve
 
 BASE = "/api/v1/objects"
 HOSTILE = [

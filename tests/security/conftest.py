@@ -16,7 +16,7 @@ from kubesim.server import KubeSim
 from tests.cli.conftest import cli, home  # noqa: F401 (fixtures)
 from tests.query.conftest import make_app, seeded  # noqa: F401 (a fixture)
 from tests.reliability.conftest import collector, settings, sim  # noqa: F401 (fixtures)
-from tests.reliability.http import serve
+from tests.support.http import serve
 
 
 def leaf_requests(fleet: KubeSim) -> int:

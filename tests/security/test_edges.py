@@ -13,8 +13,8 @@ import pytest
 from kubesim.server import KubeSim
 from tests.query.conftest import make_app
 from tests.reliability.conftest import ADMIN
-from tests.reliability.http import serve
 from tests.security.conftest import leaf_requests, request
+from tests.support.http import serve
 
 H = list(ADMIN.items())
 

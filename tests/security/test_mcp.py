@@ -15,9 +15,9 @@ from common.kinds.registry import builtin_registry
 from fleetscope.mcp.fleet import is_read_route
 from fleetscope.mcp.untrusted import CONTROL
 from query.openapi import document
-from tests.cli.fakeapi import FakeApi
 from tests.mcp import conftest as mcp_fixtures
 from tests.mcp.conftest import INJECTION, TEAM_NS, Stack, as_flags, mcp_session
+from tests.support.fakeapi import FakeApi
 
 stack, home = mcp_fixtures.stack, mcp_fixtures.home  # the MCP tests' fleet, for this module
 

@@ -18,10 +18,10 @@ from common.index import keys
 from common.index.write import store
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
-from tests import topology
 from tests.query.conftest import REG, mark_synced
 from tests.query.test_history import C, member
 from tests.query.test_watch import ADMIN, Stream, change, get, start_gunicorn
+from tests.support import topology
 
 TINA = {"X-Remote-User": "tina", "X-Remote-Group": "team-a"}
 

@@ -13,7 +13,7 @@ from common.errors import LockBusy
 from common.index import keys, rows
 from common.index.lease import Fence, Lease
 from common.index.write.store_events import Beat, Change, apply_changes, heartbeats, kind_changes
-from tests import rowfactory, topology
+from tests.support import rowfactory, topology
 
 C = "c1"
 

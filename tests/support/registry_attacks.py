@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from kubesim.server import KubeSim
-from tests import mgmtsim
-from tests.mgmtsim import MGMT
+from tests.support import mgmtsim
+from tests.support.mgmtsim import MGMT
 
 Obj = dict[str, Any]
 EXEC_API = "client.authentication.k8s.io/v1beta1"

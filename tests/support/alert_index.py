@@ -14,7 +14,7 @@ from common.alerts.source import RulesSource
 from common.index import keys, rows
 from common.index.write import store
 from common.kinds.registry import builtin_registry
-from tests import rowfactory
+from tests.support import rowfactory
 
 REG = builtin_registry()
 

@@ -1,8 +1,9 @@
 """Test fleets written straight into Redis (rows, status indexes, counts, sync, grants-free).
 
 Rows go in through `common.index.rows.encode` + ZADD (the name index and the per-namespace
-counts rebuilt from them, the generation bumped as the writer does) so the query
-tests do not depend on the collector; `visible` is the oracle: which rows a caller sees, computed without the reader.
+counts rebuilt from them, the generation bumped as the writer does) so the reader and query
+tests do not depend on the collector; `visible` is the oracle: which rows a caller sees,
+computed without the reader; `row_of` reads one object's stored row back.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import redis
 from common.index import keys, nscounts
 from common.index.rows import Row, encode, sort_key
 from common.index.write import name_index
-from tests import rowfactory
+from tests.support import rowfactory
 
 NAMESPACED = ("Kustomization", "HelmRelease", "GitRepository", "VirtualService", "Gateway")
 KINDS = (*NAMESPACED, "GatewayClass")  # GatewayClass is cluster-scoped: rows with namespace ""
@@ -167,3 +168,10 @@ def visible(
         if ok:
             out.append(row)
     return sorted(out, key=order)
+
+
+def row_of(r: redis.Redis, cluster: str, ns: str, kind: str, name: str) -> str | None:
+    """The stored member of one object (by its sort key), or None."""
+    prefix = sort_key(ns, kind, name).encode()
+    found = r.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + b"\xff")
+    return found[0].decode() if found else None

@@ -17,16 +17,15 @@ from kubesim.auth import COLLECTOR_USER
 from kubesim.gen.fleet import generate_fleet
 from kubesim.registration import ManagementFleet
 from kubesim.server import KubeSim
+from tests.support import sims
 
 Obj = dict[str, Any]
 MGMT = "management"
 
 
 def start(tmp_path: Path, clusters: int = 2, namespaces: int = 1, **kw: Any) -> KubeSim:
-    return KubeSim.start(
-        ManagementFleet(generate_fleet(clusters, namespaces, seed=11)),
-        kubeconfig_dir=tmp_path / "clusters",
-        **kw,
+    return sims.start(
+        ManagementFleet(generate_fleet(clusters, namespaces, seed=11)), tmp_path, **kw
     )
 
 
