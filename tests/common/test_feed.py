@@ -16,8 +16,8 @@ from common.index.feed import Position
 from common.index.read.reader import Filters
 from common.index.write import store, store_events
 from query import watch_events
-from tests.query.test_history import C, member
 from tests.support import topology
+from tests.support.team_cluster import C, member
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from common.kinds.istio_checks import CHECKED_KINDS, ROOT_NAMESPACE, essentials, validate
 from common.kinds.registry import BUILTIN_KINDS
 from common.kinds.status import Finding
+from tests.support.paths import REPO
 
 NAMESPACES = ["istio-system", "bookinfo", "shop", "frontend", "edge"]
 GROUPS = {
@@ -1697,7 +1697,7 @@ def test_validation_work_grows_linearly_with_the_cluster():
 
 
 def test_the_documented_table_lists_exactly_the_codes_the_checks_emit():
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     doc = (root / "docs" / "architecture.md").read_text()
     section = doc.split("## Istio validation", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| ((?:KIA|FS)\d{4}) \|", section, re.MULTILINE))

@@ -21,6 +21,7 @@ from common.kinds.registry import (
     load_registry,
     parse_kind,
 )
+from tests.support.paths import REPO
 
 GW = "gateway.networking.k8s.io"
 
@@ -230,7 +231,7 @@ def test_ui_url_takes_the_served_version_and_is_none_without_template() -> None:
 
 def test_template_placeholders_are_the_ones_the_ui_fills() -> None:
     """query/static/links.js fills exactly these row fields; the server must agree."""
-    js = (Path(__file__).parents[2] / "query" / "static" / "links.js").read_text()
+    js = (REPO / "query" / "static" / "links.js").read_text()
     fields = re.search(r"const FIELDS = \[([^\]]*)\]", js)
     assert fields is not None
     assert tuple(re.findall(r'"(\w+)"', fields[1])) == UI_URL_FIELDS

@@ -15,10 +15,9 @@ from kubernetes.client import Configuration
 from common.errors import ClusterError, ClusterUnreachable, Forbidden, NotFound, UpstreamError
 from common.kinds.registry import builtin_registry
 from common.leaf.client import ClusterConfig, LeafClient
-from tests.support.fakeleaf import FakeLeaf, flux_object
+from tests.support.fakeleaf import KS, FakeLeaf, flux_object
 
 TOKEN = "tok-SECRET-d1st1nct1ve-4242"
-KS = "kustomize.toolkit.fluxcd.io/v1"
 
 
 @pytest.fixture

@@ -23,8 +23,9 @@ from kubesim.catalog import Catalog, Resource
 from kubesim.server import KubeSim
 from tests.support import mgmtsim
 from tests.support.mgmtsim import MGMT
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 @pytest.fixture

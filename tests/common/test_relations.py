@@ -21,6 +21,7 @@ from common.kinds.registry import (
     load_registry,
 )
 from common.kinds.relations import RELATIONS, Ref, extract, resolve_destination_rules
+from tests.support.paths import REPO
 
 REGISTRY = builtin_registry()
 GW = "gateway.networking.k8s.io"
@@ -782,7 +783,7 @@ def test_kinds_file_kinds_use_the_extractors(tmp_path: Path) -> None:
 
 
 def test_the_documented_table_lists_every_extractor_once() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    doc = (REPO / "docs" / "architecture.md").read_text()
     section = doc.split("## Relations", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `([\w-]+)` \|", section, re.MULTILINE)
     assert sorted(documented) == sorted(RELATION_EXTRACTORS)

@@ -19,8 +19,9 @@ from kubesim.gen.fleet import generate_fleet
 from kubesim.manifests import ManifestFleet
 from kubesim.registration import SOURCES, ManagementFleet
 from kubesim.server import KubeSim
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 EXAMPLE = ROOT / "kubesim" / "examples" / "management-fleet"
 
 

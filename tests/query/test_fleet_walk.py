@@ -14,8 +14,8 @@ from common.kinds.registry import builtin_registry
 from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import ALL, fleet_users
 from kubesim.server import KubeSim
-from tests.query.conftest import make_app
 from tests.support import sims
+from tests.support.http import make_app
 
 REG = builtin_registry()
 FLEET = generate_fleet(clusters=3, namespaces=8, seed=5, teams=3)

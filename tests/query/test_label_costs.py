@@ -11,7 +11,6 @@ import redis
 from common import labels
 from common.index import keys
 from common.index.read.reader import Filters, PageRequest, Reader
-from tests.query.conftest import FORTY
 from tests.support.costs import count_round_trips
 from tests.support.index_fleet import (
     KINDS,
@@ -21,6 +20,7 @@ from tests.support.index_fleet import (
     reindex_names,
     write_rows,
 )
+from tests.support.query_fleet import FORTY
 
 ALL = frozenset(KINDS)
 ADMIN = {c: FakeAccess(ALL) for c in FORTY}

@@ -19,9 +19,8 @@ from common.redis_client import connect
 from fleetscope.supervisor import Child, Supervisor, python_module
 from query.cli import command as gunicorn_command
 from query.cli import listening_port
+from tests.support.small_fleet import ADMIN
 from tests.support.waiting import wait_for
-
-ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}
 
 
 def stack_env(redis_url: str, clusters_dir: Path, workdir: Path, **settings: object) -> dict:

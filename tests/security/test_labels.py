@@ -23,8 +23,8 @@ from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
 from query.export import OBJECT_COLUMNS
-from tests.query.conftest import make_app
 from tests.support import sims
+from tests.support.http import make_app
 
 FLEET = generate_fleet(clusters=2, namespaces=6, seed=5, teams=3)
 USERS = {u.name: u for u in fleet_users(FLEET)}

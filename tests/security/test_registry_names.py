@@ -23,8 +23,8 @@ from common.kinds.registry import builtin_registry
 from common.redis_client import connect
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.query.conftest import make_app
 from tests.support import mgmtsim
+from tests.support.http import make_app
 from tests.support.mgmtsim import MGMT
 from tests.support.registry_attacks import kubeconfig, listener
 

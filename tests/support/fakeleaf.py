@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+KS = "kustomize.toolkit.fluxcd.io/v1"  # Flux Kustomizations' apiVersion
+
 
 @dataclass
 class FakeLeaf:
@@ -131,7 +133,7 @@ class FakeLeaf:
 
 def flux_object(ns: str, name: str, ready: str = "True", kind: str = "Kustomization") -> dict:
     return {
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "apiVersion": KS,
         "kind": kind,
         "metadata": {"namespace": ns, "name": name, "generation": 1},
         "status": {
