@@ -29,13 +29,17 @@ def row(
     reason: str = "",
     ago_s: float | None = None,
 ) -> rows.Row:
-    out = rowfactory.row(cluster, ns, kind, name, status)
-    out["message"], out["reason"] = message, reason
-    if ago_s is not None:
-        out["lastTransitionTime"] = time.strftime(
-            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - ago_s)
-        )
-    return out
+    since = time.gmtime(time.time() - ago_s) if ago_s is not None else None
+    return rowfactory.row(
+        cluster,
+        ns,
+        kind,
+        name,
+        status,
+        message=message,
+        reason=reason,
+        lastTransitionTime=time.strftime("%Y-%m-%dT%H:%M:%SZ", since) if since else None,
+    )
 
 
 def put(r: redis.Redis, cluster: str, *cluster_rows: rows.Row) -> None:

@@ -40,12 +40,19 @@ class FakeAccess:
 def make_row(
     cluster: str, ns: str, kind: str, name: str, status: str = "healthy", suspended: bool = False
 ) -> Row:
-    row = rowfactory.row(cluster, ns, kind, name, status)
-    row["suspended"], row["message"] = suspended, f"msg {name}"
     # as served: no transition time and no recorded transitions, so not known since when
-    row["failingSince"], row["transitions24h"] = None, 0
-    row["labels"] = fleet_labels(ns, kind, name)
-    return row
+    return rowfactory.row(
+        cluster,
+        ns,
+        kind,
+        name,
+        status,
+        suspended=suspended,
+        message=f"msg {name}",
+        failingSince=None,
+        transitions24h=0,
+        labels=fleet_labels(ns, kind, name),
+    )
 
 
 def fleet_labels(ns: str, kind: str, name: str) -> dict[str, str]:

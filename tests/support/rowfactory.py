@@ -1,12 +1,17 @@
-"""Encoded rows for store, index and watch tests: only the fields those tests look at vary."""
+"""Rows and encoded members for store, index, reader and watch tests: only the fields those tests
+look at vary (`fields` sets any other field of common.index.rows.Row)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from common.index import rows
 
 
-def row(cluster: str, ns: str, kind: str, name: str, status: str = "healthy") -> rows.Row:
-    return rows.Row(
+def row(
+    cluster: str, ns: str, kind: str, name: str, status: str = "healthy", **fields: Any
+) -> rows.Row:
+    out = rows.Row(
         cluster=cluster,
         namespace=ns,
         kind=kind,
@@ -22,6 +27,8 @@ def row(cluster: str, ns: str, kind: str, name: str, status: str = "healthy") ->
         uiUrl=None,
         labels={},
     )
+    out.update(fields)  # type: ignore[typeddict-item]
+    return out
 
 
 def member(

@@ -19,7 +19,7 @@ from common.index.read import groups as reader_groups
 from common.index.read.groups import GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
-from tests.query.test_group_costs import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of
+from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row

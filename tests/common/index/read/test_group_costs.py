@@ -16,17 +16,10 @@ from common.index import keys, rows, timeline
 from common.index.read.groups import RANK, GroupCursor, GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
+from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
-
-CLUSTERS = [f"c{i:02d}" for i in range(8)]
-NAMESPACED = KINDS[:-1]
-
-
-def status_of(cluster: str, i: int) -> str:
-    k = (i * 7 + int(cluster[1:]) * 3) % 23
-    return "unhealthy" if k < 3 else "progressing" if k == 3 else "healthy"
 
 
 def members(cluster: str, flip: int | None = None) -> list[str]:
@@ -50,18 +43,6 @@ def fleet(redis_url: str) -> Iterator[redis.Redis]:
         store.replace_rows(r, c, members(c))
     yield r
     r.close()
-
-
-ADMIN = {c: FakeAccess(frozenset(KINDS)) for c in CLUSTERS}
-TEAM = {  # two namespaces on half of the clusters, and one kind only on the others
-    c: FakeAccess(
-        frozenset(),
-        {"team-01": frozenset(KINDS), "team-02": frozenset(KINDS)}
-        if i % 2
-        else {"team-01": frozenset({NAMESPACED[1]})},
-    )
-    for i, c in enumerate(CLUSTERS)
-}
 
 
 def oracle(r: redis.Redis, access: dict[str, FakeAccess], by: str, f: Filters) -> list[Any]:

@@ -20,9 +20,7 @@ STATUSES = ("healthy", "healthy", "unhealthy", "progressing", "unknown")
 
 
 def member(ns: str, kind: str, name: str, status: str, suspended: bool = False) -> str:
-    row = rowfactory.row(C, ns, kind, name, status)
-    row["suspended"] = suspended
-    return rows.encode(row)
+    return rows.encode(rowfactory.row(C, ns, kind, name, status, suspended=suspended))
 
 
 def stored(r: redis.Redis) -> dict[str, nscounts.Counts]:

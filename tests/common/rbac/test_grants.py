@@ -15,7 +15,7 @@ from common.rbac.access import NO_ACCESS, Access, merge
 from common.rbac.authorizer import AUTHENTICATED, RbacObjects, UserInfo
 from common.rbac.encoding import decode_grants
 from common.rbac.grants import AccessResolver, compile_grants, store_grants
-from tests.common.test_rbac import crb, crole, rb, role, rule, subj
+from tests.common.rbac.rbac_objects import crb, crole, rb, role, rule, subj
 from tests.support import topology
 
 TOPOLOGIES = ("standalone", "cluster")

@@ -12,7 +12,7 @@ import redis
 from common.index import keys
 from common.index.read import reader
 from common.index.read.reader import Filters, PageRequest, Reader
-from tests.query.test_reader import ACCESSES, walk
+from tests.common.index.read.fleets import ACCESSES, walk
 from tests.support.index_fleet import KINDS, make_row, order, random_fleet, visible, write_rows
 
 NAME_FILTERS = [

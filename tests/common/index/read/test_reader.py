@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from common.index.read.reader import Filters, PageRequest, Reader
+from tests.common.index.read.fleets import ACCESSES, ALL, walk
 from tests.support.index_fleet import (
     KINDS,
     FakeAccess,
@@ -20,20 +21,6 @@ from tests.support.index_fleet import (
 
 TOPOLOGIES = ("standalone", "cluster")
 
-ALL = frozenset(KINDS)
-ACCESSES = {
-    "admin": {f"c{i:02d}": FakeAccess(ALL) for i in range(4)},
-    "team": {
-        "c01": FakeAccess(namespaces={"team-01": ALL, "team-05": frozenset({"HelmRelease"})}),
-        "c03": FakeAccess(namespaces={"ns0": ALL, "team-10": ALL, "team-11": ALL}),
-    },
-    "mixed": {
-        "c00": FakeAccess(frozenset({"Gateway"}), {"team-02": ALL, "ns3": frozenset({"Gateway"})}),
-        "c02": FakeAccess(frozenset({"Kustomization", "HelmRelease"}), {"team-04": ALL}),
-    },
-    "one-ns": {"c02": FakeAccess(namespaces={"team-07": ALL})},
-    "nobody": {},
-}
 FILTERS = [
     {},
     {"statuses": ("unhealthy",)},
@@ -49,18 +36,6 @@ FILTERS = [
     {"name": "app-1"},
     {"clusters": ("c01", "c02"), "statuses": ("progressing",)},
 ]
-
-
-def walk(reader: Reader, access, filters: Filters, limit: int) -> tuple[list, list]:
-    rows, pages, cursor = [], [], None
-    while True:
-        page = reader.page(access, PageRequest(filters, limit, cursor))
-        rows.extend(page.rows)
-        pages.append(page)
-        if page.cursor is None:
-            return rows, pages
-        assert len(page.rows) == limit, "a page is full unless it is the last"
-        cursor = page.cursor
 
 
 @pytest.mark.parametrize("plan", ["ranges", "walk"])

@@ -13,7 +13,7 @@ import redis
 from common.index import keys, rows
 from common.index.read import lua as reader_lua
 from common.index.write import name_index
-from tests.support import topology
+from tests.support import rowfactory, topology
 
 C = "lua"
 STATUSES = list(rows.STATUS_CODES)
@@ -21,20 +21,18 @@ KINDS = ["GitRepository", "HelmRelease", "Kustomization", "VirtualService"]
 
 
 def row(ns: str, kind: str, name: str, status: str, rnd: random.Random) -> rows.Row:
-    return rows.Row(
-        cluster=C,
-        namespace=ns,
-        kind=kind,
-        apiVersion="v1",
-        name=name,
-        status=status,
+    return rowfactory.row(
+        C,
+        ns,
+        kind,
+        name,
+        status,
         suspended=rnd.random() < 0.2,
         reason=rnd.choice(["", "Failed", "vm in reason"]),
         message=rnd.choice(["", "fetch vm failed", "rev abcdef0123456789 applied"]),
         warnings=rnd.choice([0, 0, 2]),
         lastTransitionTime=rnd.choice([None, "2026-01-02T03:04:05Z"]),
         revision=rnd.choice(["", "abcdef0123456789"]),
-        uiUrl=None,
     )
 
 
