@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,15 +74,15 @@ class DemoRun:
     def output(self) -> str:
         return self.out_path.read_text(errors="replace")
 
-    def wait_for(self, pattern: str, timeout_s: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.output())
-            if found:
-                return found
-            assert self.proc.poll() is None, f"demo exited early:\n{self.output()}"
-            time.sleep(0.2)
-        raise AssertionError(f"{pattern!r} not printed in {timeout_s} s:\n{self.output()}")
+    def printed(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        """The first match of `pattern` in the demo's output, once printed."""
+
+        def found() -> re.Match[str] | None:
+            match = re.search(pattern, self.output())
+            assert match or self.proc.poll() is None, f"demo exited early:\n{self.output()}"
+            return match
+
+        return wait_for(found, timeout_s, lambda: f"{pattern!r}:\n{self.output()}", 0.2)
 
 
 @pytest.fixture
@@ -140,7 +139,7 @@ def _get(url: str, headers: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
-    demo.wait_for(r"\] ready\.", timeout_s=240)
+    demo.printed(r"\] ready\.", timeout_s=240)
     requests = _printed_requests(demo.output())
     assert {"admin-0", "dev-team-00", "nobody"} <= set(requests)
     users = json.loads((demo.out_path.parent / "work" / "kubesim-users.json").read_text())

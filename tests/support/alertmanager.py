@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from common.redis_server import free_port
+from tests.support.waiting import wait_for
 
 BINARY = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 CONFIG = """
@@ -60,16 +61,15 @@ class Alertmanager:
         )
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while True:
+        def ready() -> bool:
             assert self.proc is not None and self.proc.poll() is None, self.log()
             try:
                 urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).read()
-                return
             except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"Alertmanager never got ready: {self.log()}") from None
-                time.sleep(0.05)  # polling for start-up, not fixing a race
+                return False
+            return True
+
+        wait_for(ready, 30, lambda: f"Alertmanager to get ready: {self.log()}")
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from common.redis_server import free_port
+from tests.support.waiting import wait_for
 
 TOKEN = "celery-SECRET-token-8080"
 CELERY = str(Path(sys.executable).with_name("celery"))
@@ -37,19 +37,19 @@ def start_worker(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes
 
 def bound_or_refused(worker: subprocess.Popen[bytes], port: int, log: Path) -> bool:
     """Wait until the worker's /metrics answers (True) or it logs that it cannot listen."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def outcome() -> str | None:
         if "metrics cannot listen" in log.read_text(errors="replace"):
-            return False
+            return "refused"
         assert worker.poll() is None, f"worker exited: {log.read_text()[-2000:]}"
         try:
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-            if b"fleetscope_build_info" in text:
-                return True
         except OSError:
-            pass
-        time.sleep(0.1)  # polling for start-up, not fixing a race
-    raise AssertionError(f"worker metrics never answered: {log.read_text()[-2000:]}")
+            return None
+        return "bound" if b"fleetscope_build_info" in text else None
+
+    tail = lambda: f"worker metrics: {log.read_text()[-2000:]}"  # noqa: E731
+    return wait_for(outcome, 60, tail, interval_s=0.1) == "bound"
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
