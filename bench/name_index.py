@@ -21,7 +21,7 @@ from bench import report
 from common.index import keys
 from common.index.read import lua as reader_lua
 from common.redis_server import start_redis_server
-from tests.query.fleet import KINDS, make_row, write_rows
+from tests.support.index_fleet import KINDS, make_row, write_rows
 
 HKEYS_LUA = r"""
 local n = 0

@@ -1,10 +1,14 @@
 """Shared fixtures: one real redis-server per test session, a clean database per test; in
-modules that set `TOPOLOGIES` (tests/topology.py), `redis_url` is also a real Redis Cluster."""
+modules that set `TOPOLOGIES` (tests/support/topology.py), `redis_url` is also a real Redis
+Cluster. Also the fixtures more than one test directory uses: the seeded index of the reader
+and query tests (tests.support.query_fleet), a real Alertmanager, and the command line run as a
+subprocess with a clean environment (tests.support.cli)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -17,8 +21,9 @@ from common.redis_server import (
     start_redis_server,
 )
 from common.settings import Settings
-from tests import topology
-from tests.alerts.alertmanager import alertmanager, alertmanager_server  # noqa: F401  (fixtures)
+from tests.support import cli as cli_support
+from tests.support import query_fleet, topology
+from tests.support.alertmanager import alertmanager, alertmanager_server  # noqa: F401  (fixtures)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -92,3 +97,46 @@ def r(redis_url: str) -> Iterator[redis.Redis]:
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
     return Settings(redis_url=redis_url)
+
+
+@pytest.fixture
+def rb(redis_url: str) -> Iterator[redis.Redis]:
+    """A client returning bytes (the reader compares members as bytes)."""
+    client = topology.client(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def seeded(redis_url: str) -> Iterator[query_fleet.Seeded]:
+    r = topology.client(redis_url)
+    yield query_fleet.Seeded(r, query_fleet.seed(r))
+    r.close()
+
+
+@pytest.fixture
+def wide(redis_url: str) -> Iterator[redis.Redis]:
+    """40 clusters of 30 rows each, grants and sync status as the collector leaves them."""
+    r = topology.client(redis_url)
+    query_fleet.seed_wide(r)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty HOME, so no config file of the machine's user is read."""
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def cli(home: Path) -> Callable[..., cli_support.Result]:
+    """Run `python -m fleetscope ARGS` with only the environment given (plus PATH, HOME)."""
+
+    def run(
+        *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> cli_support.Result:
+        return cli_support.run(home, *args, env=env, timeout=timeout)
+
+    return run

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from common.buildinfo import version
+from tests.support.paths import REPO
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = REPO / "pyproject.toml"
 
 
 def test_version_is_the_packages() -> None:

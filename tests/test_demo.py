@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.portpressure import bind_fails, ephemeral_ports_held
+from tests.support.portpressure import bind_fails, ephemeral_ports_held
+from tests.support.waiting import wait_for
 
 
 def _descendants(pid: int) -> set[int]:
@@ -74,15 +74,15 @@ class DemoRun:
     def output(self) -> str:
         return self.out_path.read_text(errors="replace")
 
-    def wait_for(self, pattern: str, timeout_s: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.output())
-            if found:
-                return found
-            assert self.proc.poll() is None, f"demo exited early:\n{self.output()}"
-            time.sleep(0.2)
-        raise AssertionError(f"{pattern!r} not printed in {timeout_s} s:\n{self.output()}")
+    def printed(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        """The first match of `pattern` in the demo's output, once printed."""
+
+        def found() -> re.Match[str] | None:
+            match = re.search(pattern, self.output())
+            assert match or self.proc.poll() is None, f"demo exited early:\n{self.output()}"
+            return match
+
+        return wait_for(found, timeout_s, lambda: f"{pattern!r}:\n{self.output()}", 0.2)
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def _get(url: str, headers: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
-    demo.wait_for(r"\] ready\.", timeout_s=240)
+    demo.printed(r"\] ready\.", timeout_s=240)
     requests = _printed_requests(demo.output())
     assert {"admin-0", "dev-team-00", "nobody"} <= set(requests)
     users = json.loads((demo.out_path.parent / "work" / "kubesim-users.json").read_text())
@@ -171,10 +171,12 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
         url = f"{base}/api/v1/objects?status=unhealthy&kind={kinds}&limit=50"
         # Polled: once in CI (at the dependency floors, a loaded machine) the first answer after
         # `ready` held none; the cause is not found yet (noted on issue #18).
-        deadline = time.monotonic() + 60
-        while not (failing := _get(url, headers))["items"] and time.monotonic() < deadline:
-            time.sleep(0.2)  # polling a condition, not fixing a race
-        assert failing["items"], f"no unhealthy {family} row in the demo"
+        failing = wait_for(
+            lambda url=url: (body := _get(url, headers))["items"] and body,
+            60,
+            f"an unhealthy {family} row in the demo",
+            interval_s=0.2,
+        )
         assert all(r["message"] and r["reason"] for r in failing["items"]), family
     istio = _get(f"{base}/api/v1/objects?status=unhealthy&kind=VirtualService&limit=50", headers)
     assert any(r["reason"].startswith("KIA") for r in istio["items"]), "fleetscope's own checks"
@@ -193,10 +195,13 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
     ), "the cause is upstream of the row"
 
     # The demo's alert rules run without an Alertmanager: firing alerts at /api/v1/alerts.
-    deadline = time.monotonic() + 90
-    while not (alerts := _get(f"{base}/api/v1/alerts", headers))["items"]:
-        assert time.monotonic() < deadline, f"no firing alert in the demo: {alerts['rules']}"
-        time.sleep(0.5)  # polling a condition (the first evaluations), not fixing a race
+    seen: dict[str, Any] = {}
+
+    def firing() -> dict[str, Any] | None:
+        seen.update(_get(f"{base}/api/v1/alerts", headers))
+        return seen if seen["items"] else None
+
+    alerts = wait_for(firing, 90, lambda: f"a firing alert in the demo: {seen.get('rules')}", 0.5)
     assert alerts["rules"]["count"] == 3 and alerts["rules"]["error"] is None
     assert {a["rule"] for a in alerts["items"]} >= {"FluxKustomizationFailing"}
 
@@ -204,10 +209,11 @@ def test_demo_shows_rbac_filtering_and_stops_cleanly(demo: DemoRun) -> None:
     assert len(children) >= 5  # redis, kubesim, worker, beat, query (+ their forks)
     demo.proc.send_signal(signal.SIGINT)
     assert demo.proc.wait(60) == 0
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in children) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert [p for p in children if _alive(p)] == []
+    wait_for(
+        lambda: not any(_alive(p) for p in children),
+        10,
+        lambda: f"the demo's children to exit: {[p for p in children if _alive(p)]}",
+    )
     assert "stopped" in demo.output()
     logs = demo.out_path.parent / "work" / "logs"
     assert "127.0.0.1:1 " in (logs / "query.log.1").read_text(), "the last run's log, kept"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from fleetscope.demo import registry_setup
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_the_default_is_the_kubeconfig_directory(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from common.alerts import deliver
 from common.alerts.state import iso
 from common.redis_server import free_port
 from common.settings import Settings
-from tests.alerts.alertmanager import Alertmanager
-from tests.alerts.fleet import Harness, put, row, rules_file
+from tests.support.alert_index import Harness, put, row, rules_file
+from tests.support.alertmanager import Alertmanager
 
 RULES = """
 rules:

@@ -17,9 +17,10 @@ import redis
 import yaml
 
 from common.index import keys
-from tests.alerts.alertmanager import Alertmanager
-from tests.collector.fakeleaf import FakeLeaf, flux_object
-from tests.collector.test_celery import KS, TOKEN, start, start_worker, stop, wait_for
+from tests.support.alertmanager import Alertmanager
+from tests.support.celery_procs import TOKEN, start, start_worker, stop
+from tests.support.fakeleaf import KS, FakeLeaf, flux_object
+from tests.support.waiting import wait_for
 
 RULES = """
 rules:

@@ -16,8 +16,8 @@ from common.alerts import evaluate
 from common.index import keys, rows
 from common.index.read import reader
 from common.index.write import store_events
-from tests.alerts.fleet import Harness, put, row, rules_file
-from tests.query.costs import commands
+from tests.support.alert_index import Harness, put, row, rules_file
+from tests.support.costs import commands
 
 RULES = """
 rules:

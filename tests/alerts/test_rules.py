@@ -4,15 +4,14 @@ until the per-object history exists; templates substitute fields and nothing els
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from common.alerts import rules, template
 from common.kinds.registry import builtin_registry
+from tests.support.paths import REPO
 
 REG = builtin_registry()
-EXAMPLE = Path(__file__).resolve().parents[2] / "k8s" / "examples" / "alerts" / "rules.yaml"
+EXAMPLE = REPO / "k8s" / "examples" / "alerts" / "rules.yaml"
 
 
 def test_the_shipped_example_parses() -> None:

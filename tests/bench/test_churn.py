@@ -7,8 +7,8 @@ from bench.query import transition
 from common.index import keys, rows, timeline
 from common.index.write import store
 from common.redis_client import text
-from tests import topology
-from tests.rowfactory import member
+from tests.support import topology
+from tests.support.rowfactory import member
 
 
 def test_a_churn_write_flips_a_row_and_moves_it_to_now(redis_url: str) -> None:

@@ -1,24 +1,13 @@
-"""Fixtures for the command-line client: a real stack (a kubesim fleet, one collection into the
-session's redis-server, the query app on a real HTTP server in `header` mode), the CLI run as a
-subprocess (`python -m fleetscope ...`) with a clean environment, and the API asked directly
-for the rows the CLI should print."""
+"""Fixtures for the command-line client: a real stack (tests.support.cli: a kubesim fleet, one
+collection into the session's redis-server, the query app on a real HTTP server in `header`
+mode). The CLI itself runs through the `cli` fixture of tests/conftest.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-import requests
-from werkzeug.serving import BaseWSGIServer, make_server
 
 from collector.clusters import ClusterSource
 from collector.jobs import Collector, collect_once
@@ -28,69 +17,20 @@ from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from query.app import create_app
+from tests.support import sims
+from tests.support.cli import LISTER, Stack, User
+from tests.support.http import make_app, serve
 
-REPO = Path(__file__).resolve().parents[2]
 RBAC = "rbac.authorization.k8s.io/v1"
-LISTER = "lister"  # may list Kustomizations in one namespace, but not get them
-
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    groups: tuple[str, ...]
-
-    def flags(self) -> list[str]:
-        return ["--as", self.name, *(f for g in self.groups for f in ("--as-group", g))]
-
-    def headers(self) -> dict[str, str]:
-        h = {"X-Remote-User": self.name}
-        if self.groups:
-            h["X-Remote-Group"] = ",".join(self.groups)
-        return h
-
-
-@dataclass
-class Stack:
-    base: str
-    sim: KubeSim
-    settings: Settings
-    users: dict[str, User]
-
-    def api_rows(self, user: User, **params: str) -> list[dict[str, Any]]:
-        """Every row `user` sees under `params`, walked through the API's pages directly."""
-        rows: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            query = {**params, "limit": "500", **({"continue": token} if token else {})}
-            resp = requests.get(
-                self.base + "/api/v1/objects", params=query, headers=user.headers(), timeout=10
-            )
-            resp.raise_for_status()
-            body = resp.json()
-            rows += body["items"]
-            token = body["continue"]
-            if not token:
-                return rows
-
-
-def serve(settings: Settings, ssl_context: Any = None) -> BaseWSGIServer:
-    """The query app on a real HTTP server on a free loopback port (stop with `.shutdown()`)."""
-    app = create_app(settings)
-    app.extensions["fleetscope"].fleet.cache_s = 0
-    server = make_server("127.0.0.1", 0, app, threaded=True, ssl_context=ssl_context)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 @pytest.fixture(scope="package")
 def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("cli")
     fleet = generate_fleet(clusters=3, namespaces=8, seed=3, teams=2)
-    sim = KubeSim.start(fleet, kubeconfig_dir=tmp / "clusters")
+    sim = sims.start(fleet, tmp)
     r = redis.Redis.from_url(redis_server.url)
     r.flushall()
-    server = None
     try:
         _prepare_leaves(sim)
         settings = Settings(
@@ -106,13 +46,11 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
         finally:
             source.close()
         assert all(o.ok for o in outcomes)
-        server = serve(settings)
         users = {u.name: User(u.name, u.groups) for u in fleet_users(fleet)}
         users[LISTER] = User(LISTER, ())
-        yield Stack(f"http://127.0.0.1:{server.server_port}", sim, settings, users)
+        with serve(make_app(settings)) as host:
+            yield Stack(f"http://{host}", sim, settings, users)
     finally:
-        if server is not None:
-            server.shutdown()
         sim.stop()
         r.close()
 
@@ -162,40 +100,3 @@ def _prepare_leaves(sim: KubeSim) -> None:
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": LISTER}],
         },
     )
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """An empty HOME, so no config file of the machine's user is read."""
-    (tmp_path / "home").mkdir()
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def cli(home: Path):
-    """Run `python -m fleetscope ARGS` with only the environment given (plus PATH, HOME)."""
-
-    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Result:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
-        base.update(HOME=str(home), PYTHONPATH=str(REPO), **(env or {}))
-        done = subprocess.run(
-            [sys.executable, "-m", "fleetscope", *args],
-            capture_output=True,
-            text=True,
-            env=base,
-            timeout=timeout,
-            cwd=REPO,
-        )
-        return Result(done.returncode, done.stdout, done.stderr)
-
-    return run

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli.fakeapi import FakeApi
+from tests.support.fakeapi import FakeApi
 
 BODY = {
     "items": [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Stack
+from tests.support.cli import Stack
 
 ADMIN = ["--as", "admin-0", "--as-group", "fleet-admins"]
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.conftest import Stack, serve
-from tests.query.test_oidc import Issuer
+from tests.support.cli import Stack
+from tests.support.http import make_app, serve
+from tests.support.oidc import Issuer
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +25,8 @@ def oidc(stack: Stack) -> Iterator[tuple[str, Issuer]]:
     settings = stack.settings.replace(
         auth_mode="oidc", oidc_issuer_url=issuer.url, oidc_client_id="fleetscope"
     )
-    server = serve(settings)
-    yield f"http://127.0.0.1:{server.server_port}", issuer
-    server.shutdown()
+    with serve(make_app(settings)) as host:
+        yield f"http://{host}", issuer
     issuer.server.shutdown()
     issuer.server.server_close()
 

@@ -10,7 +10,7 @@ import io
 import pytest
 
 from query.export import OBJECT_COLUMNS, cell
-from tests.cli.conftest import Stack
+from tests.support.cli import Stack
 
 USERS = ("admin-0", "dev-team-00", "nobody")
 

@@ -12,8 +12,8 @@ import requests
 
 from fleetscope.demo import _print_banner
 from fleetscope.demo_users import SHOWN, DemoUser
-from tests.cli.conftest import Stack
 from tests.cli.tables import expected_cells, parse_table, shown_cells
+from tests.support.cli import Stack
 
 
 def test_banner_commands_show_what_their_curl_shows(stack: Stack, cli) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.cli.conftest import LISTER, Stack
+from tests.support.cli import LISTER, Stack
 
 
 def who(stack: Stack, name: str) -> list[str]:

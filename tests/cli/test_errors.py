@@ -11,8 +11,9 @@ import pytest
 
 from common.redis_server import free_port
 from kubesim.tls import make_serving_cert
-from tests.cli.conftest import Stack, serve
-from tests.cli.fakeapi import FakeApi
+from tests.support.cli import Stack
+from tests.support.fakeapi import FakeApi
+from tests.support.http import make_app, serve
 
 ADMIN = ["--as", "admin-0", "--as-group", "fleet-admins"]
 
@@ -114,9 +115,8 @@ def tls_server(
     cert = make_serving_cert(["127.0.0.1"])
     ca = tmp_path_factory.mktemp("tls") / "ca.pem"
     ca.write_bytes(cert.ca_pem)
-    server = serve(stack.settings, ssl_context=cert.server_context())
-    yield f"https://127.0.0.1:{server.server_port}", ca
-    server.shutdown()
+    with serve(make_app(stack.settings), cert.server_context()) as host:
+        yield f"https://{host}", ca
 
 
 def test_tls_is_verified_against_the_given_ca(tls_server: tuple[str, Path], cli) -> None:

@@ -13,14 +13,11 @@ import pytest
 import requests
 import yaml
 
-from tests.cli.conftest import REPO, Stack
 from tests.cli.tables import expected_cells, parse_table, shown_cells
+from tests.support.cli import Stack, who
+from tests.support.paths import REPO
 
 USERS = ("admin-0", "dev-team-00", "solo", "nobody")
-
-
-def who(stack: Stack, name: str) -> list[str]:
-    return ["--server", stack.base, *stack.users[name].flags()]
 
 
 @pytest.mark.parametrize("user", USERS)

@@ -11,8 +11,7 @@ import pytest
 import requests
 import yaml
 
-from tests.cli.conftest import Stack
-from tests.cli.test_get import who
+from tests.support.cli import Stack, who
 
 
 def api_groups(stack: Stack, user: str, **params: str) -> list[dict[str, Any]]:

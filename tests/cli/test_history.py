@@ -14,8 +14,8 @@ import yaml
 
 from common.index import rows
 from common.index.write import store_events
-from tests.cli.conftest import Stack
-from tests.watch.test_events import row_of
+from tests.support.cli import Stack
+from tests.support.index_fleet import row_of
 
 EVIL = "\x1b[2JBuildFailed"
 

@@ -12,9 +12,9 @@ import pytest
 import requests
 import yaml
 
-from tests.cli.conftest import Stack
-from tests.cli.fakeapi import FakeApi
 from tests.cli.tables import parse_table
+from tests.support.cli import Stack
+from tests.support.fakeapi import FakeApi
 
 ROWS = [
     {

@@ -6,7 +6,6 @@ and Ctrl-C ending it with exit status 0."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -18,10 +17,12 @@ from typing import Any
 
 import pytest
 
-from tests import topology
-from tests.query.test_watch import change, seed, start_gunicorn
+from tests.support import topology
+from tests.support.cli import clean_env
+from tests.support.gunicorn import watch_server
+from tests.support.paths import REPO
+from tests.support.team_cluster import change, seed
 
-REPO = Path(__file__).resolve().parents[2]
 ADMIN = ["--as", "root", "--as-group", "admins"]
 
 
@@ -35,20 +36,15 @@ def r(redis_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def server(r: Any, redis_url: str, tmp_path: Path) -> Iterator[str]:
-    proc, host = start_gunicorn(redis_url, tmp_path / "gunicorn.log")
-    try:
+    with watch_server(redis_url, tmp_path / "gunicorn.log") as host:
         yield f"http://{host}"
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 class Running:
     """The CLI as a process whose output lines are read with a deadline."""
 
     def __init__(self, home: Path, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
-        env.update(HOME=str(home), PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        env = clean_env(home, {"PYTHONUNBUFFERED": "1"})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "fleetscope", *args],
             stdout=subprocess.PIPE,

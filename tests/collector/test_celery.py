@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +17,9 @@ import redis
 import yaml
 
 from common.index import keys, syncstatus
-from common.redis_server import free_port
-from tests.collector.fakeleaf import FakeLeaf, flux_object
-
-TOKEN = "celery-SECRET-token-8080"
-KS = "kustomize.toolkit.fluxcd.io/v1"
-CELERY = str(Path(sys.executable).with_name("celery"))
-
-
-def wait_for(cond: Callable[[], object], timeout_s: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+from tests.support.celery_procs import TOKEN, start, start_worker, stop
+from tests.support.fakeleaf import KS, FakeLeaf, flux_object
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -45,51 +31,6 @@ def leaf() -> Iterator[FakeLeaf]:
         fake.objects[("rbac.authorization.k8s.io/v1", plural)] = []
     yield fake
     fake.stop()
-
-
-def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen([CELERY, "-A", "collector", *args], env=env, stdout=out, stderr=out)
-
-
-def start_worker(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """A prefork worker with /metrics on a fresh port; another port if that one was taken
-    between being picked and being bound (the worker says so in its log)."""
-    argv = ["worker", "--pool", "prefork", "-c", "2", "--without-gossip", "--without-mingle"]
-    for _attempt in range(5):
-        port = free_port()
-        worker = start(argv, {**env, "FLEETSCOPE_WORKER_METRICS_PORT": str(port)}, log)
-        answered = bound_or_refused(worker, port, log)
-        if answered:
-            return worker, port
-        stop(worker)
-    raise AssertionError(f"the worker found no free metrics port: {log.read_text()[-2000:]}")
-
-
-def bound_or_refused(worker: subprocess.Popen[bytes], port: int, log: Path) -> bool:
-    """Wait until the worker's /metrics answers (True) or it logs that it cannot listen."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if "metrics cannot listen" in log.read_text(errors="replace"):
-            return False
-        assert worker.poll() is None, f"worker exited: {log.read_text()[-2000:]}"
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-            if b"fleetscope_build_info" in text:
-                return True
-        except OSError:
-            pass
-        time.sleep(0.1)  # polling for start-up, not fixing a race
-    raise AssertionError(f"worker metrics never answered: {log.read_text()[-2000:]}")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 def test_worker_and_beat_collect_the_fleet(

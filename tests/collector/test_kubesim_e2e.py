@@ -27,7 +27,7 @@ from common.kinds.registry import builtin_registry
 from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
-from tests import topology
+from tests.support import sims, topology
 
 ISTIO = {"networking.istio.io", "security.istio.io", "telemetry.istio.io"}
 REG = builtin_registry()
@@ -35,9 +35,7 @@ REG = builtin_registry()
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    s = KubeSim.start(generate_fleet(clusters=3, namespaces=12, seed=7), tmp_path / "kc")
-    yield s
-    s.stop()
+    yield from sims.running(generate_fleet(clusters=3, namespaces=12, seed=7), tmp_path)
 
 
 def collector_for(sim: KubeSim, redis_url: str, r: redis.Redis, page_size: int = 500) -> Collector:
@@ -123,7 +121,7 @@ def stored_values(r: redis.Redis, key: str) -> list[str]:
 def test_requests_grow_with_kinds_and_pages_not_namespaces(
     tmp_path: Path, r: redis.Redis, redis_url: str
 ) -> None:
-    with KubeSim.start(generate_fleet(clusters=1, namespaces=500, seed=3), tmp_path) as sim:
+    with sims.start(generate_fleet(clusters=1, namespaces=500, seed=3), tmp_path) as sim:
         c = collector_for(sim, redis_url, r, page_size=200)
         sim.clear_request_log()
         result = c.sync_objects("cluster-000")
@@ -278,7 +276,7 @@ def test_showcase_health_cases_read_as_upstream_defines_them(
     Gateway API Gateway `istio-system/public` is not KIA1102, the Kuadrant policy whose
     conditions describe an older generation reads progressing, and Kuadrant's "waiting for the
     following components to sync" reads progressing, all through the real collector."""
-    sim = KubeSim.start(generate_fleet(clusters=1, namespaces=50, seed=7), tmp_path / "kc")
+    sim = sims.start(generate_fleet(clusters=1, namespaces=50, seed=7), tmp_path)
     try:
         c = collector_for(sim, redis_url, r)
         assert [o.ok for o in collect_once(c)] == [True]

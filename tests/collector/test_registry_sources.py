@@ -24,10 +24,10 @@ from common.kinds.registry import builtin_registry
 from common.redis_client import connect
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests import mgmtsim
-from tests.mgmtsim import MGMT
-from tests.query.conftest import make_app
-from tests.reliability.test_no_secrets import redis_dump
+from tests.support import mgmtsim
+from tests.support.http import make_app
+from tests.support.mgmtsim import MGMT
+from tests.support.redis_dump import redis_dump
 
 REG = builtin_registry()
 ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}

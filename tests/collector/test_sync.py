@@ -23,10 +23,9 @@ from common.index import keys, syncstatus
 from common.kinds.registry import builtin_registry
 from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
-from tests.collector.fakeleaf import FakeLeaf, flux_object
+from tests.support.fakeleaf import KS, FakeLeaf, flux_object
 
 TOKEN = "sync-SECRET-token-31337"
-KS = "kustomize.toolkit.fluxcd.io/v1"
 RBAC = "rbac.authorization.k8s.io/v1"
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from common import labels
 from common.index import label_field, rows
 from common.kinds.registry import builtin_registry
-from tests import rowfactory
+from tests.support import rowfactory
 
 _VALUE_RULE = (
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "

@@ -15,7 +15,7 @@ from common import redis_auth
 from common.errors import ConfigError
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests import mgmtsim
+from tests.support import mgmtsim
 
 NS = "fleetscope"
 

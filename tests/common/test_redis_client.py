@@ -15,7 +15,7 @@ from common import redis_client
 from common.index import keys
 from common.redis_client import connect, packed, pipelined
 from common.redis_server import free_port, start_redis_cluster
-from tests import topology
+from tests.support import topology
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import redis
 from common import redis_server as rs
 from common.errors import ConfigError
 from common.redis_server import RedisServer, start_redis_server
-from tests.portpressure import ephemeral_ports_held
+from tests.support.portpressure import ephemeral_ports_held
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import pytest
 
 from common.errors import ConfigError
 from common.settings import FILE_SUFFIX, SECRET_SETTINGS, Settings, env_name, setting_fields
+from tests.support.paths import REPO
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+DOCS = REPO / "docs" / "configuration.md"
 
 
 def test_defaults_without_environment() -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
+ROOT = REPO
 K8S_VERSIONS = ("1.27", "latest")  # the oldest Kubernetes we support, and the newest schema
 
 

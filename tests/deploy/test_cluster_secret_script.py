@@ -18,8 +18,9 @@ import yaml
 
 from common.leaf.client import ClusterConfig
 from tests.deploy.fake_apiserver import fake_apiserver
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 SCRIPT = ROOT / "scripts" / "make-cluster-secret.sh"
 TOKEN = "leaf-sa-token-123"
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
+ROOT = REPO
 RULES = ROOT / "k8s" / "monitoring" / "fleetscope-rules.yaml"
 SOURCES = ("collector", "query", "common")
 

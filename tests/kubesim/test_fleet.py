@@ -15,6 +15,7 @@ from kubesim.gen.users import fleet_users
 from kubesim.manifests import ManifestFleet
 from kubesim.server import KubeSim
 from kubesim.store import ClusterStore
+from tests.support import sims
 
 
 def _load(fleet: object, name: str) -> ClusterStore:
@@ -74,7 +75,7 @@ def test_status_mix_is_mostly_healthy_with_some_of_each() -> None:
 
 
 def test_users_file_matches_rbac(kubesim: KubeSim) -> None:
-    fleet = kubesim.gen.fleet
+    fleet = kubesim.fleet
     for user in fleet_users(fleet):  # type: ignore[arg-type]
         for cluster in kubesim.clusters:
             authz = kubesim._cluster(cluster).authz
@@ -97,7 +98,7 @@ def test_manifests_mode(tmp_path: Path) -> None:
         "status: {conditions: [{type: Ready, status: 'False', reason: BuildFailed, message: bad}]}\n"
         "---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: shop}\n"
     )
-    with KubeSim.start(ManifestFleet(tmp_path)) as sim:
+    with sims.start(ManifestFleet(tmp_path)) as sim:
         assert sim.clusters == ["edge-1"]
         ks = sim.get("edge-1", "Kustomization", "shop", "apps")
         assert ks is not None and ks["status"]["conditions"][0]["message"] == "bad"

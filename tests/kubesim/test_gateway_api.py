@@ -103,7 +103,7 @@ def test_team_members_see_gateway_api_and_kuadrant_in_their_namespaces(kubesim: 
         ("kuadrant.io", "authpolicies"),
         ("", "services"),
     ]
-    for user in fleet_users(kubesim.gen.fleet):  # type: ignore[arg-type]
+    for user in fleet_users(kubesim.fleet):  # type: ignore[arg-type]
         info = UserInfo(user.name, (*user.groups, "system:authenticated"))
         for cluster in kubesim.clusters:
             authz = kubesim._cluster(cluster).authz
@@ -126,6 +126,6 @@ def test_gateway_classes_forbidden_to_namespace_viewers(
     path = kubesim.url("cluster-000") + f"{GW}/gatewayclasses"
     assert http.get(path, headers={"Impersonate-User": "solo"}).status_code == 403
     assert http.get(path, headers={"Impersonate-User": "platform-sre"}).status_code == 200
-    _, solo_ns = kubesim.gen.fleet.solo_namespace()  # type: ignore[attr-defined]
+    _, solo_ns = kubesim.fleet.solo_namespace()  # type: ignore[attr-defined]
     routes = kubesim.url("cluster-000") + f"{GW}/namespaces/{solo_ns}/httproutes"
     assert http.get(routes, headers={"Impersonate-User": "solo"}).status_code == 200

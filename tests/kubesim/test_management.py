@@ -18,9 +18,10 @@ from kubernetes import client, config
 from kubesim.gen.fleet import generate_fleet
 from kubesim.manifests import ManifestFleet
 from kubesim.registration import SOURCES, ManagementFleet
-from kubesim.server import KubeSim
+from tests.support import sims
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 EXAMPLE = ROOT / "kubesim" / "examples" / "management-fleet"
 
 
@@ -39,11 +40,9 @@ def _namespaces_of(kubeconfig: dict) -> list[str]:
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_generated_management_cluster_registers_every_leaf(source: str, tmp_path: Path) -> None:
-    with KubeSim.start(
-        ManagementFleet(generate_fleet(2, 1, seed=3), source), kubeconfig_dir=tmp_path / "c"
-    ) as sim:
+    with sims.start(ManagementFleet(generate_fleet(2, 1, seed=3), source), tmp_path) as sim:
         assert sim.management == "management"
-        assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [
+        assert sorted(p.name for p in (tmp_path / "clusters").iterdir()) == [
             "cluster-000.yaml",
             "cluster-001.yaml",
         ]  # the management cluster is no leaf
@@ -72,7 +71,7 @@ def test_generated_management_cluster_registers_every_leaf(source: str, tmp_path
 
 
 def test_management_kinds_are_served_with_status_subresources(tmp_path: Path) -> None:
-    with KubeSim.start(ManagementFleet(generate_fleet(1, 1, seed=1))) as sim:
+    with sims.start(ManagementFleet(generate_fleet(1, 1, seed=1))) as sim:
         sim.apply(
             "management",
             {
@@ -109,10 +108,8 @@ def test_management_kinds_are_served_with_status_subresources(tmp_path: Path) ->
 
 
 def test_from_manifests_with_a_management_cluster(tmp_path: Path) -> None:
-    with KubeSim.start(
-        ManifestFleet(EXAMPLE), kubeconfig_dir=tmp_path / "c", management="management"
-    ) as sim:
-        assert sorted(p.stem for p in (tmp_path / "c").iterdir()) == [
+    with sims.start(ManifestFleet(EXAMPLE), tmp_path, management="management") as sim:
+        assert sorted(p.stem for p in (tmp_path / "clusters").iterdir()) == [
             "prod-eu",
             "prod-us",
             "staging",
@@ -130,7 +127,7 @@ def test_from_manifests_with_a_management_cluster(tmp_path: Path) -> None:
 
 
 def test_revoked_token_is_refused(tmp_path: Path) -> None:
-    with KubeSim.start(generate_fleet(1, 1, seed=1)) as sim:
+    with sims.start(generate_fleet(1, 1, seed=1)) as sim:
         token = sim.token_for("fleetscope-collector", token="kubesim-test-token-1")
         assert token == "kubesim-test-token-1"
         assert "default" in _namespaces_of(sim.kubeconfig("cluster-000", token))

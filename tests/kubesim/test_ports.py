@@ -14,8 +14,8 @@ import yaml
 from common.errors import ConfigError
 from kubesim.cli import ports_text
 from kubesim.gen.fleet import generate_fleet
-from kubesim.server import KubeSim
-from tests.portpressure import bind_fails, ephemeral_ports_held
+from tests.support import sims
+from tests.support.portpressure import bind_fails, ephemeral_ports_held
 
 
 def _server(kubeconfig: Path) -> str:
@@ -26,7 +26,7 @@ def test_many_clusters_start_while_thousands_of_ports_are_held(tmp_path: Path) -
     fleet = generate_fleet(clusters=12, namespaces=1, seed=1)
     with ephemeral_ports_held(6000) as held:
         assert all(bind_fails(p) for p in held[:50]), "the pressure is real"
-        with KubeSim.start(fleet, kubeconfig_dir=tmp_path, tls=False) as sim:
+        with sims.start(fleet, tmp_path, tls=False) as sim:
             ports = [sim.port(c) for c in sim.clusters]
             assert len(set(ports)) == 12 and not set(ports) & set(held)
             for c in sim.clusters:
@@ -41,12 +41,12 @@ def test_an_explicit_port_in_use_is_named(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         fleet = generate_fleet(clusters=1, namespaces=1, seed=1)
         with pytest.raises(ConfigError, match=rf"127\.0\.0\.1:{port} for cluster cluster-000"):
-            KubeSim.start(fleet, tmp_path, port=port, tls=False)
+            sims.start(fleet, tmp_path, port=port, tls=False)
 
 
 def test_a_down_cluster_keeps_its_port(tmp_path: Path) -> None:
     fleet = generate_fleet(clusters=1, namespaces=1, seed=1)
-    with KubeSim.start(fleet, tmp_path, tls=False) as sim:
+    with sims.start(fleet, tmp_path, tls=False) as sim:
         port = sim.port("cluster-000")
         sim.set_fault("cluster-000", down=True)
         # Still bound (not listening): no client's connect() gets it as an ephemeral port and a

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 
 from fleetscope.mcp.untrusted import clean
-from tests.mcp.conftest import Stack, call, mcp_session, steady
+from tests.support.mcp_stack import Stack, call, mcp_session, steady
 
 
 def _closed_port() -> int:

@@ -15,8 +15,9 @@ from mcp import ClientSession
 from mcp.client import streamable_http
 
 from fleetscope.mcp.untrusted import clean
-from tests.mcp.conftest import REPO, Stack, as_flags, call, mcp_env
-from tests.reliability.stack import wait_for
+from tests.support.mcp_stack import Stack, as_flags, call, mcp_env
+from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 # The SDK's client under its current name, or the older one (mcp < 1.24)
 CLIENT = (

@@ -13,8 +13,8 @@ import anyio
 
 from common.kinds.registry import builtin_registry
 from query.openapi import document
-from tests.cli.fakeapi import FakeApi
-from tests.mcp.conftest import call, mcp_session
+from tests.support.fakeapi import FakeApi
+from tests.support.mcp_stack import call, mcp_session
 
 DETAIL = "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}"
 OBJECT = "/api/v1/objects/c1/ns/Kustomization/app"

@@ -13,7 +13,7 @@ import pytest
 from mcp.shared.exceptions import McpError
 
 from fleetscope.mcp.untrusted import clean
-from tests.mcp.conftest import PRIVATE, TEAM_NS, Stack, as_flags, call, mcp_session, steady
+from tests.support.mcp_stack import PRIVATE, TEAM_NS, Stack, as_flags, call, mcp_session, steady
 
 CHAIN = {"cluster": "cluster-000", "namespace": TEAM_NS, "kind": "Kustomization"}
 HISTORY = "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}/history"

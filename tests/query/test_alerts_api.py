@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.alerts.fleet import Harness, rules_file
-from tests.query.conftest import USERS, headers, oracle
-from tests.query.fleet import make_row, write_rows
-from tests.query.schema import check_response
+from tests.support.alert_index import Harness, rules_file
+from tests.support.index_fleet import make_row, write_rows
+from tests.support.query_fleet import USERS, headers, oracle
+from tests.support.schema import check_response
 
 RULES = """
 rules:

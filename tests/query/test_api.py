@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from common.index import keys
-from tests.query.conftest import USERS, headers, mark_synced, oracle
-from tests.query.fleet import delete_row, make_row, order, write_rows
-from tests.query.schema import check_response
+from tests.support.index_fleet import delete_row, make_row, order, write_rows
+from tests.support.paths import REPO
+from tests.support.query_fleet import USERS, headers, mark_synced, oracle
+from tests.support.schema import check_response
 
 
 def get(client, path: str, user: str | None = "admin", **params: Any):
@@ -234,7 +235,7 @@ def test_health_ready_metrics_and_openapi(client) -> None:
 
 def test_redis_down_is_503_json(seeded, redis_url) -> None:
     from common.settings import Settings
-    from tests.query.conftest import make_app
+    from tests.support.http import make_app
 
     app = make_app(Settings(redis_url="redis://127.0.0.1:1/0", auth_mode="anonymous"))
     resp = app.test_client().get("/api/v1/objects")
@@ -243,16 +244,15 @@ def test_redis_down_is_503_json(seeded, redis_url) -> None:
 
 
 def test_docs_api_md_is_generated_from_the_document() -> None:
-    from pathlib import Path
 
     from query.openapi import markdown
-    from tests.query.schema import DOC
+    from tests.support.schema import DOC
 
-    assert (Path(__file__).parents[2] / "docs/api.md").read_text() == markdown(DOC)
+    assert (REPO / "docs/api.md").read_text() == markdown(DOC)
 
 
 def test_http_walk_is_exactly_once_while_rows_change(client, seeded) -> None:
-    from tests.query.fleet import delete_row, make_row, write_rows
+    from tests.support.index_fleet import delete_row, make_row, write_rows
 
     untouched = {order(r) for r in seeded.rows[1::2]}
     seen, token, step = [], None, 0

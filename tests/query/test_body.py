@@ -10,23 +10,21 @@ import pytest
 from common.index import edges, rows
 from common.rbac.grants import Access
 from query import body
+from tests.support import rowfactory
 
 
 def member(name: str, message: str = "ok") -> bytes:
-    row = rows.Row(
-        cluster="c1",
-        namespace="team-a",
-        kind="Kustomization",
+    row = rowfactory.row(
+        "c1",
+        "team-a",
+        "Kustomization",
+        name,
+        "unhealthy",
         apiVersion="kustomize.toolkit.fluxcd.io/v1",
-        name=name,
-        status="unhealthy",
-        suspended=False,
         reason="Failed",
         message=message,
-        warnings=0,
         lastTransitionTime="2026-11-20T10:00:00Z",
         revision="main@sha1:0123456789abcdef",
-        uiUrl=None,
     )
     return rows.encode(row).encode()
 

@@ -16,9 +16,10 @@ from common import redis_client
 from common.index import keys
 from common.index.read.reader import Filters, PageRequest, Reader
 from common.settings import Settings
-from tests import topology
-from tests.query.conftest import FORTY, USERS, headers, make_app
-from tests.query.fleet import KINDS, FakeAccess
+from tests.support import topology
+from tests.support.http import make_app
+from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.query_fleet import FORTY, USERS, headers
 
 TOPOLOGIES = ("cluster",)
 CLUSTERS = FORTY

@@ -13,24 +13,26 @@ import pytest
 
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.query import test_time_sort as fleet
-from tests.query.test_groups import gkey, group_pages, group_walk, normal, oracle
-from tests.query.test_time_sort import FLEET, USERS, collect, headers
+from tests.support import e2e_fleet
+from tests.support.e2e_fleet import (
+    FLEET,
+    USERS,
+    collect,
+    gkey,
+    group_pages,
+    group_walk,
+    headers,
+    normal,
+    oracle,
+    set_revision,
+)
 
-sim, settings, client = fleet.sim, fleet.settings, fleet.client
+sim, settings, client = e2e_fleet.sim, e2e_fleet.settings, e2e_fleet.client
 
 
 def drifting(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The groups whose clusters run two or more non-empty revisions (from their members)."""
     return [g for g in groups if len({m["revision"] for m in g["clusters"]} - {""}) > 1]
-
-
-def set_revision(sim: KubeSim, cluster: str, kind: str, ns: str, name: str, rev: str) -> None:
-    """What the controller writes after applying `rev` (Ready keeps its transition time)."""
-    field = "lastAttemptedRevision" if kind == "HelmRelease" else "lastAppliedRevision"
-    obj = sim.get(cluster, kind, ns, name)
-    assert obj is not None
-    sim.patch_status(cluster, kind, ns, name, {**obj["status"], field: rev})
 
 
 def releases(sim: KubeSim) -> dict[tuple[str, str], list[str]]:

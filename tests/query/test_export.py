@@ -21,8 +21,8 @@ from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
 from query.app import create_app
 from query.export import GROUP_COLUMNS, OBJECT_COLUMNS, cell
-from tests.query import simfleet
-from tests.reliability.http import serve
+from tests.support import sims
+from tests.support.http import serve
 
 FLEET = generate_fleet(clusters=3, namespaces=8, seed=11, teams=3)
 USERS = {u.name: u for u in fleet_users(FLEET)}
@@ -31,13 +31,13 @@ CSV = {"Accept": "text/csv"}
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    yield from simfleet.running(FLEET, tmp_path)
+    yield from sims.running(FLEET, tmp_path)
 
 
 @pytest.fixture
 def settings(sim: KubeSim, tmp_path: Path, redis_url: str) -> Settings:
-    s = simfleet.settings_for(tmp_path, redis_url)
-    simfleet.collect(s)
+    s = sims.settings_for(tmp_path, redis_url)
+    sims.collect(s)
     return s
 
 
@@ -149,7 +149,7 @@ def test_fields_are_quoted_as_rfc_4180_says(sim: KubeSim, settings: Settings, ur
     meta = ks["metadata"]
     message = 'apply failed: "web", "api",\nand more'
     sim.set_ready(cluster, "Kustomization", meta["namespace"], meta["name"], False, "", message)
-    simfleet.collect(settings, cluster)
+    sims.collect(settings, cluster)
     records = csv_records(url, "admin-0", "/api/v1/objects", name=meta["name"])
     got = [dict(zip(OBJECT_COLUMNS, r, strict=True)) for r in records[1:]]
     mine = [g for g in got if (g["cluster"], g["namespace"]) == (cluster, meta["namespace"])]

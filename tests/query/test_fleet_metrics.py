@@ -12,7 +12,8 @@ from common.buildinfo import version
 from common.index.syncstatus import ClusterSync
 from common.settings import Settings
 from query.fleet_metrics import fleet_families
-from tests.query.conftest import CLUSTERS, Seeded, make_app, mark_synced
+from tests.support.http import make_app
+from tests.support.query_fleet import CLUSTERS, Seeded, mark_synced
 
 SETTINGS = Settings(stale_after_s=100.0, rbac_max_age_s=50.0, metrics_cluster_labels=True)
 NOW = 1_000_000.0
@@ -86,7 +87,7 @@ def test_metrics_route_serves_build_info_and_fleet_gauges(seeded: Seeded, redis_
 
 
 def test_metrics_without_redis_still_answer(seeded: Seeded) -> None:
-    from tests.query.conftest import make_app
+    from tests.support.http import make_app
 
     app = make_app(Settings(redis_url="redis://127.0.0.1:1/0", auth_mode="anonymous"))
     families = _families(app.test_client())
@@ -101,7 +102,7 @@ def test_object_gauges_come_from_the_count_tables_at_a_bounded_rate(seeded: Seed
 
     from common.index import keys
     from query.fleet_metrics import ObjectCounts, object_families
-    from tests.query.fleet import make_row, write_rows
+    from tests.support.index_fleet import make_row, write_rows
 
     counts = ObjectCounts(seeded.r, refresh_s=0)
     got = {

@@ -14,8 +14,8 @@ from common.kinds.registry import builtin_registry
 from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import ALL, fleet_users
 from kubesim.server import KubeSim
-from tests.query import simfleet
-from tests.query.conftest import make_app
+from tests.support import sims
+from tests.support.http import make_app
 
 REG = builtin_registry()
 FLEET = generate_fleet(clusters=3, namespaces=8, seed=5, teams=3)
@@ -23,13 +23,13 @@ FLEET = generate_fleet(clusters=3, namespaces=8, seed=5, teams=3)
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    yield from simfleet.running(FLEET, tmp_path)
+    yield from sims.running(FLEET, tmp_path)
 
 
 @pytest.fixture
 def app(sim: KubeSim, tmp_path: Path, redis_url: str):
-    settings = simfleet.settings_for(tmp_path, redis_url)
-    simfleet.collect(settings)
+    settings = sims.settings_for(tmp_path, redis_url)
+    sims.collect(settings)
     return make_app(settings)
 
 

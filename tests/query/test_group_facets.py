@@ -16,11 +16,10 @@ from common.kinds.status import STATUSES
 from common.settings import Settings
 from kubesim.gen.users import ALL
 from kubesim.server import KubeSim
-from tests.query import test_time_sort as fleet
-from tests.query.test_groups import group_walk
-from tests.query.test_time_sort import FLEET, USERS, collect, flux_objects, headers, walk
+from tests.support import e2e_fleet
+from tests.support.e2e_fleet import FLEET, USERS, collect, flux_objects, group_walk, headers, walk
 
-sim, settings, client = fleet.sim, fleet.settings, fleet.client
+sim, settings, client = e2e_fleet.sim, e2e_fleet.settings, e2e_fleet.client
 
 
 def counted(client: Any, user: str, by: str, **query: str) -> dict[str, Any]:

@@ -6,96 +6,30 @@ transitions must show every unchanged group exactly once and no group twice."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from common.index.read.groups import RANK
-from common.kinds.status import STATUSES
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.query import test_time_sort as fleet
-from tests.query.test_time_sort import FLEET, collect, flux_objects, headers, pages, walk
+from tests.support import e2e_fleet
+from tests.support.e2e_fleet import (
+    FLEET,
+    collect,
+    flux_objects,
+    gkey,
+    group_pages,
+    group_walk,
+    headers,
+    normal,
+    oracle,
+    walk,
+)
 
 # The kubesim fleet, its collector settings and the app over them: the time-sort tests' own.
-sim, settings, client = fleet.sim, fleet.settings, fleet.client
+sim, settings, client = e2e_fleet.sim, e2e_fleet.settings, e2e_fleet.client
 
 USERS = ["admin-0", "dev-team-00", "solo", "nobody"]
-
-
-def group_pages(client: Any, user: str, limit: int, **query: Any) -> Iterator[list[dict]]:
-    return pages(client, user, limit, "/api/v1/groups", **{"clusterLimit": 500, **query})
-
-
-def group_walk(client: Any, user: str, limit: int, **query: Any) -> list[dict[str, Any]]:
-    return [g for page in group_pages(client, user, limit, **query) for g in page]
-
-
-def gkey(g: dict[str, Any]) -> tuple[str, ...]:
-    return (g["namespace"], g["kind"], g["name"]) if "kind" in g else (g["namespace"],)
-
-
-def oracle(client: Any, user: str, by: str, **query: Any) -> list[dict[str, Any]]:
-    """The groups, in their order, from every row `user` may list under the same filters."""
-    per: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = {}
-    for row in walk(client, user, 500, **query):
-        k = (row["namespace"], row["kind"], row["name"]) if by == "object" else (row["namespace"],)
-        per.setdefault(k, {}).setdefault(row["cluster"], []).append(row)
-    out = []
-    for k, clusters in per.items():
-        members = []
-        for c, rs in clusters.items():
-            statuses = {s: sum(1 for r in rs if r["status"] == s) for s in STATUSES}
-            worst = min((s for s, n in statuses.items() if n), key=RANK.__getitem__)
-            members.append((c, worst, any(r["suspended"] for r in rs), statuses, len(rs)))
-        members.sort(key=lambda m: (RANK[m[1]], m[0]))
-        counts = {s: sum(1 for m in members if m[3][s]) for s in STATUSES}
-        g: dict[str, Any] = {"namespace": k[0]}
-        if by == "object":
-            g["kind"], g["name"] = k[1], k[2]
-        g["total"] = len(members)
-        g["statuses"] = counts
-        g["suspended"] = sum(1 for m in members if m[2])
-        if by == "namespace":
-            g["objects"] = sum(m[4] for m in members)
-        else:
-            g.update(revisions_oracle([clusters[m[0]][0]["revision"] for m in members]))
-        g["clusters"] = [
-            {"cluster": m[0], "status": m[1], "suspended": m[2]}
-            | (
-                {"objects": m[4], "statuses": {s: n for s, n in m[3].items() if n}}
-                if by == "namespace"
-                else {"revision": clusters[m[0]][0]["revision"]}
-            )
-            for m in members
-        ]
-        out.append(g)
-    out.sort(key=lambda g: (-g["statuses"]["unhealthy"], gkey(g)))
-    return out
-
-
-def revisions_oracle(revs: list[str]) -> dict[str, Any]:
-    """An object group's `revisions` and `otherRevisions` from its clusters' row revisions:
-    empty ones are none; most clusters first, then by revision; five listed, the rest summed."""
-    counts: dict[str, int] = {}
-    for r in revs:
-        if r:
-            counts[r] = counts.get(r, 0) + 1
-    order = sorted(counts.items(), key=lambda p: (-p[1], p[0]))
-    return {
-        "revisions": [{"revision": r, "clusters": n} for r, n in order[:5]],
-        "otherRevisions": {"revisions": len(order[5:]), "clusters": sum(n for _, n in order[5:])},
-    }
-
-
-def normal(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Member status maps compared as sets (their key order is the API's, worst first)."""
-    for g in groups:
-        for m in g["clusters"]:
-            if "statuses" in m:
-                m["statuses"] = dict(sorted(m["statuses"].items()))
-    return groups
 
 
 @pytest.mark.parametrize("by", ["object", "namespace"])

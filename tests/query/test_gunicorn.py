@@ -5,9 +5,7 @@ access log (text or JSON) records requests without their credentials."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +13,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from query.cli import command, listening_port
-from tests.query.conftest import USERS, headers, oracle
-from tests.query.fleet import order
+from tests.support.gunicorn import header_mode, serving
+from tests.support.index_fleet import order
+from tests.support.query_fleet import USERS, headers, oracle
 
 
 @pytest.fixture
@@ -27,47 +25,14 @@ def access_log() -> str:
 
 @pytest.fixture
 def server(seeded, redis_url: str, tmp_path: Path, access_log: str) -> Iterator[str]:
-    log = tmp_path / "gunicorn.log"
-    env = {
-        **os.environ,
-        "FLEETSCOPE_REDIS_URL": redis_url,
-        "FLEETSCOPE_AUTH_MODE": "header",
-        "FLEETSCOPE_TRUSTED_PROXY_CIDRS": "127.0.0.1/32",
-        "FLEETSCOPE_QUERY_WORKERS": "2",
-        "FLEETSCOPE_QUERY_THREADS": "2",
-        "FLEETSCOPE_METRICS_DIR": str(tmp_path / "metrics"),
-        "FLEETSCOPE_ACCESS_LOG": access_log,
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    # The children keep their own copies of the descriptors.
-    with log.open("wb") as err, (tmp_path / "access.log").open("wb") as out:
-        proc = subprocess.Popen(
-            command("127.0.0.1:0"),  # the OS picks the port; gunicorn logs it
-            env=env,
-            cwd=Path(__file__).parents[2],
-            stdout=out,
-            stderr=err,
-        )
-    url = ""
-    deadline = time.monotonic() + 30
-    while True:
-        port = listening_port(log.read_text(errors="replace"))
-        url = f"http://127.0.0.1:{port}"
-        try:
-            if port and requests.get(url + "/healthz", timeout=1).status_code == 200:
-                break
-        except requests.RequestException:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait(10)
-            pytest.fail(f"gunicorn did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.05)  # polling for readiness, not fixing a race
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    settings = header_mode(
+        redis_url,
+        query_workers="2",
+        metrics_dir=str(tmp_path / "metrics"),
+        access_log=access_log,
+    )
+    with serving(settings, tmp_path / "gunicorn.log", stdout=tmp_path / "access.log") as host:
+        yield f"http://{host}"
 
 
 def test_pages_and_metrics_through_gunicorn(server: str, seeded) -> None:

@@ -15,47 +15,15 @@ import pytest
 
 from common.index import keys, rows
 from common.index.write import store, store_events
-from common.rbac.authorizer import RbacObjects, UserInfo
+from common.rbac.authorizer import UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
-from tests import topology
-from tests.query.conftest import REG, headers, make_app, mark_synced
-from tests.query.costs import count_round_trips
-from tests.query.schema import check_response
-
-C = "c1"
-ADMIN = UserInfo("root", ("admins",))
-TEAM = UserInfo("tina", ("team-a",))  # lists everything in team-a, nothing else
-NOBODY = UserInfo("nobody", ())
-
-
-def member(ns: str, name: str, ready: bool = True, rev: str = "main@sha1:1") -> str:
-    k = REG.get("Kustomization")
-    assert k is not None
-    cond = {"type": "Ready", "status": "True" if ready else "False", "reason": "R", "message": "m"}
-    obj = {
-        "metadata": {"namespace": ns, "name": name},
-        "status": {"conditions": [cond], "lastAppliedRevision": rev},
-    }
-    return rows.member(C, k, k.api_version(), obj)
-
-
-def rbac() -> RbacObjects:
-    viewer = {
-        "metadata": {"name": "viewer"},
-        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list"]}],
-    }
-    crb = {
-        "metadata": {"name": "admins"},
-        "roleRef": {"kind": "ClusterRole", "name": "viewer"},
-        "subjects": [{"kind": "Group", "name": "admins"}],
-    }
-    rb = {
-        "metadata": {"name": "team-a", "namespace": "team-a"},
-        "roleRef": {"kind": "ClusterRole", "name": "viewer"},
-        "subjects": [{"kind": "Group", "name": "team-a"}],
-    }
-    return RbacObjects([], [viewer], [rb], [crb])
+from tests.support import topology
+from tests.support.costs import count_round_trips
+from tests.support.http import make_app
+from tests.support.query_fleet import REG, headers, mark_synced
+from tests.support.schema import check_response
+from tests.support.team_cluster import ADMIN, NOBODY, TEAM, C, member, rbac
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from common.kinds.registry import builtin_registry
 from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import ALL, FleetUser, fleet_users
 from kubesim.server import KubeSim
-from tests.query import simfleet
-from tests.query.conftest import make_app
+from tests.support import sims
+from tests.support.http import make_app
 
 REG = builtin_registry()
 FLEET = generate_fleet(clusters=3, namespaces=8, seed=5, teams=3)
@@ -52,9 +52,9 @@ Ident = tuple[str, str, str, str]
 @pytest.fixture
 def world(tmp_path: Path, redis_url: str) -> Iterator[dict[str, Any]]:
     tmp = tmp_path
-    for sim in simfleet.running(FLEET, tmp):
-        settings = simfleet.settings_for(tmp, redis_url)
-        simfleet.collect(settings)
+    for sim in sims.running(FLEET, tmp):
+        settings = sims.settings_for(tmp, redis_url)
+        sims.collect(settings)
         yield {"sim": sim, "client": make_app(settings).test_client(), "dir": tmp / "clusters"}
 
 

@@ -17,9 +17,10 @@ from common.index.read.reader import Filters, PageRequest, Reader
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from query.scope import FleetView
-from tests.query.conftest import FORTY, REG, USERS, headers, make_app, mark_synced, rbac_objects
-from tests.query.costs import commands, count_round_trips
-from tests.query.fleet import KINDS, FakeAccess, make_row, write_rows
+from tests.support.costs import commands, count_round_trips
+from tests.support.http import make_app
+from tests.support.index_fleet import KINDS, FakeAccess, make_row, write_rows
+from tests.support.query_fleet import FORTY, REG, USERS, headers, mark_synced, rbac_objects
 
 CLUSTERS = FORTY
 ALL = frozenset(KINDS)

@@ -19,10 +19,11 @@ from common.index.write import store
 from common.rbac.authorizer import RbacObjects, UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
-from tests import topology
-from tests.query.conftest import REG, headers, make_app, mark_synced
-from tests.query.costs import count_round_trips
-from tests.query.schema import check_response
+from tests.support import topology
+from tests.support.costs import count_round_trips
+from tests.support.http import make_app
+from tests.support.query_fleet import REG, headers, mark_synced
+from tests.support.schema import check_response
 
 C = "c1"
 ADMIN = UserInfo("root", ("admins",))

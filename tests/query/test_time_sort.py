@@ -6,8 +6,6 @@ twice."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,64 +13,11 @@ import pytest
 from common.index import keys, timeline
 from common.redis_client import text
 from common.settings import Settings
-from kubesim.gen.fleet import generate_fleet
-from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from tests import topology
-from tests.query import simfleet
-from tests.query.conftest import make_app
+from tests.support import e2e_fleet, topology
+from tests.support.e2e_fleet import FLEET, Key, collect, flux_objects, headers, key, pages, walk
 
-FLEET = generate_fleet(clusters=3, namespaces=8, seed=11, teams=3)
-USERS = {u.name: u for u in fleet_users(FLEET)}
-Key = tuple[str, str, str, str]
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    yield from simfleet.running(FLEET, tmp_path)
-
-
-@pytest.fixture
-def settings(sim: KubeSim, tmp_path: Path, redis_url: str) -> Settings:
-    return simfleet.settings_for(tmp_path, redis_url)
-
-
-collect = simfleet.collect
-
-
-@pytest.fixture
-def client(settings: Settings) -> Any:
-    collect(settings)
-    return make_app(settings).test_client()
-
-
-def headers(name: str) -> dict[str, str]:
-    u = USERS[name]
-    return {"X-Remote-User": u.name, "X-Remote-Group": ",".join(u.groups)}
-
-
-def key(row: dict[str, Any]) -> Key:
-    return (row["cluster"], row["namespace"], row["kind"], row["name"])
-
-
-def pages(
-    client: Any, user: str, limit: int, path: str = "/api/v1/objects", **query: Any
-) -> Iterator[list[dict[str, Any]]]:
-    """Every page of `path` for `user`, following `continue`."""
-    token = None
-    while True:
-        q = {"limit": limit, **query, **({"continue": token} if token else {})}
-        resp = client.get(path, query_string=q, headers=headers(user))
-        assert resp.status_code == 200, resp.get_json()
-        body = resp.get_json()
-        yield body["items"]
-        token = body["continue"]
-        if token is None:
-            return
-
-
-def walk(client: Any, user: str, limit: int, **query: str) -> list[dict[str, Any]]:
-    return [row for page in pages(client, user, limit, **query) for row in page]
+sim, settings, client = e2e_fleet.sim, e2e_fleet.settings, e2e_fleet.client
 
 
 @pytest.mark.parametrize("user", ["admin-0", "dev-team-00", "solo", "nobody"])
@@ -123,15 +68,6 @@ def test_sort_and_token_errors_name_the_parameter(client: Any) -> None:
         resp = client.get("/api/v1/objects", query_string=q, headers=h)
         assert resp.status_code == 400, sort
         assert resp.get_json()["message"].startswith("continue:"), sort
-
-
-def flux_objects(sim: KubeSim, cluster: str) -> list[tuple[str, str, str]]:
-    return [
-        (kind, o["metadata"]["namespace"], o["metadata"]["name"])
-        for kind in ("Kustomization", "HelmRelease", "GitRepository")
-        for o in sim.list(cluster, kind)
-        if any(c.get("type") == "Ready" for c in (o.get("status") or {}).get("conditions", []))
-    ]
 
 
 @pytest.mark.parametrize("sort", ["-lastTransitionTime", "lastTransitionTime"])

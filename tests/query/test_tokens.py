@@ -13,7 +13,7 @@ from common.index import keys
 from common.index.read.reader import Cursor, Filters
 from query import tokens
 from query.tokens import TokenSigner
-from tests import topology
+from tests.support import topology
 
 TOPOLOGIES = ("standalone", "cluster")
 

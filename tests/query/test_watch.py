@@ -7,12 +7,7 @@ the registry sends its rows' DELETED."""
 
 from __future__ import annotations
 
-import http.client
-import json
-import os
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,62 +16,15 @@ import pytest
 
 from common.index import feed, history, keys, rows
 from common.index.write import store, store_events
-from common.rbac.grants import compile_grants, store_grants
-from query.cli import command, listening_port
-from tests import topology
-from tests.query.conftest import REG, mark_synced
-from tests.query.test_history import C, member, rbac
+from tests.support import topology
+from tests.support.gunicorn import watch_server
+from tests.support.http import raw_get as get
+from tests.support.query_fleet import REG
+from tests.support.sse import Stream
+from tests.support.team_cluster import C, change, seed
 
-REPO = Path(__file__).resolve().parents[2]
 ADMIN = {"X-Remote-User": "root", "X-Remote-Group": "admins"}
 TEAM = {"X-Remote-User": "tina", "X-Remote-Group": "team-a"}
-
-
-def seed(r: Any) -> None:
-    store.replace_rows(r, C, [member(ns, "app") for ns in ("team-a", "team-b")])
-    r.hset(keys.CLUSTERS, C, json.dumps({"source": "dir"}))
-    store_grants(r, C, compile_grants(rbac(), REG), time.time())
-    mark_synced(r, C, objects=2)
-
-
-def change(r: Any, ns: str, name: str, ready: bool = True, **kw: Any) -> None:
-    store_events.apply_changes(r, C, [store_events.Change.of(member(ns, name, ready))], **kw)
-
-
-def start_gunicorn(redis_url: str, log: Path, threads: int = 2) -> tuple[subprocess.Popen, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
-    env.update(
-        FLEETSCOPE_REDIS_URL=redis_url,
-        FLEETSCOPE_AUTH_MODE="header",
-        FLEETSCOPE_TRUSTED_PROXY_CIDRS="127.0.0.1/32",
-        FLEETSCOPE_QUERY_WORKERS="1",
-        FLEETSCOPE_QUERY_THREADS=str(threads),
-        FLEETSCOPE_WATCH_BOOKMARK_S="1",
-    )
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            command("127.0.0.1:0"), env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err
-        )
-    deadline = time.monotonic() + 30
-    while True:
-        port = listening_port(log.read_text(errors="replace"))
-        if port:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                try:
-                    conn.request("GET", "/healthz")
-                    if conn.getresponse().status == 200:
-                        return proc, f"127.0.0.1:{port}"
-                finally:
-                    conn.close()
-            except OSError:
-                pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait(10)
-            pytest.fail(f"gunicorn did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.05)  # polling for readiness, not fixing a race
 
 
 @pytest.fixture
@@ -89,67 +37,8 @@ def r(redis_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def server(r: Any, redis_url: str, tmp_path: Path) -> Iterator[str]:
-    proc, host = start_gunicorn(redis_url, tmp_path / "gunicorn.log")
-    try:
+    with watch_server(redis_url, tmp_path / "gunicorn.log") as host:
         yield host
-    finally:
-        proc.terminate()
-        proc.wait(20)
-
-
-def get(host: str, path: str, headers: dict[str, str]) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection(*host.split(":"), timeout=10)
-    try:
-        conn.request("GET", path, headers=headers)
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read())
-    finally:
-        conn.close()
-
-
-class Stream:
-    """An SSE client: events as (type, id, data) read with a deadline."""
-
-    def __init__(self, host: str, path: str, headers: dict[str, str]) -> None:
-        self.conn = http.client.HTTPConnection(*host.split(":"), timeout=15)
-        self.conn.request("GET", path, headers=headers)
-        self.resp = self.conn.getresponse()
-        self.status = self.resp.status
-        self.headers = dict(self.resp.getheaders())
-
-    def next(self) -> tuple[str, str | None, Any]:
-        kind, eid, data = "", None, ""
-        while True:
-            line = self.resp.readline().decode()  # as framed: no Content-Length, no chunks
-            if not line:
-                raise EOFError("stream closed")
-            line = line.rstrip("\n")
-            if not line:
-                if kind:
-                    return kind, eid, json.loads(data)
-                continue
-            field, _, value = line.partition(": ")
-            if field == "event":
-                kind = value
-            elif field == "id":
-                eid = value
-            elif field == "data":
-                data = value
-
-    def rows(self, count: int, skip: tuple[str, ...] = ("BOOKMARK", "STATUS")) -> list[Any]:
-        """The next `count` events but those skipped (bookmarks keep coming: a deadline)."""
-        out = []
-        deadline = time.monotonic() + 15
-        while len(out) < count:
-            assert time.monotonic() < deadline, f"only {out} in 15 s"
-            kind, eid, data = self.next()
-            if kind not in skip:
-                out.append((kind, eid, data))
-        return out
-
-    def close(self) -> None:
-        self.resp.close()
-        self.conn.close()
 
 
 def test_list_then_watch_then_resume_has_no_gap_and_no_duplicate(r: Any, server: str) -> None:

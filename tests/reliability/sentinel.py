@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
 from common.redis_server import RedisServer, find_redis_server, free_port, start_redis_server
+from tests.support.waiting import wait_for
 
 MASTER = "fleet"
 DOWN_AFTER_MS = 1000
@@ -60,16 +60,6 @@ class SentinelSet:
         self.primary.stop()
 
 
-def wait(predicate, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.1)  # polling a condition, not fixing a race
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
 def start_sentinel_set() -> SentinelSet:
     primary = start_redis_server()
     replica = start_redis_server(extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
@@ -96,7 +86,7 @@ def start_sentinel_set() -> SentinelSet:
             )
             out.ports.append(port)
         with redis.Redis(port=replica.port) as rep:
-            wait(
+            wait_for(
                 lambda: rep.info("replication").get("master_link_status") == "up",
                 30,
                 "the replica to sync",
@@ -114,7 +104,7 @@ def start_sentinel_set() -> SentinelSet:
                     return False
             return True
 
-        wait(sentinels_agree, 60, "the Sentinels to find the replica and each other")
+        wait_for(sentinels_agree, 60, "the Sentinels to find the replica and each other")
     except BaseException:
         out.stop()
         raise

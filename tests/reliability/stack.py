@@ -19,24 +19,8 @@ from common.redis_client import connect
 from fleetscope.supervisor import Child, Supervisor, python_module
 from query.cli import command as gunicorn_command
 from query.cli import listening_port
-
-ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}
-
-
-def wait_for(
-    cond: Callable[[], object], timeout_s: float = 60.0, what: str | Callable[[], str] = ""
-) -> Any:
-    """Poll `cond` until it is truthy (returns its value) or fail after `timeout_s`; `what` may
-    be a function, called at the failure, to say what was last seen."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            said = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {said}")
-        time.sleep(0.1)
+from tests.support.small_fleet import ADMIN
+from tests.support.waiting import wait_for
 
 
 def stack_env(redis_url: str, clusters_dir: Path, workdir: Path, **settings: object) -> dict:

@@ -15,7 +15,7 @@ from common.errors import ClusterUnreachable
 from common.index import keys
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.reliability.conftest import get_json
+from tests.support.small_fleet import get_json
 
 TEAM = {"X-Remote-User": "dev-team-00", "X-Remote-Group": "team-00"}
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 
 from collector.jobs import collect_once  # noqa: E402
-from tests.query.conftest import make_app  # noqa: E402
-from tests.reliability.conftest import ADMIN  # noqa: E402
+from tests.support.http import make_app  # noqa: E402
+from tests.support.small_fleet import ADMIN  # noqa: E402
 
 MAX_EXAMPLES = 25
 EXCLUDED = [

@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from common.errors import ConfigError
 from common.settings import Settings
 from query.app import create_app
-from tests.query.test_oidc import Issuer, forge_hs256
-from tests.reliability.conftest import ADMIN
-from tests.reliability.http import raw_get, serve
+from tests.support.http import raw_get, serve
+from tests.support.oidc import Issuer, forge_hs256
+from tests.support.small_fleet import ADMIN
 
 _ATTACKER_KEY: list[rsa.RSAPrivateKey] = []
 

@@ -14,7 +14,7 @@ from collector.jobs import Collector, collect_once
 from common.errors import ClusterUnreachable
 from common.index import syncstatus
 from kubesim.server import KubeSim
-from tests.reliability.conftest import get_json, rows_of
+from tests.support.small_fleet import get_json, rows_of
 
 SICK = "cluster-001"
 FAULTS: dict[str, tuple[dict[str, Any], str]] = {

@@ -20,8 +20,10 @@ from collector.jobs import collect_once
 from common.rbac.authorizer import AUTHENTICATED, MASTERS, UserInfo
 from kubesim.auth import ADMIN_USER, COLLECTOR_USER
 from kubesim.server import KubeSim
-from tests.reliability.conftest import ADMIN
 from tests.reliability.stack import stack_env
+from tests.support.paths import REPO
+from tests.support.redis_dump import redis_dump
+from tests.support.small_fleet import ADMIN
 
 SECRETS = {
     "collector": "fsSECRETcollector0x7f3a9c21",
@@ -62,26 +64,6 @@ def leaks(text: str | bytes) -> list[str]:
     return [name for name, token in SECRETS.items() if token in data]
 
 
-def redis_dump(r: redis.Redis) -> str:
-    out = []
-    for key in r.scan_iter("*"):
-        kind = r.type(key)
-        if kind == "zset":
-            values = r.zrange(key, 0, -1)
-        elif kind == "hash":
-            values = [f"{k}={v}" for k, v in r.hgetall(key).items()]
-        elif kind == "list":
-            values = r.lrange(key, 0, -1)
-        elif kind == "set":
-            values = list(r.smembers(key))
-        elif kind == "stream":  # a cluster's change feed (common.index.feed): rows too
-            values = [f"{i}={f}" for i, f in r.xrange(key)]
-        else:
-            values = [r.get(key) or ""]
-        out.append(f"{key}: {values}")
-    return "\n".join(out)
-
-
 def query_round(api, sim: KubeSim) -> list[str]:
     """Every route, as an admin, a team member, a stranger and nobody; bodies as text."""
     obj = sim.list("cluster-000", "Kustomization")[0]["metadata"]
@@ -117,7 +99,7 @@ def test_no_token_in_logs_answers_or_redis(
     clusters = plant_tokens(sim)
     from collector.clusters import ClusterSource
     from collector.jobs import Collector
-    from tests.reliability.conftest import REG
+    from tests.support.small_fleet import REG
 
     collector = Collector(settings, r, REG, ClusterSource(settings))
     outcomes = {o.cluster: o for o in collect_once(collector)}
@@ -134,7 +116,7 @@ def test_no_token_in_logs_answers_or_redis(
         env=env,
         capture_output=True,
         timeout=120,
-        cwd=Path(__file__).parents[2],
+        cwd=REPO,
     )
     assert proc.returncode == 1, "two clusters fail"  # and the others were collected
     assert b"rejected" in proc.stdout + proc.stderr

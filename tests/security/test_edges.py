@@ -11,10 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim.server import KubeSim
-from tests.query.conftest import make_app
-from tests.reliability.conftest import ADMIN
-from tests.reliability.http import serve
-from tests.security.conftest import leaf_requests, request
+from tests.support.http import make_app, request, serve
+from tests.support.small_fleet import ADMIN, leaf_requests
 
 H = list(ADMIN.items())
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.query import test_flapping as fleet
-from tests.query.conftest import headers
-from tests.query.test_history import TEAM
+from tests.support import flapping_fleet
+from tests.support.flapping_fleet import walk
+from tests.support.query_fleet import headers
+from tests.support.team_cluster import TEAM
 
-r, client, walk = fleet.r, fleet.client, fleet.walk  # the fleet's fixtures, and its walk
+r, client = flapping_fleet.r, flapping_fleet.client  # the flapping tests' fleet
 
 
 def test_a_team_member_never_sees_nor_counts_another_teams_flapping_rows(client: Any) -> None:

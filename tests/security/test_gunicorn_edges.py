@@ -6,57 +6,21 @@ foreign Host is refused there too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
 from kubesim.server import KubeSim
-from query.cli import command, listening_port
-from tests.security.conftest import Answer, Headers, request
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.gunicorn import header_mode, serving
+from tests.support.http import Answer, Headers, request
 
 
 @pytest.fixture
 def gunicorn(collected: KubeSim, settings, tmp_path: Path) -> Iterator[str]:
-    log = tmp_path / "gunicorn.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
-    env.update(
-        FLEETSCOPE_REDIS_URL=settings.redis_url,
-        FLEETSCOPE_CLUSTERS_DIR=settings.clusters_dir,
-        FLEETSCOPE_AUTH_MODE="header",
-        FLEETSCOPE_TRUSTED_PROXY_CIDRS="127.0.0.1/32",
-        FLEETSCOPE_QUERY_WORKERS="1",
-        FLEETSCOPE_QUERY_THREADS="2",
-    )
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            command("127.0.0.1:0"), env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err
-        )
-    deadline = time.monotonic() + 30
-    while True:
-        port = listening_port(log.read_text(errors="replace"))
-        try:
-            if port and requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok:
-                break
-        except requests.RequestException:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait(10)
-            pytest.fail(f"gunicorn did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.05)  # polling for readiness, not fixing a race
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    more = {"clusters_dir": settings.clusters_dir}
+    with serving(header_mode(settings.redis_url, **more), tmp_path / "gunicorn.log") as host:
+        yield host
 
 
 ADMIN: Headers = [("X-Remote-User", "admin-0"), ("X-Remote-Group", "fleet-admins")]

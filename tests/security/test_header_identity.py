@@ -12,10 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim.server import KubeSim
-from tests.cli.fakeapi import FakeApi
-from tests.query.conftest import make_app
-from tests.reliability.http import serve
-from tests.security.conftest import Headers, leaf_requests, request
+from tests.support.fakeapi import FakeApi
+from tests.support.http import Headers, make_app, request, serve
+from tests.support.small_fleet import leaf_requests
 
 ACCESS = "/api/v1/access"
 

@@ -16,10 +16,11 @@ from common.index.write import store, store_events
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
-from tests import topology
-from tests.query.conftest import REG, headers, make_app, mark_synced
-from tests.query.costs import count_round_trips
-from tests.query.test_history import member, rbac
+from tests.support import topology
+from tests.support.costs import count_round_trips
+from tests.support.http import make_app
+from tests.support.query_fleet import REG, headers, mark_synced
+from tests.support.team_cluster import member, rbac
 
 C = "c1"
 TEAM = UserInfo("tina", ("team-a",))  # lists everything in team-a, nothing else

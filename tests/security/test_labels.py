@@ -23,8 +23,8 @@ from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
 from query.export import OBJECT_COLUMNS
-from tests.query import simfleet
-from tests.query.conftest import make_app
+from tests.support import sims
+from tests.support.http import make_app
 
 FLEET = generate_fleet(clusters=2, namespaces=6, seed=5, teams=3)
 USERS = {u.name: u for u in fleet_users(FLEET)}
@@ -52,13 +52,13 @@ def headers(name: str, accept: str = "application/json") -> dict[str, str]:
 
 @pytest.fixture
 def client(tmp_path: Path, redis_url: str) -> Iterator[tuple[KubeSim, object]]:
-    for sim in simfleet.running(FLEET, tmp_path):
+    for sim in sims.running(FLEET, tmp_path):
         cluster = FLEET.cluster_names[0]
         target = sim.list(cluster, "Kustomization")[0]
         target["metadata"]["labels"] = HOSTILE
         sim.apply(cluster, target)
-        settings = simfleet.settings_for(tmp_path, redis_url)
-        simfleet.collect(settings)
+        settings = sims.settings_for(tmp_path, redis_url)
+        sims.collect(settings)
         yield sim, make_app(settings).test_client()
 
 

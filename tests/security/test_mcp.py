@@ -15,11 +15,11 @@ from common.kinds.registry import builtin_registry
 from fleetscope.mcp.fleet import is_read_route
 from fleetscope.mcp.untrusted import CONTROL
 from query.openapi import document
-from tests.cli.fakeapi import FakeApi
-from tests.mcp import conftest as mcp_fixtures
-from tests.mcp.conftest import INJECTION, TEAM_NS, Stack, as_flags, mcp_session
+from tests.support import mcp_stack
+from tests.support.fakeapi import FakeApi
+from tests.support.mcp_stack import INJECTION, TEAM_NS, Stack, as_flags, mcp_session
 
-stack, home = mcp_fixtures.stack, mcp_fixtures.home  # the MCP tests' fleet, for this module
+stack = mcp_stack.stack  # the MCP tests' fleet, for this module
 
 DETAIL = "/api/v1/objects/{cluster}/{namespace}/{kind}/{name}"
 

@@ -12,8 +12,8 @@ import pytest
 
 from common.errors import ConfigError
 from common.settings import Settings
-from tests.query.conftest import make_app
-from tests.query.test_oidc import Issuer, whoami
+from tests.support.http import make_app
+from tests.support.oidc import Issuer, whoami
 
 
 @pytest.fixture

@@ -33,11 +33,11 @@ from common.redis_client import connect
 from common.settings import Settings
 from kubesim.server import KubeSim
 from query.fleet_metrics import fleet_families
-from tests import mgmtsim
-from tests.mgmtsim import MGMT
-from tests.query.conftest import make_app
-from tests.reliability.test_no_secrets import redis_dump
-from tests.security.registry_attacks import (
+from tests.support import mgmtsim
+from tests.support.http import make_app
+from tests.support.mgmtsim import MGMT
+from tests.support.redis_dump import redis_dump
+from tests.support.registry_attacks import (
     EXEC_API,
     SWITCHES,
     credential,

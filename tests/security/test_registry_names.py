@@ -23,10 +23,10 @@ from common.kinds.registry import builtin_registry
 from common.redis_client import connect
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests import mgmtsim
-from tests.mgmtsim import MGMT
-from tests.query.conftest import make_app
-from tests.security.registry_attacks import kubeconfig, listener
+from tests.support import mgmtsim
+from tests.support.http import make_app
+from tests.support.mgmtsim import MGMT
+from tests.support.registry_attacks import kubeconfig, listener
 
 REG = builtin_registry()
 ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}

@@ -16,9 +16,8 @@ import yaml
 
 from collector.jobs import Collector, collect_once
 from kubesim.server import KubeSim
-from tests.cli.fakeapi import FakeApi
-from tests.query.conftest import make_app
-from tests.reliability.http import serve
+from tests.support.fakeapi import FakeApi
+from tests.support.http import make_app, serve
 
 EVIL = "boom\x1b]52;c;ZXZpbA==\x07\x1b[2K\rall good\x9b31m\x7f\x00end\x85"
 RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # any control character but the newline

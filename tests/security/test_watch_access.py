@@ -18,11 +18,14 @@ from common.index import keys
 from common.index.write import store
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
-from tests import topology
-from tests.query.conftest import REG, mark_synced
-from tests.query.test_history import C, member
-from tests.query.test_watch import ADMIN, Stream, change, get, start_gunicorn
+from tests.support import topology
+from tests.support.gunicorn import watch_server
+from tests.support.http import raw_get as get
+from tests.support.query_fleet import REG, mark_synced
+from tests.support.sse import Stream
+from tests.support.team_cluster import C, change, member
 
+ADMIN = {"X-Remote-User": "root", "X-Remote-Group": "admins"}
 TINA = {"X-Remote-User": "tina", "X-Remote-Group": "team-a"}
 
 
@@ -60,12 +63,8 @@ def r(redis_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def server(r: Any, redis_url: str, tmp_path: Path) -> Iterator[str]:
-    proc, host = start_gunicorn(redis_url, tmp_path / "gunicorn.log")
-    try:
+    with watch_server(redis_url, tmp_path / "gunicorn.log") as host:
         yield host
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def namespaces(events: list[Any]) -> list[str]:

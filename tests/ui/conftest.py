@@ -1,5 +1,6 @@
-"""Fixtures for web view tests: a running stack (kubesim, one collection into the session's
-real Redis, the query app on a real HTTP server in demo mode) and headless Chromium.
+"""Fixtures for web view tests: a running stack (tests/ui/stack.py: kubesim, one collection into
+the session's real Redis, the query app on a real HTTP server in demo mode) and headless
+Chromium.
 
 The stack is module-scoped (one per test module), built only when a browser is there. Browser
 tests skip, saying how to enable them, when Debian's chromium is not installed.
@@ -8,64 +9,21 @@ tests skip, saying how to enable them, when Debian's chromium is not installed.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from werkzeug.serving import BaseWSGIServer, make_server
 
-from collector.clusters import ClusterSource
-from collector.jobs import ClusterOutcome, Collector, collect_once
-from common.kinds.registry import builtin_registry
 from common.redis_server import RedisServer
 from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import write_users
 from kubesim.server import KubeSim
-from query.app import create_app
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "ui"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-RBAC = "rbac.authorization.k8s.io/v1"
-EXTERNAL_URL = "https://flux.example/ui/podinfo"
-LISTER = "lister"  # may list Kustomizations in one namespace, but not get them
-
-
-def chromium_path() -> str | None:
-    found = os.environ.get("CHROMIUM_BIN") or shutil.which("chromium")
-    return found if found and Path(found).exists() else None
-
-
-@dataclass
-class Stack:
-    base: str
-    sim: KubeSim
-    r: redis.Redis
-    settings: Settings
-    unhealthy: list[tuple[str, str, str]]  # (cluster, namespace, name) of Kustomizations
-    lister_namespace: str
-
-    def collect(self, only: list[str] | None = None) -> list[ClusterOutcome]:
-        source = ClusterSource(self.settings)
-        try:
-            c = Collector(self.settings, self.r, builtin_registry(), source)
-            return collect_once(c, only, parallel=2)
-        finally:
-            source.close()
+from tests.support import sims
+from tests.support.http import make_app, serve
+from tests.ui.stack import CHROMIUM_ARGS, EXTERNAL_URL, LISTER, RBAC, Stack, chromium_path
 
 
 def _prepare_leaves(sim: KubeSim) -> tuple[list[tuple[str, str, str]], str]:
@@ -113,23 +71,13 @@ def _users_file(fleet: Any, path: Path) -> Path:
     return path
 
 
-def serve(settings: Settings) -> BaseWSGIServer:
-    """The query app on a real HTTP server on a free loopback port (stop with `.shutdown()`)."""
-    app = create_app(settings)
-    app.extensions["fleetscope"].fleet.cache_s = 0  # tests change sync status
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 @pytest.fixture(scope="module")
 def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("ui")
     fleet = generate_fleet(clusters=2, namespaces=5, seed=1)
-    sim = KubeSim.start(fleet, kubeconfig_dir=tmp / "clusters")
+    sim = sims.start(fleet, tmp)
     r = redis.Redis.from_url(redis_server.url)
     r.flushall()
-    server = None
     try:
         unhealthy, lister_ns = _prepare_leaves(sim)
         settings = Settings(
@@ -142,13 +90,11 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
             header_group_separator=",",  # as `fleetscope demo`: the switcher joins groups
             leaf_timeout_s=3.0,
         )
-        server = serve(settings)
-        st = Stack(f"http://127.0.0.1:{server.port}", sim, r, settings, unhealthy, lister_ns)
-        assert all(o.ok for o in st.collect())
-        yield st
+        with serve(make_app(settings)) as host:
+            st = Stack(f"http://{host}", sim, r, settings, unhealthy, lister_ns)
+            assert all(o.ok for o in st.collect())
+            yield st
     finally:
-        if server is not None:
-            server.shutdown()
         sim.stop()
         r.close()
 
@@ -184,9 +130,3 @@ def page(browser: Any, stack: Stack) -> Iterator[Any]:
 def _js_error(message: Any) -> bool:
     # The browser logs every non-2xx fetch; refusals are expected answers, shown on the page.
     return message.type == "error" and not message.text.startswith("Failed to load resource")
-
-
-def shot(page: Any, name: str, full_page: bool = True) -> None:
-    """Save a screenshot of the page's current state under artifacts/ui/."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)

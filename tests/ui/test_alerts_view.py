@@ -12,8 +12,7 @@ import requests
 from common.alerts.evaluate import Evaluator
 from common.alerts.source import RulesSource
 from common.kinds.registry import builtin_registry
-from tests.ui.conftest import Stack
-from tests.ui.test_browser import ADMIN, ROWS, view_as
+from tests.ui.stack import ADMIN, ROWS, Stack, view_as
 
 RULES = """
 rules:

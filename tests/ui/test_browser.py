@@ -17,12 +17,10 @@ import yaml
 
 from common.index import keys
 from kubesim.gen.users import fleet_users
-from tests.ui.conftest import EXTERNAL_URL, LISTER, Stack, shot
+from tests.support.http import make_app, serve
+from tests.ui.stack import ADMIN, EXTERNAL_URL, LISTER, ROWS, Stack, api_groups, shot, view_as
 
 pytestmark = pytest.mark.browser
-
-ADMIN = {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"}
-ROWS = "#rows tbody tr"
 
 
 def api_names(stack: Stack, headers: dict[str, str], **params: Any) -> list[str]:
@@ -70,10 +68,6 @@ def expect_names(page: Any, names: list[str]) -> None:
             names[-1].rsplit("/", 1)[1]
         )
     assert shown_names(page) == names
-
-
-def view_as(page: Any, user: str) -> None:
-    page.select_option("#demo-user", user)
 
 
 def test_filter_page_and_bookmark(stack: Stack, page: Any, browser: Any) -> None:
@@ -181,13 +175,6 @@ def test_sort_by_last_transition_in_one_click_held_by_the_url(stack: Stack, page
     page.click("#sort-transition")
     expect(page).not_to_have_url(re.compile(r"sort="))
     expect(header).to_have_attribute("aria-sort", "none")
-
-
-def api_groups(stack: Stack, headers: dict[str, str], **params: Any) -> list[dict[str, Any]]:
-    resp = requests.get(f"{stack.base}/api/v1/groups", params=params, headers=headers, timeout=10)
-    resp.raise_for_status()
-    items: list[dict[str, Any]] = resp.json()["items"]
-    return items
 
 
 def test_group_across_clusters_toggle_expands_to_the_clusters(stack: Stack, page: Any) -> None:
@@ -468,8 +455,6 @@ def test_oidc_mode_sends_the_pasted_bearer_token(stack: Stack, page: Any, tmp_pa
     from cryptography.hazmat.primitives.asymmetric import ec
     from playwright.sync_api import expect
 
-    from tests.ui.conftest import serve
-
     key = ec.generate_private_key(ec.SECP256R1())
     jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
     (tmp_path / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1"}]}))
@@ -482,9 +467,8 @@ def test_oidc_mode_sends_the_pasted_bearer_token(stack: Stack, page: Any, tmp_pa
         oidc_client_id="fleetscope",
         oidc_jwks_file=str(tmp_path / "jwks.json"),
     )
-    server = serve(settings)
-    try:
-        base = f"http://127.0.0.1:{server.port}"
+    with serve(make_app(settings)) as host:
+        base = f"http://{host}"
         page.goto(f"{base}/?limit=5")
         expect(page.locator("#signin")).to_be_visible()
         expect(page.locator("#demo-user")).to_have_count(0)
@@ -499,8 +483,6 @@ def test_oidc_mode_sends_the_pasted_bearer_token(stack: Stack, page: Any, tmp_pa
         expect_names(page, api_names(stack, ADMIN, limit=5))
         page.reload()  # the token stays with the tab
         expect_names(page, api_names(stack, ADMIN, limit=5))
-    finally:
-        server.shutdown()
 
 
 def test_suspension_beside_health_and_cluster_scoped_rows(stack: Stack, page: Any) -> None:

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.conftest import Stack, shot
-from tests.ui.test_browser import ADMIN, api_groups
+from tests.ui.stack import ADMIN, Stack, api_groups, shot
 
 pytestmark = pytest.mark.browser
 

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.ui.conftest import Stack, shot
-from tests.ui.test_browser import ADMIN, view_as
+from tests.ui.stack import ADMIN, Stack, shot, view_as
 
 pytestmark = pytest.mark.browser
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.ui.conftest import Stack, shot
-from tests.ui.test_browser import view_as
+from tests.ui.stack import Stack, shot, view_as
 
 pytestmark = pytest.mark.browser
 

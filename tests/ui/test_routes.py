@@ -13,6 +13,7 @@ import pytest
 from common.settings import Settings
 from query.app import create_app
 from query.ui import CSP, demo_users, demo_users_path
+from tests.support.paths import REPO
 
 USERS = {
     "seed": 1,
@@ -115,7 +116,7 @@ def test_status_page_and_assets(redis_url: str) -> None:
 
 
 def test_assets_load_nothing_from_elsewhere() -> None:
-    root = Path(__file__).resolve().parents[2] / "query"
+    root = REPO / "query"
     for path in [*(root / "static").iterdir(), *(root / "templates" / "ui").iterdir()]:
         text = path.read_text()
         assert not re.search(r"(src|href)=\"https?:", text), path

@@ -15,8 +15,8 @@ from common.errors import ClusterError, ClusterUnreachable
 from common.leaf import async_watch
 from common.leaf.client import LeafClient, WatchExpired
 from kubesim.server import KubeSim
-from tests.watch.conftest import Running, poll
-from tests.watch.test_leaf_watch import KS, client_for
+from tests.support.waiting import wait_for
+from tests.watch.harness import KS, Running, client_for
 
 
 def run(coro: Any) -> Any:
@@ -41,10 +41,10 @@ def test_events_then_close_from_another_thread(sim: KubeSim) -> None:
         return "ended"
 
     done = watch_loop.shared().submit(read())
-    poll(lambda: opened, what="the watch open")
+    wait_for(lambda: opened, what="the watch open")
     sim.set_ready(c, "Kustomization", "app-0000", "apps", False, reason="Failed")
-    poll(lambda: ("MODIFIED", "apps") in seen, what="the event")
-    poll(lambda: any(k == "BOOKMARK" for k, _ in seen), what="a bookmark")
+    wait_for(lambda: ("MODIFIED", "apps") in seen, what="the event")
+    wait_for(lambda: any(k == "BOOKMARK" for k, _ in seen), what="a bookmark")
     opened[0].close()  # from this thread: the loop's read ends quietly
     assert done.result(10) == "ended"
     assert client.requests == 2  # one list page, one watch
@@ -101,7 +101,7 @@ def test_no_thread_per_watch(sim: KubeSim, start_replica: Callable[..., Running]
     kinds) a validation thread, whatever the number of streams (~30 a cluster)."""
     run_ = start_replica("a")
     for c in sim.clusters:
-        poll(lambda c=c: run_.healthy(c), what=f"{c} watched")
+        wait_for(lambda c=c: run_.healthy(c), what=f"{c} watched")
     for c in sim.clusters:
         watch = run_.replica.watches[c]
         streams = len(watch._streams)

@@ -4,50 +4,17 @@ state always equals what a full sync would store; the sync status stays fresh.""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 
 import redis
 
-from common.index import graph, keys, rows, syncstatus
+from common.index import keys, rows, syncstatus
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import AccessResolver
 from kubesim.server import KubeSim
-from tests.watch.conftest import REG, Running, full_sync_members, poll, stored
-
-
-def consistent(r: redis.Redis, cluster: str) -> bool:
-    """Indexes, counts and sync totals agree with the rows."""
-    members = stored(r, cluster)
-    want: Counter[str] = Counter()
-    for m in members:
-        want[rows.count_field(m)] += 1
-    counts = Counter({k.decode(): int(v) for k, v in r.hgetall(keys.counts(cluster)).items()})
-    for st in keys.INDEXED_STATUSES:
-        # compared as stored() has them: without the writer's record of recent transitions
-        index = {
-            rows.without_recent(m.decode()) for m in r.zrange(keys.by_status(cluster, st), 0, -1)
-        }
-        if index != {m for m in members if rows.status_of(m) == st}:
-            return False
-    suspended = {rows.without_recent(m.decode()) for m in r.zrange(keys.suspended(cluster), 0, -1)}
-    if suspended != {m for m in members if rows.suspended_of(m)}:
-        return False
-    deps = {
-        k.decode(): v.decode()
-        for key in graph.DEPENDENTS.keys(cluster)
-        for k, v in r.hgetall(key).items()
-    }
-    if deps != graph.dependents(members):
-        return False
-    s = syncstatus.read_all(r, [cluster])[cluster]
-    return counts == want and s.objects == len(members)
-
-
-def row_of(r: redis.Redis, cluster: str, ns: str, kind: str, name: str) -> str | None:
-    prefix = rows.sort_key(ns, kind, name).encode()
-    found = r.zrangebylex(keys.rows(cluster), b"[" + prefix, b"[" + prefix + b"\xff")
-    return found[0].decode() if found else None
+from tests.support.index_fleet import row_of
+from tests.support.waiting import wait_for
+from tests.watch.harness import REG, Running, consistent, full_sync_members, stored
 
 
 def test_watch_builds_the_index_then_follows_changes(
@@ -55,13 +22,15 @@ def test_watch_builds_the_index_then_follows_changes(
 ) -> None:
     run = start_replica("a")
     for c in sim.clusters:
-        poll(lambda c=c: run.healthy(c), what=f"{c} watched")
-        poll(lambda c=c: stored(rb, c) == full_sync_members(sim, c), what=f"{c} listed")
-        poll(lambda c=c: syncstatus.read_all(rb, [c])[c].state == "ok", what="sync status ok")
+        wait_for(lambda c=c: run.healthy(c), what=f"{c} watched")
+        wait_for(lambda c=c: stored(rb, c) == full_sync_members(sim, c), what=f"{c} listed")
+        wait_for(lambda c=c: syncstatus.read_all(rb, [c])[c].state == "ok", what="sync status ok")
     c = sim.clusters[0]
     ns = "app-0001"
     sim.set_ready(c, "Kustomization", ns, "apps", False, reason="BuildFailed", message="boom")
-    poll(lambda: rows.status_of(row_of(rb, c, ns, "Kustomization", "apps") or "") == "unhealthy")
+    wait_for(
+        lambda: rows.status_of(row_of(rb, c, ns, "Kustomization", "apps") or "") == "unhealthy"
+    )
     unhealthy = {m.decode() for m in rb.zrange(keys.by_status(c, "unhealthy"), 0, -1)}
     assert row_of(rb, c, ns, "Kustomization", "apps") in unhealthy
 
@@ -75,8 +44,8 @@ def test_watch_builds_the_index_then_follows_changes(
         "spec": {},
     }
     sim.apply(c, new)
-    poll(lambda: row_of(rb, c, vs_ns, "VirtualService", vs_name) is None, what="row deleted")
-    poll(lambda: row_of(rb, c, ns, "Gateway", "gw-new") is not None, what="row added")
+    wait_for(lambda: row_of(rb, c, vs_ns, "VirtualService", vs_name) is None, what="row deleted")
+    wait_for(lambda: row_of(rb, c, ns, "Gateway", "gw-new") is not None, what="row added")
     assert stored(rb, c) == full_sync_members(sim, c)
     assert consistent(rb, c)
     assert syncstatus.read_all(rb, [c])[c].state == "ok"
@@ -88,10 +57,10 @@ def test_heartbeat_keeps_the_cluster_fresh(
 ) -> None:
     run = start_replica("a")
     c = sim.clusters[1]
-    poll(lambda: syncstatus.read_all(rb, [c])[c].last_success is not None, what="first success")
+    wait_for(lambda: syncstatus.read_all(rb, [c])[c].last_success is not None, what="first success")
     first = syncstatus.read_all(rb, [c])[c]
     assert first.rbac_synced_at is not None and run.healthy(c)
-    poll(
+    wait_for(
         lambda: (syncstatus.read_all(rb, [c])[c].last_success or 0) > (first.last_success or 0),
         what="last_success refreshed by the next tick",
     )
@@ -104,17 +73,17 @@ def test_deleted_rolebinding_stops_granting(
 ) -> None:
     run = start_replica("a")
     c = sim.clusters[0]
-    poll(lambda: run.healthy(c), what="watched")
+    wait_for(lambda: run.healthy(c), what="watched")
     binding = sim.list(c, "RoleBinding")
     team_view = next(b for b in binding if b["metadata"]["name"] == "team-view")
     ns = team_view["metadata"]["namespace"]
     group = next(s["name"] for s in team_view["subjects"] if s["kind"] == "Group")
     user = UserInfo("dev", (group,))
     resolver = AccessResolver(rb, REG)
-    poll(lambda: ns in resolver.resolve(user, [c])[c].namespaces, what="granted")
+    wait_for(lambda: ns in resolver.resolve(user, [c])[c].namespaces, what="granted")
     compiles = run.replica.watches[c].rbac.compiles
     sim.delete(c, "RoleBinding", ns, "team-view")
-    poll(lambda: ns not in resolver.resolve(user, [c])[c].namespaces, what="revoked")
+    wait_for(lambda: ns not in resolver.resolve(user, [c])[c].namespaces, what="revoked")
     assert run.replica.watches[c].rbac.compiles == compiles + 1  # one debounced recompile
 
 
@@ -125,8 +94,8 @@ def test_blocked_by_follows_a_failing_source_through_watch_events(
     loses it when the repository recovers; rows and `dependents` equal a full sync's meanwhile."""
     run = start_replica("a")
     c = sim.clusters[0]
-    poll(lambda: run.healthy(c), what=f"{c} watched")
-    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what=f"{c} listed")
+    wait_for(lambda: run.healthy(c), what=f"{c} watched")
+    wait_for(lambda: stored(rb, c) == full_sync_members(sim, c), what=f"{c} listed")
     ks = [
         k
         for k in sim.list(c, "Kustomization")
@@ -151,12 +120,12 @@ def test_blocked_by_follows_a_failing_source_through_watch_events(
         return out
 
     sim.set_ready(c, "GitRepository", repo_ns, ref["name"], True, "Succeeded", "stored artifact")
-    poll(lambda: not any(blocked_by_repo()), what="no Kustomization blocked by the repository")
+    wait_for(lambda: not any(blocked_by_repo()), what="no Kustomization blocked by the repository")
     sim.set_ready(c, "GitRepository", repo_ns, ref["name"], False, "GitOperationFailed", "boom")
-    poll(lambda: all(blocked_by_repo()), what="every sourcing Kustomization blocked by it")
+    wait_for(lambda: all(blocked_by_repo()), what="every sourcing Kustomization blocked by it")
     assert stored(rb, c) == full_sync_members(sim, c)
     assert consistent(rb, c)
     sim.set_ready(c, "GitRepository", repo_ns, ref["name"], True, "Succeeded", "stored artifact")
-    poll(lambda: not any(blocked_by_repo()), what="blockedBy cleared after recovery")
-    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync's")
+    wait_for(lambda: not any(blocked_by_repo()), what="blockedBy cleared after recovery")
+    wait_for(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync's")
     assert consistent(rb, c)

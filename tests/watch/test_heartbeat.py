@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.watch.conftest import poll
+from tests.support.waiting import wait_for
 
 
 def _watch(tmp_path: Path, redis_url: str, heartbeat: Path) -> subprocess.Popen[bytes]:
@@ -43,9 +43,9 @@ def test_heartbeat_is_touched_every_round(tmp_path: Path, redis_url: str, reacha
     url = redis_url if reachable else f"redis://127.0.0.1:{_closed_port()}/0"
     proc = _watch(tmp_path, url, heartbeat)
     try:
-        poll(heartbeat.exists, 30, "the first heartbeat")
+        wait_for(heartbeat.exists, 30, "the first heartbeat")
         first = heartbeat.stat().st_mtime_ns
-        poll(lambda: heartbeat.stat().st_mtime_ns > first, 10, "a later heartbeat")
+        wait_for(lambda: heartbeat.stat().st_mtime_ns > first, 10, "a later heartbeat")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     finally:

@@ -15,9 +15,9 @@ from collector.jobs import Collector
 from common.index import history, keys, rows
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.watch.conftest import REG, Running, poll
-from tests.watch.test_events import row_of
-from tests.watch.test_takeover import owners
+from tests.support.index_fleet import row_of
+from tests.support.waiting import wait_for
+from tests.watch.harness import REG, Running, owners
 
 APP = rows.sort_key("app-0002", "Kustomization", "apps")
 
@@ -47,11 +47,11 @@ def test_watcher_records_once_and_a_sync_finding_the_same_adds_nothing(
 ) -> None:
     run = start_replica("a")
     c = sim.clusters[0]
-    poll(lambda: run.healthy(c), what="watched")
+    wait_for(lambda: run.healthy(c), what="watched")
     full_sync(wsettings, rb, c)
     assert histories(rb, c) == []  # the first list and sync found objects: no `created` flood
     sim.set_ready(c, "Kustomization", "app-0002", "apps", False, reason="BuildFailed", message="x")
-    poll(lambda: status(rb, c) == "unhealthy", what="the event applied")
+    wait_for(lambda: status(rb, c) == "unhealthy", what="the event applied")
     full_sync(wsettings, rb, c)  # repeats what the watcher wrote
     assert sources(rb, c) == [("watch", "unhealthy")]
     assert [h.decode() for h in histories(rb, c)] == [history.key(c, APP)]
@@ -62,7 +62,7 @@ def test_a_missed_event_is_recorded_by_the_sync(
 ) -> None:
     run = start_replica("a")
     c = sim.clusters[1]
-    poll(lambda: run.healthy(c), what="watched")
+    wait_for(lambda: run.healthy(c), what="watched")
     sim.set_fault(c, stall_watch=True)  # the open watches deliver nothing
     sim.set_ready(c, "Kustomization", "app-0002", "apps", False, reason="BuildFailed", message="y")
     full_sync(wsettings, rb, c)  # the scheduled safety net
@@ -71,9 +71,9 @@ def test_a_missed_event_is_recorded_by_the_sync(
     watch = run.replica.watches[c]
     for stream in list(watch._streams):
         stream.close()  # the watcher relists and finds what the sync stored: nothing new
-    poll(lambda: watch.listed(), what="watching again")
+    wait_for(lambda: watch.listed(), what="watching again")
     sim.set_ready(c, "Kustomization", "app-0002", "apps", True, reason="Succeeded", message="ok")
-    poll(lambda: status(rb, c) == "healthy", what="the recovery applied")
+    wait_for(lambda: status(rb, c) == "healthy", what="the recovery applied")
     assert sources(rb, c) == [("watch", "healthy"), ("sync", "unhealthy")]
 
 
@@ -82,13 +82,13 @@ def test_a_handover_records_nothing_twice(
 ) -> None:
     a = start_replica("a")
     c = sim.clusters[0]
-    poll(lambda: a.healthy(c), what="a watches")
+    wait_for(lambda: a.healthy(c), what="a watches")
     sim.set_ready(c, "Kustomization", "app-0002", "apps", False, reason="BuildFailed", message="x")
-    poll(lambda: status(rb, c) == "unhealthy", what="a applied it")
+    wait_for(lambda: status(rb, c) == "unhealthy", what="a applied it")
     b = start_replica("b")  # lists and watches every cluster it claims, then writes its lists
     a.stop()
-    poll(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, what="b took over")
-    poll(lambda: b.healthy(c), what="b watches")
+    wait_for(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, what="b took over")
+    wait_for(lambda: b.healthy(c), what="b watches")
     sim.set_ready(c, "Kustomization", "app-0002", "apps", True, reason="Succeeded", message="ok")
-    poll(lambda: status(rb, c) == "healthy", what="b applied it")
+    wait_for(lambda: status(rb, c) == "healthy", what="b applied it")
     assert sources(rb, c) == [("watch", "healthy"), ("watch", "unhealthy")]

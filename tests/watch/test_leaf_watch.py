@@ -7,16 +7,10 @@ import threading
 
 import pytest
 
-from common.leaf import registry
-from common.leaf.client import LeafClient, WatchExpired
+from common.leaf.client import WatchExpired
 from kubesim.server import KubeSim
-from tests.watch.conftest import poll
-
-KS = "kustomize.toolkit.fluxcd.io/v1"
-
-
-def client_for(sim: KubeSim, cluster: str) -> LeafClient:
-    return LeafClient(registry.load_dir(str(sim.kubeconfig_dir))[cluster], timeout_s=5)
+from tests.support.waiting import wait_for
+from tests.watch.harness import KS, client_for
 
 
 def test_events_then_close_from_another_thread(sim: KubeSim) -> None:
@@ -36,8 +30,8 @@ def test_events_then_close_from_another_thread(sim: KubeSim) -> None:
     t = threading.Thread(target=read)
     t.start()
     sim.set_ready(c, "Kustomization", "app-0000", "apps", False, reason="Failed")
-    poll(lambda: ("MODIFIED", "apps") in seen, what="the event")
-    poll(lambda: any(k == "BOOKMARK" for k, _ in seen), what="a bookmark")
+    wait_for(lambda: ("MODIFIED", "apps") in seen, what="the event")
+    wait_for(lambda: any(k == "BOOKMARK" for k, _ in seen), what="a bookmark")
     stream.close()
     t.join(10)
     assert done.is_set() and not t.is_alive()

@@ -12,7 +12,8 @@ from prometheus_client import REGISTRY
 from common.index import keys
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.watch.conftest import Running, poll
+from tests.support.waiting import wait_for
+from tests.watch.harness import Running
 
 
 def lost() -> float:
@@ -25,7 +26,7 @@ def test_a_lease_taken_from_a_replica_is_counted(
     before = lost()
     run = start_replica("a", wsettings)
     c = sim.clusters[0]
-    poll(lambda: run.healthy(c), what=f"{c} watched")
+    wait_for(lambda: run.healthy(c), what=f"{c} watched")
     rb.set(keys.lease(c), "someone-else", px=60_000)  # another holder now
-    poll(lambda: lost() == before + 1, what="the lost lease counted")
-    poll(lambda: not run.healthy(c), what=f"{c} no longer watched")
+    wait_for(lambda: lost() == before + 1, what="the lost lease counted")
+    wait_for(lambda: not run.healthy(c), what=f"{c} no longer watched")

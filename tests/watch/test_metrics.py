@@ -18,8 +18,9 @@ from common.index import rows
 from common.redis_server import free_port
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.watch.conftest import Running, poll
-from tests.watch.test_events import row_of
+from tests.support.index_fleet import row_of
+from tests.support.waiting import wait_for
+from tests.watch.harness import Running
 
 
 def sample(name: str) -> float:
@@ -40,18 +41,18 @@ def test_counters_follow_events_relists_and_410s(
     }
     run = start_replica("a", wsettings.replace(watch_timeout_s=1.0))
     for c in sim.clusters:
-        poll(lambda c=c: run.healthy(c), what=f"{c} watched")
-    poll(lambda: sample("fleetscope_watch_leases") == len(sim.clusters), what="leases gauge")
+        wait_for(lambda c=c: run.healthy(c), what=f"{c} watched")
+    wait_for(lambda: sample("fleetscope_watch_leases") == len(sim.clusters), what="leases gauge")
     assert sample("fleetscope_watch_relists_total") == before["fleetscope_watch_relists_total"]
 
     c = sim.clusters[0]
     sim.set_ready(c, "Kustomization", "app-0001", "apps", False, reason="BuildFailed", message="x")
-    poll(
+    wait_for(
         lambda: (
             rows.status_of(row_of(rb, c, "app-0001", "Kustomization", "apps") or "") == "unhealthy"
         )
     )
-    poll(
+    wait_for(
         lambda: (
             sample("fleetscope_watch_event_lag_seconds_count")
             > before["fleetscope_watch_event_lag_seconds_count"]
@@ -67,11 +68,11 @@ def test_counters_follow_events_relists_and_410s(
     sim.set_ready(c, "Kustomization", "app-0002", "apps", False, reason="Stalled", message="y")
     sim.compact(c)
     sim.set_fault(c)
-    poll(
+    wait_for(
         lambda: sample("fleetscope_watch_expired_total") > before["fleetscope_watch_expired_total"],
         what="a 410 counted",
     )
-    poll(
+    wait_for(
         lambda: sample("fleetscope_watch_relists_total") > before["fleetscope_watch_relists_total"],
         what="a relist counted",
     )
@@ -110,7 +111,7 @@ def test_fleetscope_watch_serves_metrics(tmp_path: Path, redis_url: str) -> None
             except OSError:
                 return False
 
-        poll(scraped, 30, "/metrics")
+        wait_for(scraped, 30, "/metrics")
         text = got[-1]
         for name in (
             "fleetscope_watch_leases 0.0",

@@ -18,22 +18,18 @@ from common.leaf import registry
 from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
-from tests import topology
-from tests.watch.conftest import Running, full_sync_members, poll, stored
-from tests.watch.test_events import row_of
+from tests.support import sims, topology
+from tests.support.index_fleet import row_of
+from tests.support.waiting import wait_for
+from tests.watch.harness import Running, full_sync_members, stored
 
 CLUSTERS = 5
 
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    s = KubeSim.start(
-        generate_fleet(clusters=CLUSTERS, namespaces=2, seed=8),
-        kubeconfig_dir=tmp_path / "clusters",
-        bookmark_interval_s=0.2,
-    )
-    yield s
-    s.stop()
+    fleet = generate_fleet(clusters=CLUSTERS, namespaces=2, seed=8)
+    yield from sims.running(fleet, tmp_path, bookmark_interval_s=0.2)
 
 
 def held(r: redis.Redis, clusters: list[str]) -> dict[str, str]:
@@ -90,29 +86,29 @@ def test_replicas_share_the_fleet_and_hand_over_without_a_gap(sim: KubeSim, redi
 
     try:
         running["a"] = Running(settings, "a")
-        poll(lambda: shares(r, clusters) == [CLUSTERS], 30, "a holds every cluster")
+        wait_for(lambda: shares(r, clusters) == [CLUSTERS], 30, "a holds every cluster")
         for c in clusters:
-            poll(lambda c=c: running["a"].replica.watches[c].healthy(), 30, f"{c} watched")
+            wait_for(lambda c=c: running["a"].replica.watches[c].healthy(), 30, f"{c} watched")
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
 
         running["b"] = Running(settings, "b")
         flip(1)
-        poll(lambda: shares(r, clusters) == [2, 3], 30, "a and b share 3 / 2")
+        wait_for(lambda: shares(r, clusters) == [2, 3], 30, "a and b share 3 / 2")
         running["c"] = Running(settings, "c")
         flip(2)
-        poll(lambda: shares(r, clusters) == [1, 2, 2], 30, "three replicas share 2 / 2 / 1")
+        wait_for(lambda: shares(r, clusters) == [1, 2, 2], 30, "three replicas share 2 / 2 / 1")
         flip(3)
         running["c"].stop()  # leaving: it hands its cluster over before letting go
         del running["c"]
-        poll(lambda: shares(r, clusters) == [2, 3], 30, "back to 3 / 2")
+        wait_for(lambda: shares(r, clusters) == [2, 3], 30, "back to 3 / 2")
         stop.set()
         sampler.join(5)
         assert unwatched == [], f"clusters without a watch during hand-overs: {unwatched[:5]}"
 
         flip(4)  # Ready again: every change made above was followed, and this one
         for c in clusters:
-            poll(
+            wait_for(
                 lambda c=c: (
                     rows.status_of(row_of(r, c, "app-0000", "Kustomization", "apps") or "")
                     == "healthy"
@@ -120,7 +116,9 @@ def test_replicas_share_the_fleet_and_hand_over_without_a_gap(sim: KubeSim, redi
                 30,
                 f"the last change on {c}",
             )
-            poll(lambda c=c: stored(r, c) == full_sync_members(sim, c), 30, f"{c} as a full sync")
+            wait_for(
+                lambda c=c: stored(r, c) == full_sync_members(sim, c), 30, f"{c} as a full sync"
+            )
         assert sum(len(run.replica.claims) for run in running.values()) == 0
     finally:
         stop.set()

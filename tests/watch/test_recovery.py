@@ -12,8 +12,9 @@ from collector.jobs import Collector
 from common.index import keys, rows
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.watch.conftest import REG, Running, full_sync_members, poll, stored
-from tests.watch.test_events import consistent, row_of
+from tests.support.index_fleet import row_of
+from tests.support.waiting import wait_for
+from tests.watch.harness import REG, Running, consistent, full_sync_members, stored
 
 
 def test_relist_after_410(
@@ -22,21 +23,21 @@ def test_relist_after_410(
     # Watches end every second, so the watcher re-watches from its last resourceVersion.
     run = start_replica("a", wsettings.replace(watch_timeout_s=1.0))
     c = sim.clusters[0]
-    poll(lambda: run.healthy(c), what="watched")
+    wait_for(lambda: run.healthy(c), what="watched")
     watch = run.replica.watches[c]
     lists_before = watch.stats["lists"]
     sim.set_fault(c, stall_watch=True)  # the watcher falls behind: no events, no bookmarks
     sim.set_ready(c, "Kustomization", "app-0002", "apps", False, reason="Stalled", message="x")
     sim.compact(c)  # and its resourceVersion is now older than the server keeps
     sim.set_fault(c)
-    poll(lambda: watch.stats["expired"] >= 1, what="a 410 on re-watch")
-    poll(lambda: watch.stats["lists"] > lists_before, what="a relist")
-    poll(
+    wait_for(lambda: watch.stats["expired"] >= 1, what="a 410 on re-watch")
+    wait_for(lambda: watch.stats["lists"] > lists_before, what="a relist")
+    wait_for(
         lambda: (
             rows.status_of(row_of(rb, c, "app-0002", "Kustomization", "apps") or "h") == "unhealthy"
         )
     )
-    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync")
+    wait_for(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync")
     assert consistent(rb, c)
     relists = [
         rec
@@ -51,7 +52,7 @@ def test_full_sync_repairs_a_dropped_event(
 ) -> None:
     run = start_replica("a")
     c = sim.clusters[1]
-    poll(lambda: run.healthy(c), what="watched")
+    wait_for(lambda: run.healthy(c), what="watched")
     sim.set_fault(c, stall_watch=True)  # the open watches stay open and deliver nothing
     sim.set_ready(c, "Kustomization", "app-0000", "apps", False, reason="BuildFailed", message="y")
     gateway = {
@@ -78,12 +79,12 @@ def test_full_sync_repairs_a_dropped_event(
     watch = run.replica.watches[c]
     for stream in list(watch._streams):
         stream.close()  # a broken stream: the watcher relists
-    poll(
+    wait_for(
         lambda: (
             rows.status_of(row_of(rb, c, "app-0000", "Kustomization", "apps") or "") == "healthy"
         )
     )
-    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync")
+    wait_for(lambda: stored(rb, c) == full_sync_members(sim, c), what="rows equal a full sync")
 
 
 def test_a_cluster_down_for_a_while_is_resumed_without_a_relist(
@@ -94,21 +95,21 @@ def test_a_cluster_down_for_a_while_is_resumed_without_a_relist(
     replays what changed meanwhile; nothing is listed again."""
     run = start_replica("a")
     c = sim.clusters[0]
-    poll(lambda: run.healthy(c), what="watched")
+    wait_for(lambda: run.healthy(c), what="watched")
     watch = run.replica.watches[c]
     lists_before = watch.stats["lists"]
     sim.clear_request_log(c)
     sim.set_fault(c, down=True)
-    poll(lambda: not watch.listed(), what="the streams cut")
+    wait_for(lambda: not watch.listed(), what="the streams cut")
     sim.set_ready(c, "Kustomization", "app-0003", "apps", False, reason="Failed", message="z")
     sim.set_fault(c)
-    poll(
+    wait_for(
         lambda: (
             rows.status_of(row_of(rb, c, "app-0003", "Kustomization", "apps") or "h") == "unhealthy"
         ),
         what="the change made while down",
     )
-    poll(lambda: watch.listed(), what="every stream open again")
+    wait_for(lambda: watch.listed(), what="every stream open again")
     assert watch.stats["broken"] >= 1
     assert watch.stats["lists"] == lists_before
     lists = [rec for rec in sim.request_log(c) if "watch" not in rec.query]

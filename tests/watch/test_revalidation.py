@@ -10,7 +10,8 @@ import redis
 
 from common.index import keys, rows
 from kubesim.server import KubeSim
-from tests.watch.conftest import Running, full_sync_members, poll, stored
+from tests.support.waiting import wait_for
+from tests.watch.harness import Running, full_sync_members, stored
 
 NS = "app-0001"
 GATEWAY = {
@@ -61,26 +62,28 @@ def test_deleting_a_gateway_revalidates_the_virtualservices_naming_it(
 ) -> None:
     c = sim.clusters[0]
     run = start_replica("a")
-    poll(lambda: run.healthy(c), what="watched")
-    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what="listed")
+    wait_for(lambda: run.healthy(c), what="watched")
+    wait_for(lambda: stored(rb, c) == full_sync_members(sim, c), what="listed")
     sim.apply(c, SERVICE)
     sim.apply(c, GATEWAY)
     sim.apply(c, VIRTUAL_SERVICE)
-    poll(lambda: (vs_row(rb, c) or {}).get("status") == "healthy", what="the VS checked healthy")
+    wait_for(
+        lambda: (vs_row(rb, c) or {}).get("status") == "healthy", what="the VS checked healthy"
+    )
 
     sim.delete(c, "gateways.networking.istio.io", NS, "shop-gw")
-    poll(lambda: (vs_row(rb, c) or {}).get("status") == "unhealthy", what="the VS re-checked")
+    wait_for(lambda: (vs_row(rb, c) or {}).get("status") == "unhealthy", what="the VS re-checked")
     row = vs_row(rb, c)
     assert row is not None and row["reason"] == "KIA1102" and "shop-gw" in row["message"]
     unhealthy = {m.decode() for m in rb.zrange(keys.by_status(c, "unhealthy"), 0, -1)}
     assert vs_member(rb, c) in unhealthy  # the indexes follow the re-checked row
 
     sim.apply(c, GATEWAY)
-    poll(lambda: (vs_row(rb, c) or {}).get("status") == "healthy", what="the VS healed")
+    wait_for(lambda: (vs_row(rb, c) or {}).get("status") == "healthy", what="the VS healed")
     # A destination host with no Service is a warning: the row stays healthy but says so.
     sim.delete(c, "Service", NS, "shop")
-    poll(lambda: (vs_row(rb, c) or {}).get("warnings", 0) > 0, what="the host warning")
+    wait_for(lambda: (vs_row(rb, c) or {}).get("warnings", 0) > 0, what="the host warning")
     row = vs_row(rb, c)
     assert row is not None and row["status"] == "healthy" and "shop" in row["message"]
     # What the watcher stored is what a full sync would store now.
-    poll(lambda: stored(rb, c) == full_sync_members(sim, c), what="watch equals full sync")
+    wait_for(lambda: stored(rb, c) == full_sync_members(sim, c), what="watch equals full sync")

@@ -18,16 +18,9 @@ import redis
 from common.index import keys, rows
 from common.settings import Settings
 from kubesim.server import KubeSim
-from tests.watch.conftest import Running, poll
-from tests.watch.test_events import row_of
-
-
-def owners(r: redis.Redis, clusters: list[str]) -> dict[str, str]:
-    out = {}
-    for c in clusters:
-        v = r.get(keys.lease(c))
-        out[c] = v.decode().split(":")[0] if v else ""
-    return out
+from tests.support.index_fleet import row_of
+from tests.support.waiting import wait_for
+from tests.watch.harness import Running, owners
 
 
 @pytest.fixture
@@ -68,18 +61,18 @@ def test_killed_replica_is_taken_over(
     tmp_path: Path,
 ) -> None:
     a = spawn("a")
-    poll(lambda: set(owners(rb, sim.clusters).values()) == {"a"}, 60, "a owns every cluster")
+    wait_for(lambda: set(owners(rb, sim.clusters).values()) == {"a"}, 60, "a owns every cluster")
     b = spawn("b")
-    poll(lambda: b"first round" in (tmp_path / "b.log").read_bytes(), 60, "b's first round")
+    wait_for(lambda: b"first round" in (tmp_path / "b.log").read_bytes(), 60, "b's first round")
     # leases are exclusive: each cluster has one holder (b may have been handed one already)
     assert set(owners(rb, sim.clusters).values()) <= {"a", "b"}
     a.send_signal(signal.SIGKILL)
     a.wait(10)
     # Within the lease TTL (2 s) plus one tick; polled with a generous ceiling.
-    poll(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, 60, "b took over")
+    wait_for(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, 60, "b took over")
     c = sim.clusters[0]
     sim.set_ready(c, "Kustomization", "app-0003", "apps", False, reason="BuildFailed", message="z")
-    poll(
+    wait_for(
         lambda: (
             rows.status_of(row_of(rb, c, "app-0003", "Kustomization", "apps") or "h") == "unhealthy"
         ),
@@ -94,13 +87,13 @@ def test_clean_stop_hands_over_and_registry_changes_are_followed(
     sim: KubeSim, rb: redis.Redis, wsettings: Settings, start_replica: Callable[..., Running]
 ) -> None:
     a = start_replica("a")
-    poll(lambda: set(owners(rb, sim.clusters).values()) == {"a"}, what="a owns everything")
+    wait_for(lambda: set(owners(rb, sim.clusters).values()) == {"a"}, what="a owns everything")
     b = start_replica("b")
     a.stop()  # releases its leases: b needs no TTL wait (next tick)
-    poll(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, what="b took over")
+    wait_for(lambda: set(owners(rb, sim.clusters).values()) == {"b"}, what="b took over")
     gone = sim.clusters[1]
     rb.hdel(keys.CLUSTERS, gone)  # the registry reconcile removed it
-    poll(lambda: owners(rb, [gone]) == {gone: ""}, what="lease released")
+    wait_for(lambda: owners(rb, [gone]) == {gone: ""}, what="lease released")
     assert gone not in b.replica.watches
     assert not rb.exists(*keys.cluster_keys(gone))  # no write of the watcher outlived it
     assert owners(rb, [sim.clusters[0]]) == {sim.clusters[0]: "b"}

@@ -1,0 +1,56 @@
+"""What the reader tests share: who asks the random fleet of tests.support.index_fleet
+(ACCESSES, per-cluster accesses) and a walk of the reader's pages; the group-cost fleet's
+clusters, each object's status on each, and its admin and team callers."""
+
+from __future__ import annotations
+
+from common.index.read.reader import Filters, PageRequest, Reader
+from tests.support.index_fleet import KINDS, FakeAccess
+
+ALL = frozenset(KINDS)
+ACCESSES = {
+    "admin": {f"c{i:02d}": FakeAccess(ALL) for i in range(4)},
+    "team": {
+        "c01": FakeAccess(namespaces={"team-01": ALL, "team-05": frozenset({"HelmRelease"})}),
+        "c03": FakeAccess(namespaces={"ns0": ALL, "team-10": ALL, "team-11": ALL}),
+    },
+    "mixed": {
+        "c00": FakeAccess(frozenset({"Gateway"}), {"team-02": ALL, "ns3": frozenset({"Gateway"})}),
+        "c02": FakeAccess(frozenset({"Kustomization", "HelmRelease"}), {"team-04": ALL}),
+    },
+    "one-ns": {"c02": FakeAccess(namespaces={"team-07": ALL})},
+    "nobody": {},
+}
+
+
+def walk(reader: Reader, access, filters: Filters, limit: int) -> tuple[list, list]:
+    rows, pages, cursor = [], [], None
+    while True:
+        page = reader.page(access, PageRequest(filters, limit, cursor))
+        rows.extend(page.rows)
+        pages.append(page)
+        if page.cursor is None:
+            return rows, pages
+        assert len(page.rows) == limit, "a page is full unless it is the last"
+        cursor = page.cursor
+
+
+CLUSTERS = [f"c{i:02d}" for i in range(8)]
+NAMESPACED = KINDS[:-1]
+
+
+def status_of(cluster: str, i: int) -> str:
+    k = (i * 7 + int(cluster[1:]) * 3) % 23
+    return "unhealthy" if k < 3 else "progressing" if k == 3 else "healthy"
+
+
+ADMIN = {c: FakeAccess(frozenset(KINDS)) for c in CLUSTERS}
+TEAM = {  # two namespaces on half of the clusters, and one kind only on the others
+    c: FakeAccess(
+        frozenset(),
+        {"team-01": frozenset(KINDS), "team-02": frozenset(KINDS)}
+        if i % 2
+        else {"team-01": frozenset({NAMESPACED[1]})},
+    )
+    for i, c in enumerate(CLUSTERS)
+}

@@ -1,0 +1,203 @@
+"""Count guards behind the group profiles' numbers (docs/benchmarks.md), against a real Redis
+with rows written by the store: a repeated page costs one round trip (the generations), a write
+to one cluster makes the next page re-read that cluster's unhealthy index only, and a page of
+unhealthy groups reads no rows. Pages are compared with an oracle grouped from the rows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from common.index import keys, rows, timeline
+from common.index.read.groups import RANK, GroupCursor, GroupReader
+from common.index.read.reader import Filters, Reader
+from common.index.write import store
+from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of
+from tests.support import topology
+from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.rowfactory import row
+
+
+def members(cluster: str, flip: int | None = None) -> list[str]:
+    """About 30 objects per cluster, most on every cluster (so groups span clusters)."""
+    out = []
+    for i in range(34):
+        if (i + int(cluster[1:])) % 9 == 0:
+            continue  # not every object is everywhere
+        status = status_of(cluster, i)
+        if i == flip:
+            status = "healthy" if status == "unhealthy" else "unhealthy"
+        r = row(cluster, f"team-{i % 4:02d}", NAMESPACED[i % 5], f"app-{i % 11}", status)
+        out.append(rows.encode(r))
+    return out
+
+
+@pytest.fixture
+def fleet(redis_url: str) -> Iterator[redis.Redis]:
+    r = topology.client(redis_url)
+    for c in CLUSTERS:
+        store.replace_rows(r, c, members(c))
+    yield r
+    r.close()
+
+
+def oracle(r: redis.Redis, access: dict[str, FakeAccess], by: str, f: Filters) -> list[Any]:
+    """(unhealthy clusters, key, [(cluster, status)...]) of every group, in order."""
+    per: dict[bytes, dict[str, list[str]]] = {}
+    for c, a in access.items():
+        if f.clusters and c not in f.clusters:
+            continue
+        for m in r.zrange(f"fs:{{c:{c}}}:rows", 0, -1):
+            ns, kind, name, code, _ = m.decode().split("\x00", 4)
+            status = rows.CODE_STATUS[code]
+            if kind not in a.cluster_wide | a.namespaces.get(ns, frozenset()):
+                continue
+            if (f.statuses and status not in f.statuses) or (f.kinds and kind not in f.kinds):
+                continue
+            key = rows.sort_key(ns, kind, name).encode() if by == "object" else ns.encode() + b"\0"
+            per.setdefault(key, {}).setdefault(c, []).append(status)
+    out = []
+    for key, found in per.items():
+        worst = sorted(
+            ((c, min(ss, key=RANK.__getitem__)) for c, ss in found.items()),
+            key=lambda p: (RANK[p[1]], p[0]),
+        )
+        unhealthy = sum(1 for ss in found.values() if "unhealthy" in ss)
+        out.append((unhealthy, key, worst))
+    out.sort(key=lambda g: (-g[0], g[1]))
+    return out
+
+
+def walk(g: GroupReader, access: Any, by: str, f: Filters, limit: int) -> list[Any]:
+    got, cursor = [], None
+    while True:
+        page = g.page(access, f, by, limit, cursor)
+        for grp in page.groups:
+            got.append((grp.order, grp.key, [(m.cluster, m.status) for m in grp.clusters]))
+        cursor = page.cursor
+        if cursor is None:
+            return got
+
+
+@pytest.mark.parametrize("by", ["object", "namespace"])
+@pytest.mark.parametrize("who", ["admin", "team"])
+@pytest.mark.parametrize(
+    "f",
+    [
+        Filters(),
+        Filters(statuses=("unhealthy",)),
+        Filters(statuses=("healthy", "progressing")),
+        Filters(kinds=(NAMESPACED[1],)),
+        Filters(clusters=(CLUSTERS[1], CLUSTERS[2])),
+    ],
+)
+def test_group_walks_match_the_oracle(fleet: redis.Redis, by: str, who: str, f: Filters) -> None:
+    access = ADMIN if who == "admin" else TEAM
+    want = oracle(fleet, access, by, f)
+    assert want
+    for limit in (1, 3, 50):
+        groups = GroupReader(Reader(fleet, KINDS))
+        assert walk(groups, access, by, f, limit) == want, limit
+
+
+def test_a_repeated_page_is_one_round_trip(fleet: redis.Redis) -> None:
+    groups = GroupReader(Reader(fleet, KINDS))
+    for by in ("object", "namespace"):
+        first = groups.page(ADMIN, Filters(), by, 5)
+        assert first.round_trips > 1
+        again = groups.page(ADMIN, Filters(), by, 5)
+        assert again.round_trips == 1 and again.groups is first.groups
+
+
+@pytest.mark.parametrize("by", ["object", "namespace"])
+def test_a_write_rereads_one_clusters_index_and_statuses(fleet: redis.Redis, by: str) -> None:
+    groups = GroupReader(Reader(fleet, KINDS))
+    groups.page(ADMIN, Filters(), by, 50)
+    assert groups.index_reads >= len(CLUSTERS) and groups.lookups == len(CLUSTERS)
+    reads = groups.index_reads
+    for n, flip in enumerate((5, 7, 5)):  # a group's count moves up, and back
+        store.replace_rows(fleet, CLUSTERS[3], members(CLUSTERS[3], flip=flip))
+        page = groups.page(ADMIN, Filters(), by, 50)
+        # Only the written cluster's index, and its statuses of the page's groups (those it
+        # holds that were shown before are remembered by the other clusters' generations).
+        assert groups.index_reads - reads <= (n + 1) * (2 if by == "namespace" else 1)
+        assert groups.lookups <= len(CLUSTERS) + 2 * (n + 1)
+        want = oracle(fleet, ADMIN, by, Filters())[:50]
+        got = [(g.order, g.key, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups]
+        assert got == want, flip
+
+
+def test_unhealthy_groups_read_no_rows(fleet: redis.Redis) -> None:
+    """status=unhealthy: the generations, the unhealthy indexes, one script call per cluster
+    for the page's groups: three round trips, no row scanned."""
+    groups = GroupReader(Reader(fleet, KINDS))
+    page = groups.page(ADMIN, Filters(statuses=("unhealthy",)), "object", 50)
+    assert page.round_trips == 3 and page.groups
+    unhealthy_members = sum(
+        fleet.zcard(f"fs:{{c:{c}}}:st:unhealthy") for c in CLUSTERS
+    )  # read once, whole: the only members read
+    assert page.scanned == unhealthy_members
+
+
+def test_later_pages_skip_groups_that_changed_during_the_walk(fleet: redis.Redis) -> None:
+    groups = GroupReader(Reader(fleet, KINDS))
+    first = groups.page(ADMIN, Filters(), "object", 3)
+    assert first.cursor is not None
+    shown = first.groups[0]
+    assert shown.order > 0  # an unhealthy group, shown first
+    i = next(
+        i
+        for i in range(34)
+        if rows.sort_key(f"team-{i % 4:02d}", NAMESPACED[i % 5], f"app-{i % 11}").encode()
+        == shown.key
+    )
+    c = next(m.cluster for m in shown.clusters if m.status == "unhealthy")
+    store.replace_rows(fleet, c, members(c, flip=i))  # it recovers there: it moves later
+    rest = walk_from(groups, first.cursor)
+    assert shown.key not in [k for _n, k, _ in rest]
+    # A walk that began after the change shows it at its new place.
+    cursor = GroupCursor(first.cursor.unhealthy, first.cursor.key, int(time.time() * 1000) + 1)
+    assert shown.key in [k for _n, k, _ in walk_from(groups, cursor)]
+
+
+def walk_from(groups: GroupReader, cursor: GroupCursor | None) -> list[Any]:
+    got = []
+    while cursor is not None:
+        page = groups.page(ADMIN, Filters(), "object", 7, cursor)
+        got += [(g.order, g.key, g.clusters) for g in page.groups]
+        cursor = page.cursor
+    return got
+
+
+def test_untimed_entries_keep_their_score_until_their_status_changes(redis_url: str) -> None:
+    """Rows without a transition time are scored by when their status last changed: the
+    walks' test of what changed since they began (a rewrite of the message is no change)."""
+    r = topology.client(redis_url)
+    c = "u00"
+
+    def put(status: str, message: str) -> None:
+        x = row(c, "team-00", NAMESPACED[0], "app", status)
+        x["message"] = message
+        store.replace_rows(r, c, [rows.encode(x)])
+
+    def scores() -> dict[bytes, float]:
+        out = {}
+        for suffix in timeline.untimed_suffixes():
+            out.update(dict(r.zrange(keys.timeline_window(c, suffix), 0, -1, withscores=True)))
+        return out
+
+    put("healthy", "one")
+    first = scores()
+    assert len(first) == 1
+    time.sleep(0.002)  # the clock must move for a new score to differ (ms)
+    put("healthy", "two")
+    assert scores() == first
+    before = time.time() * 1000
+    put("unhealthy", "two")
+    ((entry, score),) = scores().items()
+    assert entry not in first and score >= int(before)
+    r.close()

@@ -1,0 +1,233 @@
+"""Count guards behind the time-sorted profiles' numbers (docs/benchmarks.md): a repeated page
+costs one round trip (the generations), a write makes the next page read only the windows it
+touched, and a status-filtered page reads the small status indexes and the scores of members it
+has not seen, never the time index's windows. Against a real Redis, rows written by the writer
+(common.index.write.store), pages compared with an oracle sorted from the rows themselves."""
+
+from __future__ import annotations
+
+import calendar
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from common import redis_client
+from common.index import keys, rows, timeline
+from common.index.read import timesort as reader_time
+from common.index.read.reader import Filters
+from common.index.read.timesort import TimeCursor, TimeReader
+from common.index.write import store
+from tests.support import topology
+from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.rowfactory import row
+
+CLUSTERS = [f"c{i:02d}" for i in range(12)]
+DAY = 86400
+T0 = calendar.timegm((2026, 11, 1, 0, 0, 0))
+
+
+def member(cluster: str, i: int, status: str = "", at: int | None = None) -> str:
+    status = status or ("unhealthy" if i % 7 == 0 else "healthy")
+    r = row(cluster, f"team-{i % 3:02d}", KINDS[i % len(KINDS[:-1])], f"app-{i}", status)
+    when = T0 + (i * 5077 + len(cluster) * 131 + int(cluster[1:]) * 977) % (20 * DAY)
+    if at is not None:
+        when = at
+    r["lastTransitionTime"] = None if i % 11 == 5 else _iso(when)
+    return rows.encode(r)
+
+
+def _iso(epoch: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+@pytest.fixture
+def fleet(redis_url: str) -> Iterator[redis.Redis]:
+    r = topology.client(redis_url)
+    for c in CLUSTERS:
+        store.replace_rows(r, c, [member(c, i) for i in range(40)])
+    yield r
+    r.close()
+
+
+ADMIN = {c: FakeAccess(frozenset(KINDS)) for c in CLUSTERS}
+
+
+def oracle(r: redis.Redis, descending: bool, codes: str = "") -> list[tuple[str, bytes]]:
+    """Every row in (time, cluster, entry) order, from the rows and their index scores."""
+    out = []
+    for c in CLUSTERS:
+        for m in r.zrange(keys.rows(c), 0, -1):
+            m = m.encode() if isinstance(m, str) else m
+            if codes and m.split(b"\x00")[3].decode() not in codes:
+                continue
+            suffix, entry = timeline.where(m.decode())
+            score = r.zscore(keys.timeline_window(c, suffix), entry)
+            assert score is not None, (c, m)
+            at = timeline.position(timeline.window_number(suffix), int(score))
+            out.append((at, c, entry.encode(), m))
+    out.sort(reverse=descending)
+    return [(c, m) for _at, c, _e, m in out]
+
+
+def walk(reader: TimeReader, descending: bool, filters: Filters | None = None) -> list:
+    got, cursor = [], None
+    while True:
+        page = reader.page(ADMIN, filters or Filters(), 7, descending, cursor)
+        got += page.members
+        if page.cursor is None:
+            return got
+        cursor = page.cursor
+
+
+@pytest.mark.parametrize("descending", [True, False])
+def test_walks_follow_the_index_order_exactly(fleet: redis.Redis, descending: bool) -> None:
+    assert walk(TimeReader(fleet), descending) == oracle(fleet, descending)
+    unhealthy = Filters(statuses=("unhealthy",))
+    want = oracle(fleet, descending, rows.codes_for(["unhealthy"], None))
+    assert walk(TimeReader(fleet), descending, unhealthy) == want and want
+
+
+def test_a_repeated_page_costs_one_round_trip_and_a_write_rereads_its_windows(
+    fleet: redis.Redis,
+) -> None:
+    reader = TimeReader(fleet)
+    first = reader.page(ADMIN, Filters(), 20, True)
+    assert first.window_reads >= len(CLUSTERS)  # each cluster's newest window at least
+    again = reader.page(ADMIN, Filters(), 20, True)
+    assert (again.round_trips, again.window_reads) == (1, 0)
+    assert again.members == first.members
+    # One row of c03 transitions now: its old window and the newest change, nothing else.
+    old = member("c03", 4)
+    new = member("c03", 4, "unhealthy", at=T0 + 25 * DAY)
+    store.replace_rows(
+        fleet, "c03", [new if m == old else m for m in map(member, ["c03"] * 40, range(40))]
+    )
+    after = reader.page(ADMIN, Filters(), 20, True)
+    assert after.window_reads <= 2
+    cluster, got = after.members[0]  # as written, plus the writer's record of the transition
+    assert (cluster, rows.without_recent(got.decode())) == ("c03", new)
+    assert after.members == TimeReader(fleet).page(ADMIN, Filters(), 20, True).members
+
+
+TEAM = {c: FakeAccess(namespaces={"team-01": frozenset(KINDS)}) for c in CLUSTERS}
+
+
+def test_status_pages_read_status_indexes_and_only_new_scores(fleet: redis.Redis) -> None:
+    """A caller who sees some namespaces reads the status indexes (the plan); one who sees
+    whole clusters walks the time index's windows."""
+    reader = TimeReader(fleet)
+    unhealthy = Filters(statuses=("unhealthy",))
+    assert reader.page(ADMIN, unhealthy, 5, True).window_reads >= len(CLUSTERS)
+    topology.reset_stats(fleet)
+    page = reader.page(TEAM, unhealthy, 5, True)
+    used = topology.commandstats(fleet)
+    assert page.window_reads == 0 and len(page.members) == 5
+    visible = [
+        m
+        for c in CLUSTERS
+        for m in fleet.zrange(keys.by_status(c, "unhealthy"), 0, -1)
+        if (m if isinstance(m, bytes) else m.encode()).startswith(b"team-01\x00")
+    ]
+    assert used["zscore"] == len(visible)  # each visible member's score, once
+    assert used["zrangebylex"] == len(CLUSTERS)  # the team's range of each unhealthy index
+    assert used["zrange"] == 0
+    ms = [member("c05", i) for i in range(40)]
+    ms[4] = member("c05", 4, "unhealthy", at=T0 + 30 * DAY)  # in team-01
+    store.replace_rows(fleet, "c05", ms)
+    topology.reset_stats(fleet)
+    page = reader.page(TEAM, unhealthy, 5, True)
+    used = topology.commandstats(fleet)
+    cluster, got = page.members[0]  # as written, plus the writer's record of the transition
+    assert (cluster, rows.without_recent(got.decode())) == ("c05", ms[4])
+    assert used["zscore"] == 1  # the new member's
+    assert used["zrangebylex"] == 1  # c05's range
+
+
+def test_cursor_positions_and_start_bound_the_walk(fleet: redis.Redis) -> None:
+    reader = TimeReader(fleet)
+    everything = oracle(fleet, False)
+    page = reader.page(ADMIN, Filters(), 10, False)
+    assert page.cursor is not None
+    rest = reader.page(ADMIN, Filters(), 500, False, page.cursor)
+    assert page.members + rest.members == everything
+    # A walk that began at `start` skips what was placed after it in the rest of that window
+    # (written since); later windows hold future transition times, always shown.
+    start = (T0 + DAY) * 1000 + 3600_000
+    boundary = (start // timeline.WINDOW_MS + 1) * timeline.WINDOW_MS
+    c = page.cursor
+    rest = reader.page(ADMIN, Filters(), 500, False, TimeCursor(c.at, c.cluster, c.entry, start))
+    placed = {m: at for at, m in positions(fleet)}
+    want = [(cl, m) for cl, m in everything[10:] if not start < placed[m] < boundary]
+    assert rest.members == want
+    assert len(want) < len(everything) - 10  # the hole held rows
+
+
+def positions(r: redis.Redis) -> list[tuple[int, bytes]]:
+    out = []
+    for c in CLUSTERS:
+        for m in r.zrange(keys.rows(c), 0, -1):
+            m = m.encode() if isinstance(m, str) else m
+            suffix, entry = timeline.where(m.decode())
+            score = r.zscore(keys.timeline_window(c, suffix), entry)
+            out.append((timeline.position(timeline.window_number(suffix), int(score)), m))
+    return out
+
+
+@pytest.mark.parametrize("ranged_max", [64, 0])
+def test_status_plans_agree_with_the_order(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch, ranged_max: int
+) -> None:
+    """The caller's ranges of the status indexes, or (more namespaces than RANGED_MAX) the
+    whole indexes: the same rows in the same order, both directions."""
+    monkeypatch.setattr(reader_time, "RANGED_MAX", ranged_max)
+    unhealthy = Filters(statuses=("unhealthy",))
+    for descending in (True, False):
+        want = [
+            (c, m)
+            for c, m in oracle(fleet, descending, rows.codes_for(["unhealthy"], None))
+            if m.startswith(b"team-01\x00")
+        ]
+        got, cursor = [], None
+        reader = TimeReader(fleet)
+        while True:
+            page = reader.page(TEAM, unhealthy, 3, descending, cursor)
+            got += page.members
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        assert got == want and want
+
+
+def test_pages_survive_the_caches_emptied_between_round_trips(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread's page empties the shared caches when they outgrow `entries_max`, at any
+    moment: here before every round trip. Each page must still answer exactly."""
+    unhealthy = Filters(statuses=("unhealthy",))
+    mixed = {c: (ADMIN if i % 2 else TEAM)[c] for i, c in enumerate(CLUSTERS)}  # both plans
+    cases = [  # the mixed one first, while no directory is remembered
+        (mixed, unhealthy, False),
+        (ADMIN, Filters(), False),
+        (TEAM, unhealthy, True),
+        (ADMIN, unhealthy, True),
+    ]
+    want = [TimeReader(fleet).page(a, f, 30, d).members for a, f, d in cases]
+    assert {c for c, _ in want[0]} & set(CLUSTERS[::2]), "the status plan has rows here"
+    shared = TimeReader(fleet)
+    real = redis_client.pipelined
+
+    def emptying(r: Any, commands: Any) -> Any:
+        for cache in (shared._windows, shared._segments, shared._indexes, shared._scores):
+            cache.clear()
+        shared._members.clear()
+        return real(r, commands)
+
+    monkeypatch.setattr(reader_time.redis_client, "pipelined", emptying)
+    for _ in range(2):  # cold, then with the page memo dropped
+        shared._pages.clear()
+        got = [shared.page(a, f, 30, d).members for a, f, d in cases]
+        assert got == want

@@ -1,0 +1,96 @@
+"""The command-line client in tests: a caller (`User`, as flags or as the headers the API trusts),
+the CLI tests' stack (a kubesim fleet collected once, the query app on a real HTTP server in
+`header` mode) with the rows the API itself gives a user, and `python -m fleetscope ARGS` run as
+a subprocess with only the environment given (the `cli` fixture in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from common.settings import Settings
+from kubesim.server import KubeSim
+from tests.support.paths import REPO
+
+LISTER = "lister"  # may list Kustomizations in one namespace, but not get them
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    groups: tuple[str, ...]
+
+    def flags(self) -> list[str]:
+        return ["--as", self.name, *(f for g in self.groups for f in ("--as-group", g))]
+
+    def headers(self) -> dict[str, str]:
+        h = {"X-Remote-User": self.name}
+        if self.groups:
+            h["X-Remote-Group"] = ",".join(self.groups)
+        return h
+
+
+@dataclass
+class Stack:
+    base: str
+    sim: KubeSim
+    settings: Settings
+    users: dict[str, User]
+
+    def api_rows(self, user: User, **params: str) -> list[dict[str, Any]]:
+        """Every row `user` sees under `params`, walked through the API's pages directly."""
+        rows: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = {**params, "limit": "500", **({"continue": token} if token else {})}
+            resp = requests.get(
+                self.base + "/api/v1/objects", params=query, headers=user.headers(), timeout=10
+            )
+            resp.raise_for_status()
+            body = resp.json()
+            rows += body["items"]
+            token = body["continue"]
+            if not token:
+                return rows
+
+
+def who(stack: Stack, name: str) -> list[str]:
+    """The flags that point the CLI at the stack as the fleet's user `name`."""
+    return ["--server", stack.base, *stack.users[name].flags()]
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def clean_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a CLI child: no FLEETSCOPE_* of ours, an empty HOME, this checkout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
+    env.update(HOME=str(home), PYTHONPATH=str(REPO), **(extra or {}))
+    return env
+
+
+def run(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Result:
+    """`python -m fleetscope ARGS` with only the environment given (plus PATH, HOME)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetscope", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(home, env),
+        timeout=timeout,
+        cwd=REPO,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
