@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import settings as hypothesis_settings
 
 from common import redis_urls
 from common.redis_server import (
@@ -24,6 +25,11 @@ from common.settings import Settings
 from tests.support import cli as cli_support
 from tests.support import query_fleet, topology
 from tests.support.alertmanager import alertmanager, alertmanager_server  # noqa: F401  (fixtures)
+
+# Property tests judge outcomes, not speed: on a loaded 2-core CI machine an example may take
+# longer than hypothesis' default 200 ms deadline, which is not a failure of the property.
+hypothesis_settings.register_profile("fleetscope", deadline=None)
+hypothesis_settings.load_profile("fleetscope")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

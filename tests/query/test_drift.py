@@ -113,7 +113,7 @@ def test_revisions_of_as_many_clusters_order_by_revision_text(
     sim: KubeSim, settings: Settings, client: Any
 ) -> None:
     """One revision per cluster: a tie, ordered by revision text (more than five revisions:
-    tests/query/test_drift_costs.py, over eight clusters)."""
+    tests/common/index/read/test_drift_costs.py, over eight clusters)."""
     ns, name = "app-0001", "apps"
     held = [c for c in FLEET.cluster_names if sim.get(c, "Kustomization", ns, name)]
     assert len(held) >= 2

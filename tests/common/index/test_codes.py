@@ -21,9 +21,9 @@ from common.index.write import store, store_events
 from common.kinds.registry import BUILTIN_KINDS
 from common.kinds.relations import Ref
 from common.redis_client import text
-from tests import topology
-from tests.query.fleet import FakeAccess
-from tests.rowfactory import row
+from tests.support import topology
+from tests.support.index_fleet import FakeAccess
+from tests.support.rowfactory import row
 
 TOPOLOGIES = ("standalone", "cluster")
 C = "c1"
