@@ -28,6 +28,7 @@ from typing import Any
 from common import redis_client
 from common.index import feed, syncstatus
 from common.index.feed import Change, Position
+from common.index.read import tally
 from common.index.read.reader import Filters
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
@@ -134,8 +135,11 @@ class Hub:
                 log.exception("watch hub: round failed")
 
     def _start(self) -> None:
-        """Start reading after the end of every registered cluster's feed."""
-        self.pos = {c: feed.last(self.r, c) for c in syncstatus.registered_clusters(self.r)}
+        """Start reading after every registered cluster's current generation (as a list's
+        position is: streams opened from a list then start level with the hub)."""
+        clusters = syncstatus.registered_clusters(self.r)
+        gens, _ = tally.generations(self.r, clusters)
+        self.pos = {c: Position(int(g or 0)) for c, g in zip(clusters, gens, strict=True)}
         self.feed = FeedReader(self.st, self.pos, self._wake_w)
         self.feed.start()
         self.started.set()
@@ -197,7 +201,20 @@ class Hub:
         for sub, frames in solo.items():
             if frames:
                 self._send(sub, b"".join(frames))
-            if not sub.ahead and sub in self.ahead:
+        # A read returns whole writes (each is one MULTI/EXEC): the hub is past all of each
+        # generation it read, as a list's position is, and level with streams opened there.
+        for c in {change.cluster for change in changes}:
+            self.pos[c] = Position(self.pos[c].gen)
+        self._token = None
+        self._level()
+
+    def _level(self) -> None:
+        """Streams the hub has caught up with everywhere join their groups."""
+        for sub in list(self.ahead):
+            for c, p in list(sub.ahead.items()):
+                if not self.pos[c].behind(p):
+                    del sub.ahead[c]
+            if not sub.ahead:
                 del self.ahead[sub]
                 self._group(sub)
 
