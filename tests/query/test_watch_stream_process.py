@@ -1,0 +1,201 @@
+"""The stream process behind a real gunicorn (`fleetscope serve`'s command): a watch answered on
+a request thread is served by the stream process (the client's connection is held by it and by
+no worker) and delivers an event after a write; killing it closes every stream, the master
+starts it again and a client resuming with `Last-Event-ID` gets every change once; a stream
+process that does not answer makes a watch a JSON 503, never a hang; with one request thread,
+lists are answered while streams are open."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.settings import Settings
+from query.app import create_app
+from tests import topology
+from tests.query.test_watch import ADMIN, Stream, change, get, seed, start_gunicorn
+
+
+@pytest.fixture
+def served(r: Any, redis_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    threads = getattr(request, "param", 2)
+    proc, host = start_gunicorn(redis_url, tmp_path / "gunicorn.log", threads=threads)
+    try:
+        yield proc, host
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[Any]:
+    client = topology.client(redis_url)
+    seed(client)
+    yield client
+    client.close()
+
+
+def children(master: int) -> dict[int, bytes]:
+    """The master's child processes and their command lines."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_bytes().rpartition(b")")[2].split()
+            if int(fields[1]) == master:
+                out[int(stat.parent.name)] = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def stream_process(master: int, not_pid: int = 0, wait_s: float = 30.0) -> int:
+    """The pid of the master's stream process (another than `not_pid`: a restarted one)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        for pid, cmd in children(master).items():
+            if b"query.stream_server" in cmd and pid != not_pid:
+                return pid
+        assert time.monotonic() < deadline, f"no stream process under {master}"
+        time.sleep(0.05)  # polling for the restart, not fixing a race
+
+
+def holders(server_port: int, client_port: int) -> set[int]:
+    """The processes holding the server's end of the TCP connection from `client_port`."""
+    inode = ""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if (
+            int(f[1].split(":")[1], 16) == server_port
+            and int(f[2].split(":")[1], 16) == client_port
+        ):
+            inode = f[9]
+    assert inode, "no such connection"
+    found = set()
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) == f"socket:[{inode}]":
+                found.add(int(fd.parent.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def client_port(stream: Stream) -> int:
+    port: int = stream.resp.fp.raw._sock.getsockname()[1]  # type: ignore[union-attr]
+    return port
+
+
+def test_a_stream_is_served_by_the_stream_process(r: Any, served: Any) -> None:
+    proc, host = served
+    streams = stream_process(proc.pid)
+    _, page = get(host, "/api/v1/objects", ADMIN)
+    stream = Stream(host, f"/api/v1/watch?resourceVersion={page['resourceVersion']}", ADMIN)
+    assert stream.status == 200
+    change(r, "team-a", "written")
+    assert stream.rows(1)[0][2]["object"]["name"] == "written"
+    # the connection is the stream process's alone: no worker (nor the master) holds it
+    assert holders(int(host.split(":")[1]), client_port(stream)) == {streams}
+    stream.close()
+
+
+def test_killed_stream_process_closes_streams_and_comes_back_without_a_gap(
+    r: Any, served: Any
+) -> None:
+    proc, host = served
+    first = stream_process(proc.pid)
+    _, page = get(host, "/api/v1/objects", ADMIN)
+    streams = [
+        Stream(host, f"/api/v1/watch?resourceVersion={page['resourceVersion']}", ADMIN)
+        for _ in range(3)
+    ]
+    change(r, "team-a", "before")
+    last = [s.rows(1)[0] for s in streams]
+    assert {data["object"]["name"] for _, _, data in last} == {"before"}
+    os.kill(first, signal.SIGKILL)
+    for s in streams:
+        with pytest.raises(EOFError):  # the client sees its connection close
+            while True:
+                s.next()
+        s.close()
+    names = [f"during-{i}" for i in range(5)]
+    for n in names:
+        change(r, "team-a", n)
+    assert stream_process(proc.pid, not_pid=first) != first  # the master started another
+    again = resumed(host, last[0][1] or "")
+    change(r, "team-a", "after")
+    got = [data["object"]["name"] for _, _, data in again.rows(len(names) + 1)]
+    assert got == [*names, "after"]  # each once, in order: no gap, no duplicate
+    again.close()
+
+
+def resumed(host: str, last_id: str, wait_s: float = 30.0) -> Stream:
+    """A stream resumed from `last_id`, retried while the stream process restarts (503)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        s = Stream(host, "/api/v1/watch", {**ADMIN, "Last-Event-ID": last_id})
+        if s.status == 200:
+            return s
+        assert s.status == 503, s.status
+        assert s.resp.read() and s.headers["Content-Type"] == "application/json"
+        s.close()
+        assert time.monotonic() < deadline, "the stream process did not come back"
+        time.sleep(0.1)  # a client's retry pause, not fixing a race
+
+
+def test_a_stream_process_that_does_not_answer_is_a_json_503(r: Any, served: Any) -> None:
+    proc, host = served
+    streams = stream_process(proc.pid)
+    os.kill(streams, signal.SIGSTOP)  # alive (not restarted) but answering nothing
+    try:
+        status, body = get(host, "/api/v1/watch", ADMIN)
+    finally:
+        os.kill(streams, signal.SIGCONT)
+    assert status == 503 and body["error"] == "unavailable", body
+    assert "stream" in body["message"]
+    status, page = get(host, "/api/v1/objects", ADMIN)  # the request thread was let go
+    assert status == 200 and len(page["items"]) == 2
+
+
+@pytest.mark.parametrize("served", [1], indirect=True)
+def test_with_one_request_thread_lists_are_answered_while_streams_are_open(
+    r: Any, served: Any
+) -> None:
+    _, host = served
+    _, page = get(host, "/api/v1/objects", ADMIN)
+    streams = [
+        Stream(host, f"/api/v1/watch?resourceVersion={page['resourceVersion']}", ADMIN)
+        for _ in range(5)
+    ]
+    assert [s.status for s in streams] == [200] * 5
+    for _ in range(3):
+        status, listed = get(host, "/api/v1/objects", ADMIN)
+        assert status == 200 and len(listed["items"]) == 2
+    change(r, "team-b", "new")
+    for s in streams:
+        assert s.rows(1)[0][2]["object"]["name"] == "new"
+        s.close()
+
+
+def test_without_a_stream_process_the_in_thread_hub_serves(r: Any, redis_url: str) -> None:
+    settings = Settings(
+        redis_url=redis_url, auth_mode="header", trusted_proxy_cidrs=("127.0.0.1/32",)
+    )
+    client = create_app(settings).test_client()  # no gunicorn worker: no socket to hand over
+    rv = client.get("/api/v1/objects", headers=ADMIN).get_json()["resourceVersion"]
+    resp = client.get(f"/api/v1/watch?resourceVersion={rv}", headers=ADMIN, buffered=False)
+    assert resp.status_code == 200 and resp.mimetype == "text/event-stream"
+    change(r, "team-a", "in-thread")
+    deadline = time.monotonic() + 15
+    try:
+        for chunk in resp.response:  # a keepalive every 5 s at the latest
+            if b'"name":"in-thread"' in chunk:
+                break
+            assert time.monotonic() < deadline, "no event in 15 s"
+    finally:
+        resp.close()
