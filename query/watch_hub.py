@@ -33,7 +33,7 @@ from common.index.read.reader import Filters
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
 from query import positions, watch_events
-from query.scope import resolve_scope
+from query.scope import FleetSnapshot, resolve_scope
 from query.state import QueryState
 from query.watch_feed import Batch, FeedReader, entry_id
 from query.watch_sinks import Sink, SocketSink
@@ -99,8 +99,9 @@ class Hub:
         self._wake_w.setblocking(False)
         self.sel.register(self._wake_r, READ, self._woken)
         self._token: str | None = None
-        self._version: Any = None
         self._snapshot: Any = None
+        self._fleet: Any = None
+        self._access_key: Any = None
         self._ticked_at = 0.0
 
     @property
@@ -396,11 +397,14 @@ class Hub:
             tick(now)
 
     def _check_access(self, version: Any) -> None:
-        """Re-resolve every caller's access when the grants version or the fleet view moved
-        (the list path's signal: an RBAC sync raises the version after writing the grants)."""
+        """Re-resolve every caller's access when the grants version moved (the list path's
+        signal: an RBAC sync raises it after writing the grants) or the fleet view changed in
+        what access and freshness are made of (it is re-read every second)."""
         snapshot = self.st.fleet.snapshot(self.st.settings)
-        if version != self._version or snapshot is not self._snapshot:
-            self._version, self._snapshot = version, snapshot
+        if snapshot is not self._snapshot:
+            self._snapshot, self._fleet = snapshot, fleet_key(snapshot)
+        if (version, self._fleet) != self._access_key:
+            self._access_key = (version, self._fleet)
             for caller in list(self.callers.values()):
                 self._rescope(caller)
 
@@ -419,6 +423,15 @@ class Hub:
             for sub in list(caller.subs):
                 if sub.bookmark_at:  # admitted: a new stream gets it from `admit`
                     self._send(sub, status)
+
+
+def fleet_key(snap: FleetSnapshot) -> tuple[Any, ...]:
+    """What callers' access and freshness blocks are made of, in one fleet view: equal keys,
+    equal scopes (the view is re-read every second, mostly to the same effect)."""
+    pending = tuple((c, snap.syncs[c].state) for c in snap.pending)
+    stale = tuple((c, snap.syncs[c].last_success) for c in snap.stale)
+    rbac = tuple((c, snap.syncs[c].rbac_synced_at) for c in snap.rbac_stale)
+    return (tuple(snap.clusters), snap.state, snap.limits, pending, stale, rbac)
 
 
 def _expired_message(cluster: str) -> str:

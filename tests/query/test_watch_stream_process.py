@@ -3,10 +3,12 @@ a request thread is served by the stream process (the client's connection is hel
 no worker) and delivers an event after a write; killing it closes every stream, the master
 starts it again and a client resuming with `Last-Event-ID` gets every change once; a stream
 process that does not answer makes a watch a JSON 503, never a hang; with one request thread,
-lists are answered while streams are open."""
+lists are answered while streams are open; STATUS comes first and again when the fleet changes;
+the Flask test client (no socket to hand over) is served by the in-thread hub."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from common.index import keys
 from common.settings import Settings
 from query.app import create_app
 from tests import topology
@@ -199,3 +202,17 @@ def test_without_a_stream_process_the_in_thread_hub_serves(r: Any, redis_url: st
             assert time.monotonic() < deadline, "no event in 15 s"
     finally:
         resp.close()
+
+
+def test_status_on_open_and_when_the_fleet_changes(r: Any, served: Any) -> None:
+    _, host = served
+    _, page = get(host, "/api/v1/objects", ADMIN)
+    stream = Stream(host, f"/api/v1/watch?resourceVersion={page['resourceVersion']}", ADMIN)
+    kind, _, status = stream.rows(1, skip=("BOOKMARK",))[0]
+    assert kind == "STATUS" and status["object"]["total"] == 1
+    assert status["object"]["state"] == "ready"
+    r.hset(keys.CLUSTERS, "c2", json.dumps({"source": "dir"}))  # registered, not collected yet
+    kind, _, status = stream.rows(1, skip=("BOOKMARK",))[0]
+    assert kind == "STATUS" and status["object"]["total"] == 2
+    assert status["object"]["state"] == "rebuilding"
+    stream.close()
