@@ -4,7 +4,8 @@ no worker) and delivers an event after a write; killing it closes every stream, 
 starts it again and a client resuming with `Last-Event-ID` gets every change once; a stream
 process that does not answer makes a watch a JSON 503, never a hang; with one request thread,
 lists are answered while streams are open; STATUS comes first and again when the fleet changes;
-the Flask test client (no socket to hand over) is served by the in-thread hub."""
+the Flask test client (no socket to hand over) is served by the in-thread hub; `fleetscope get
+-w` goes on through a killed stream process (it retries the 503s) with every change once."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from common.index import keys
 from common.settings import Settings
 from query.app import create_app
 from tests import topology
+from tests.cli.test_watch import Running
 from tests.query.test_watch import ADMIN, Stream, change, get, seed, start_gunicorn
 
 
@@ -216,3 +218,23 @@ def test_status_on_open_and_when_the_fleet_changes(r: Any, served: Any) -> None:
     assert kind == "STATUS" and status["object"]["total"] == 2
     assert status["object"]["state"] == "rebuilding"
     stream.close()
+
+
+def test_get_w_survives_a_killed_stream_process(r: Any, served: Any, tmp_path: Path) -> None:
+    proc, host = served
+    first = stream_process(proc.pid)
+    (tmp_path / "home").mkdir()
+    args = ["get", "-w", "-o", "name", "--server", f"http://{host}"]
+    run = Running(tmp_path / "home", *args, "--as", "root", "--as-group", "admins")
+    try:
+        assert [run.line().rsplit("/", 1)[1] for _ in range(2)] == ["app", "app"]  # the list
+        change(r, "team-a", "before")
+        assert run.line().endswith("/before")
+        os.kill(first, signal.SIGKILL)  # the CLI sees its stream close, reconnects (503s)
+        for n in ("during-1", "during-2"):
+            change(r, "team-a", n)
+        stream_process(proc.pid, not_pid=first)
+        change(r, "team-a", "after")
+        assert [run.line().rsplit("/", 1)[1] for _ in range(3)] == ["during-1", "during-2", "after"]
+    finally:
+        assert run.interrupt() == 0
