@@ -56,6 +56,7 @@ class FeedReader:
         self._keys = {c: keys.feed(c) for c in start}
         self._batches: deque[Batch] = deque()
         self._requested: dict[str, Position] = {}
+        self._added: dict[str, Position] = {}  # new in the registry, not reported yet
         self._lock = threading.Lock()
         self._wake = wake
         self._registry_at = time.monotonic()
@@ -69,11 +70,12 @@ class FeedReader:
         with self._lock:
             self._requested[cluster] = pos
 
-    def take(self) -> list[Batch]:
-        out = []
-        while self._batches:
-            out.append(self._batches.popleft())
-        return out
+    def next(self) -> Batch | None:
+        """The oldest batch not yet taken (it stays queued until `taken`)."""
+        return self._batches[0] if self._batches else None
+
+    def taken(self) -> None:
+        self._batches.popleft()
 
     def _run(self) -> None:
         while True:
@@ -87,16 +89,21 @@ class FeedReader:
                 time.sleep(1.0)
 
     def _round(self) -> None:
-        added = self._new_clusters()
+        """One read; what it read counts as read only once queued (a failure reads it again)."""
+        self._new_clusters()
         got = self._read()
-        self.version = self.r.get(keys.VERSION)
+        version = self.r.get(keys.VERSION)
         self.st.fleet.snapshot(self.st.settings)
-        if got or added:
-            self._batches.append(Batch(got, self.version, added))
+        self.version = version
+        if got or self._added:
+            self._batches.append(Batch(got, version, self._added))
+            self._added = {}
+            for change in got:
+                self.pos[change.cluster] = change.position
             with contextlib.suppress(BlockingIOError, InterruptedError):
                 self._wake.send(b".")  # unless the hub has wake-ups pending already
 
-    def _new_clusters(self) -> dict[str, Position]:
+    def _new_clusters(self) -> None:
         """The clusters the hub asked for, and every second those new in the registry (their
         whole feed is new): the latter are reported, so the hub counts them from there."""
         with self._lock:
@@ -106,14 +113,12 @@ class FeedReader:
             self._keys.setdefault(c, keys.feed(c))
         now = time.monotonic()
         if now - self._registry_at < REGISTRY_EVERY_S:
-            return {}
+            return
         self._registry_at = now
-        added = {}
         for c in syncstatus.registered_clusters(self.r):
             if c not in self.pos:
-                self.pos[c] = added[c] = Position(0)
+                self.pos[c] = self._added[c] = Position(0)
                 self._keys[c] = keys.feed(c)
-        return added
 
     def _read(self) -> list[Change]:
         if not self.pos:
@@ -135,5 +140,4 @@ class FeedReader:
         for key, entries in got:
             c = by_key[key.decode() if isinstance(key, bytes) else key]
             out += [feed.decode(c, i, f) for i, f in entries]
-            self.pos[c] = out[-1].position
         return out

@@ -151,7 +151,7 @@ class Hub:
         while not self.incoming.empty():
             self.admit(self.incoming.get_nowait())
         assert self.feed is not None
-        for batch in self.feed.take():
+        while (batch := self.feed.next()) is not None:
             self._apply(batch)
         self._tick()
 
@@ -164,13 +164,26 @@ class Hub:
 
     # -- changes -------------------------------------------------------------------------
     def _apply(self, batch: Batch) -> None:
+        """Send a batch; a failure to re-resolve access leaves it queued (tried again after
+        Redis is back), and one while sending closes every stream: they resume from their
+        last id, none with a gap."""
         for c, p in batch.added.items():
             if c not in self.pos:
                 self.pos[c] = p
                 self._token = None
         self._check_access(batch.version)  # grants revoked before these writes count for them
+        assert self.feed is not None
+        self.feed.taken()
         if batch.changes:
-            self._dispatch(batch.changes)
+            try:
+                self._dispatch(batch.changes)
+            except Exception:
+                log.exception("watch hub: a batch failed; closing every stream (they resume)")
+                for sub in list(self.subs):
+                    self._drop(sub)
+                for change in batch.changes:  # read: streams opened from now start after it
+                    self.pos[change.cluster] = Position(change.position.gen)
+                self._token = None
 
     def _dispatch(self, changes: list[Change]) -> None:
         """Each change rendered once per (caller, filters); each stream gets the batch's bytes
@@ -251,7 +264,15 @@ class Hub:
 
     # -- streams -------------------------------------------------------------------------
     def admit(self, sub: Subscription) -> None:
-        """Start serving `sub` (on the hub's thread): its preamble, STATUS, catch-up."""
+        """Start serving `sub` (on the hub's thread): its preamble, STATUS, catch-up; closed
+        if that fails (the client retries)."""
+        try:
+            self._admit(sub)
+        except Exception:
+            self._drop(sub)
+            raise
+
+    def _admit(self, sub: Subscription) -> None:
         assert sub.sink is not None
         key = (sub.user.name, sub.user.groups)
         caller = self.callers.get(key)
@@ -261,6 +282,8 @@ class Hub:
         caller.subs[sub] = None
         self.subs[sub] = None
         self._rescope(caller)  # checked: the grants are read, never a cache's
+        if isinstance(sub.sink, SocketSink):  # the initial rows may exceed a slow client's bound
+            sub.sink.limit += sum(len(item) for item in sub.preamble)
         for item in sub.preamble:
             sub.sink.send(item)
         sub.preamble = []

@@ -31,6 +31,8 @@ class SocketSink:
         sock.setblocking(False)
         self.sock = sock
         self.outbox = bytearray()
+        self.limit = OUTBOX_MAX
+        """Bytes the outbox may hold (the stream's initial rows come on top of OUTBOX_MAX)."""
         self.closed = False
 
     def send(self, data: bytes) -> bool:
@@ -63,7 +65,7 @@ class SocketSink:
         return self._bounded()
 
     def _bounded(self) -> bool:
-        if len(self.outbox) > OUTBOX_MAX:
+        if len(self.outbox) > self.limit:
             self.close()
             return False
         return True
