@@ -5,7 +5,7 @@ One XREAD BLOCK over all the feeds (a Redis Cluster: a pipeline of XREADs, polle
 grants version (`fs:version`) read after it: an RBAC change made before these writes has raised
 it by then, so the hub re-resolves access before sending them (the list path's bound). Keeping
 the Redis waits and the reply decoding on this thread leaves the hub's thread free to accept
-streams and write to sockets; the fleet view is refreshed here too (FleetView is thread-safe).
+streams and write to sockets; the fleet view (re-read every second) is refreshed here too.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ class Batch:
     changes: list[Change]
     version: Any
     """`fs:version` as read after these changes."""
+    snapshot: Any
+    """The fleet view (query.scope.FleetSnapshot) as of after these changes."""
     added: dict[str, Position] = field(default_factory=dict)
     """Clusters this reader started reading (new in the registry), from where."""
 
@@ -53,6 +55,8 @@ class FeedReader:
         self.pos = dict(start)
         self.version: Any = None
         """`fs:version` as last read (the hub's ticks compare it)."""
+        self.snapshot: Any = None
+        """The fleet view as last refreshed here (the hub's ticks compare it)."""
         self._keys = {c: keys.feed(c) for c in start}
         self._batches: deque[Batch] = deque()
         self._requested: dict[str, Position] = {}
@@ -93,10 +97,10 @@ class FeedReader:
         self._new_clusters()
         got = self._read()
         version = self.r.get(keys.VERSION)
-        self.st.fleet.snapshot(self.st.settings)
-        self.version = version
+        snapshot = self.st.fleet.snapshot(self.st.settings)
+        self.version, self.snapshot = version, snapshot
         if got or self._added:
-            self._batches.append(Batch(got, version, self._added))
+            self._batches.append(Batch(got, version, snapshot, self._added))
             self._added = {}
             for change in got:
                 self.pos[change.cluster] = change.position

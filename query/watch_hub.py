@@ -171,7 +171,7 @@ class Hub:
             if c not in self.pos:
                 self.pos[c] = p
                 self._token = None
-        self._check_access(batch.version)  # grants revoked before these writes count for them
+        self._check_access(batch.version, batch.snapshot)  # revoked before these writes: counts
         assert self.feed is not None
         self.feed.taken()
         if batch.changes:
@@ -402,8 +402,8 @@ class Hub:
         if now - self._ticked_at < TICK_S / 2:
             return  # a busy hub steps often; streams need looking at a few times a second
         self._ticked_at = now
-        if self.feed is not None:
-            self._check_access(self.feed.version)
+        if self.feed is not None and self.feed.snapshot is not None:
+            self._check_access(self.feed.version, self.feed.snapshot)
         every = self.st.settings.watch_bookmark_s
         bookmarks: dict[str, bytes] = {}
         for sub in list(self.subs):
@@ -419,11 +419,10 @@ class Hub:
         for tick in self.ticks:
             tick(now)
 
-    def _check_access(self, version: Any) -> None:
+    def _check_access(self, version: Any, snapshot: FleetSnapshot) -> None:
         """Re-resolve every caller's access when the grants version moved (the list path's
         signal: an RBAC sync raises it after writing the grants) or the fleet view changed in
-        what access and freshness are made of (it is re-read every second)."""
-        snapshot = self.st.fleet.snapshot(self.st.settings)
+        what access and freshness are made of (it is re-read every second, by the reader)."""
         if snapshot is not self._snapshot:
             self._snapshot, self._fleet = snapshot, fleet_key(snapshot)
         if (version, self._fleet) != self._access_key:
