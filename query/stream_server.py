@@ -119,9 +119,11 @@ class StreamServer:
         client = socket.socket(fileno=fd)
         try:
             sub = self.subscription(handoff)
-        except RequestError as e:  # validated by the worker: only a version skew gets here
-            log.warning("stream server: handoff refused: %s", e)
-            client.close()
+        except Exception as e:
+            client.close()  # the client sees its connection close, and retries
+            if not isinstance(e, RequestError):
+                raise
+            log.warning("stream server: handoff refused: %s", e)  # validated by the worker
             return
         sub.sink = SocketSink(client)
         self.hub.admit(sub)
