@@ -267,7 +267,8 @@ def run(args: Any, url: str) -> None:
     chosen = [p for p in query.profiles("") if p.name in PROFILES]
     with query.served(url) as (r, base, ref):
         before = [query.measure_profile(r, base, ref, p, args)[0] for p in chosen]
-        rss0 = rss_kib(service_pids(query.QUERY_APP))
+        server = stream_process(query.QUERY_APP)
+        rss0, srss0 = rss_kib(service_pids(query.QUERY_APP)), rss_kib([server] if server else [])
         listed = json.loads(
             query.requests.get(
                 base + "/api/v1/objects?limit=1",
@@ -283,8 +284,7 @@ def run(args: Any, url: str) -> None:
         side.start()
         here.recv()  # the streams are open
         time.sleep(3)  # a benchmark's settle time (idle streams' memory), not a test's race fix
-        rss1 = rss_kib(service_pids(query.QUERY_APP))
-        server = stream_process(query.QUERY_APP)
+        rss1, srss1 = rss_kib(service_pids(query.QUERY_APP)), rss_kib([server] if server else [])
         cpu0, client0, t0 = cpu_s(server), cpu_s(side.pid), time.monotonic()
         here.send("write")
         after = [query.measure_profile(r, base, ref, p, args)[0] for p in chosen]
@@ -298,6 +298,7 @@ def run(args: Any, url: str) -> None:
         "preset": args.preset,
         "streams": args.streams,
         "rss_kib_per_idle_stream": round((rss1 - rss0) / max(1, args.streams), 1),
+        "of_which_stream_process": round((srss1 - srss0) / max(1, args.streams), 1),
         "writes": got["writes"],
         "events_expected": expected,
         "events_received": len(delays),
