@@ -15,6 +15,7 @@
         +-- Forbidden               403: authenticated but not allowed
         +-- NotFound                404
         +-- TooBusy                 429: the service serves as much of this as it may
+        +-- Unavailable             503: a part of the service is not running; retry
         +-- UpstreamTimeout         504: a leaf cluster did not answer in time
         +-- UpstreamError           502: a leaf cluster answered with an error
 
@@ -108,6 +109,13 @@ class NotFound(RequestError):
 class TooBusy(RequestError):
     status = 429
     code = "too_busy"
+
+
+class Unavailable(RequestError):
+    """A part of the service this request needs is not running (e.g. the stream process)."""
+
+    status = 503
+    code = "unavailable"
 
 
 class UpstreamError(RequestError):

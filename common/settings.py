@@ -272,7 +272,7 @@ class Settings:
     """Seconds between BOOKMARK events on a watch stream (Kubernetes' own interval is about a minute; the web view's reconnects resume from them)."""
 
     watch_streams_max: int = 2000
-    """Watch streams one query service process serves at once; more answer 429 (each holds a socket and its buffers, never a request thread: docs/benchmarks.md, "watch_streams", has the memory per stream)."""
+    """Watch streams the query service's stream process serves at once; more answer 429 (each holds a socket and its buffers there, never a request thread: docs/benchmarks.md, "watch_streams", has the memory per stream)."""
 
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""

@@ -9,6 +9,10 @@ FLEETSCOPE_BIND (a `--bind` on the command line wins), the access log on stdout 
 FLEETSCOPE_ACCESS_LOG (off, text or json: query/access_log.py). With FLEETSCOPE_METRICS_DIR set, it is
 exported as PROMETHEUS_MULTIPROC_DIR (emptied at start) so /metrics adds up every worker.
 
+The master also starts the stream process (query.stream_server: every watch stream of this
+service, handed over by the workers' request threads) once it listens, checks it from its own
+loop and starts it again if it dies (query.stream_supervisor), and stops it on exit.
+
 Each worker freezes what its start-up created (modules, the Flask app, the kind registry) out
 of the garbage collector once the app is loaded. A full collection otherwise walks all those
 objects and stalls every thread of the worker, which showed in every fleet-L p99
@@ -23,6 +27,7 @@ import shutil
 from typing import Any
 
 from common.settings import Settings
+from query import stream_supervisor
 from query.access_log import TEXT_FORMAT
 
 _settings = Settings.from_env()
@@ -56,6 +61,16 @@ def on_starting(server: Any) -> None:
     from common import logs
 
     logs.configure(_settings)
+
+
+def when_ready(server: Any) -> None:
+    """Start the stream process before the first worker is forked (module docstring)."""
+    stream_supervisor.install(server, _settings.metrics_dir)
+
+
+def on_exit(server: Any) -> None:
+    """Stop the stream process with the master (its clients reconnect elsewhere)."""
+    stream_supervisor.uninstall()
 
 
 def post_worker_init(worker: Any) -> None:

@@ -12,13 +12,17 @@ This worker adds the fields as received under `environ[HEADER_FIELDS]` (query.au
 
 A watch stream (`GET /api/v1/watch`) is answered like any request (same auth, Host check and
 headers, on a request thread); once its head is written, the connection's socket is handed to
-the process's watch hub (query.watch_hub) and the request thread is free again: the body is
-delimited by closing the connection (`Connection: close`, no chunking), as HTTP/1.1 allows.
+the stream process (query.stream_server, over query.watch_handoff) with the response head, which
+that process writes once the stream is admitted; the request thread is free again: the body is delimited by closing the connection (`Connection: close`, no chunking),
+as HTTP/1.1 allows. A TLS connection (gunicorn's own TLS) cannot change process: it is served
+on its request thread (query.watch).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import socket
 import ssl
 import threading
@@ -28,13 +32,16 @@ from typing import Any
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from query import stream_supervisor
+
 HEADER_FIELDS = "fleetscope.header_fields"
 """environ key: the request's header fields, ((UPPER-CASE NAME, value), ...), as received."""
 HANDOFF = "fleetscope.watch.handoff"
-"""environ key: this server can take a watch stream's socket over (query.watch)."""
+"""environ key: the stream process's socket, where this connection can be handed (query.watch)."""
 SUBSCRIPTION = "fleetscope.watch.subscription"
-"""environ key the watch view sets: (hub, subscription) to hand the socket to once answered."""
+"""environ key the watch view sets: (link, handoff) to send the socket with once answered."""
 _current = threading.local()  # the request a gthread thread is answering
+_log = logging.getLogger(__name__)
 
 ERRORS_BY_STATUS = {
     400: ("bad_request", "the request could not be parsed as HTTP/1.1"),
@@ -89,8 +96,9 @@ class JsonErrorWorker(ThreadWorker):  # type: ignore[misc]
             conn = getattr(_current, "conn", None)
             if req is not None:
                 environ[HEADER_FIELDS] = tuple(req.headers)
-            if conn is not None and not isinstance(conn.sock, ssl.SSLSocket):
-                environ[HANDOFF] = True
+            streams = stream_supervisor.socket_path()
+            if streams and conn is not None and not isinstance(conn.sock, ssl.SSLSocket):
+                environ[HANDOFF] = streams
             result: Iterable[bytes] = app(environ, start)
             handed = environ.pop(SUBSCRIPTION, None)
             if handed is not None and conn is not None:
@@ -113,10 +121,13 @@ def hand_over(
     result: Iterable[bytes],
     conn: Any,
 ) -> Iterable[bytes]:
-    """Write the stream's head now and give the socket to the hub; gunicorn then sees an
-    empty body and lets (a stand-in for) the connection go."""
+    """Send the socket to the stream process with the response's head, which it writes once
+    the stream is admitted (a client that has the head is sure to get every later change);
+    gunicorn then sees an empty body and lets (a stand-in for) the connection go."""
+    link, handoff = handed
     resp = getattr(start, "__self__", None)
     if resp is None or getattr(resp, "status_code", None) != 200:
+        link.close()
         return result
     if hasattr(result, "close"):
         result.close()
@@ -124,13 +135,28 @@ def hand_over(
     resp.response_length = None  # the body ends with the connection
     resp.headers = [(k, v) for k, v in resp.headers if k.lower() != "content-length"]
     resp.force_close()
-    resp.send_headers()
-    from query.watch_hub import SocketSink  # not at import: query.auth imports this module
-
-    hub, sub = handed
+    head = _Captured()
+    resp.sock = head
+    resp.send_headers()  # gunicorn's own head, kept for the stream process
     # gunicorn closes the connection once this request is done (a half-close, which would end
     # the stream whatever fd is left): it gets an unconnected socket to close instead.
     real, conn.sock = conn.sock, socket.socket()
-    sub.sink = SocketSink(real)
-    hub.subscribe(sub)
+    resp.sock = conn.sock
+    try:
+        link.hand(real, dataclasses.replace(handoff, preamble=head.data + handoff.preamble))
+    except OSError as e:  # the client or the stream process went away: the client resumes
+        _log.warning("watch stream not handed over: %s", e)
+    finally:
+        link.close()
+        real.close()  # this process's descriptor only: the stream process holds its own
     return []
+
+
+class _Captured:
+    """Stands for the client's socket while gunicorn writes the response head."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data

@@ -4,7 +4,10 @@ serves them), and the `resourceVersion` every list answer carries (query.positio
 `resourceVersion` (or the `Last-Event-ID` header) resumes after that position with no gap and
 no duplicate; absent, "" or "0" (Kubernetes' "state, then changes") sends the rows the caller
 may list as ADDED first. Under query.gunicorn_worker the request thread only authenticates,
-validates and (without a resourceVersion) lists; the socket then goes to the hub.
+validates and (without a resourceVersion) lists; the socket then goes to the stream process
+(query.stream_server; 503 when it is not reachable). A server that cannot hand sockets over
+(werkzeug's, the Flask test client, gunicorn's own TLS) streams from this process's in-thread
+hub on the request's own thread.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from common.index import feed
 from common.index.feed import Position
 from common.index.read import tally
 from common.index.read.reader import PageRequest
-from query import body, listing, params, positions, watch_events, watch_hub
+from query import body, listing, params, positions, watch_events, watch_handoff, watch_hub
 from query.gunicorn_worker import HANDOFF, SUBSCRIPTION
 from query.state import QueryState, caller, state
+from query.watch_sinks import QueueSink
 
 bp = Blueprint("watch", __name__, url_prefix="/api/v1")
 
-WATCH_PARAMS = (
+FILTER_PARAMS = (
     "cluster",
     "namespace",
     "kind",
@@ -35,6 +39,9 @@ WATCH_PARAMS = (
     "name",
     "flapping",
     "labelSelector",
+)
+WATCH_PARAMS = (
+    *FILTER_PARAMS,
     "resourceVersion",
     "allowWatchBookmarks",
     "watch",
@@ -66,25 +73,33 @@ def watch() -> Response:
     params.check_known(request.args, WATCH_PARAMS)
     filters = params.filters(request.args, st.registry, st.settings.flapping_threshold)
     rv = request.args.get("resourceVersion") or request.headers.get("Last-Event-ID", "")
-    hub = watch_hub.hub(st)
-    if hub.streams >= st.settings.watch_streams_max:
+    streams: str | None = request.environ.get(HANDOFF)
+    hub = None if streams else watch_hub.hub(st)
+    if hub is not None and hub.streams >= st.settings.watch_streams_max:
         raise TooBusy("this service serves as many watch streams as it may; retry later")
-    sub = watch_hub.Subscription(user, filters, None)
-    sub.ends_at = time.monotonic() + _timeout_s()
+    ends_in_s = _timeout_s()
+    preamble: list[bytes] = []
     if rv in ("", "0"):
         token = list_position(st)
-        sub.start = positions.decode(st.signer, token)
-        sub.preamble = _initial(st, user, filters, token)
+        start = positions.decode(st.signer, token)
+        preamble = _initial(st, user, filters, token)
     else:
-        sub.start = positions.decode(st.signer, rv)
-    resp_headers = {**HEADERS}
-    if request.environ.get(HANDOFF):
-        request.environ[SUBSCRIPTION] = (hub, sub)
-        return Response(iter(()), 200, resp_headers, mimetype="text/event-stream")
-    sink = watch_hub.QueueSink()
+        token, start = rv, positions.decode(st.signer, rv)
+    if streams:
+        link = watch_handoff.connect(streams)  # 503 when not reachable, 429 when full
+        args = tuple((k, v) for k, v in request.args.items(multi=True) if k in FILTER_PARAMS)
+        handoff = watch_handoff.Handoff(
+            user.name, user.groups, args, token, ends_in_s, b"".join(preamble)
+        )
+        request.environ[SUBSCRIPTION] = (link, handoff)
+        return Response(iter(()), 200, HEADERS, mimetype="text/event-stream")
+    assert hub is not None
+    sub = watch_hub.Subscription(user, filters, start, preamble)
+    sub.ends_at = time.monotonic() + ends_in_s
+    sink = QueueSink()
     sub.sink = sink
     hub.subscribe(sub)
-    return Response(sink.drain(), 200, resp_headers, mimetype="text/event-stream")
+    return Response(sink.drain(), 200, HEADERS, mimetype="text/event-stream")
 
 
 def _timeout_s() -> float:

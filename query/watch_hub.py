@@ -1,126 +1,58 @@
-"""One thread per query process serving every watch stream of that process.
+"""The watch hub: every watch stream of a process, served from one thread.
 
-It reads the clusters' change feeds (common.index.feed) with one Redis connection (XREAD
-BLOCK) and fans each change out to the streams: filtered by each stream's filters and its
-caller's current access (re-resolved when the grants version or the fleet view changes, so a
-revoked grant stops events within the list path's bound), written to the stream's socket
-without blocking (query.gunicorn_worker hands the socket over once the request is answered:
-no request thread is held). BOOKMARKs every `watch_bookmark_s`, STATUS when the caller's
-degraded-mode state changes. A new stream catches up from its position first, or gets 410.
+A reader thread (query.watch_feed) reads the clusters' change feeds; the hub's thread fans each
+batch out: streams are grouped by caller (their access re-resolved once per caller when the
+grants version or the fleet view moves, so a revoked grant stops events within the list path's
+bound) and by filters, an event is rendered once per group and a batch is written to each
+stream in one non-blocking send (query.watch_sinks). BOOKMARKs every `watch_bookmark_s`, STATUS
+when a caller's degraded-mode state changes. A new stream catches up from its position first,
+or gets 410. The stream process (query.stream_server) runs a hub on its main thread; a server
+that cannot hand sockets over runs one in a thread (`hub`), its streams drained by their
+request threads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import selectors
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import redis
+from typing import Any
 
 from common import redis_client
-from common.index import feed, keys, syncstatus
+from common.index import feed, syncstatus
 from common.index.feed import Change, Position
+from common.index.read import tally
 from common.index.read.reader import Filters
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access
 from query import positions, watch_events
-from query.scope import resolve_scope
+from query.scope import FleetSnapshot, resolve_scope
 from query.state import QueryState
+from query.watch_feed import Batch, FeedReader, entry_id
+from query.watch_sinks import Sink, SocketSink
 
 log = logging.getLogger(__name__)
-BLOCK_MS = 200
-OUTBOX_MAX = 1 << 20
-"""Bytes a slow client may fall behind by before its stream is closed (it resumes)."""
-_MAX_ID = (1 << 64) - 1
+TICK_S = 0.25
+"""Longest wait of the hub's thread between looks at bookmarks, timeouts and the fleet view."""
+READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 
 
-class Sink(Protocol):
-    def send(self, data: bytes) -> bool: ...
+@dataclass(eq=False)
+class Caller:
+    """One identity's streams and its access, shared by them (re-resolved once for all)."""
 
-    def close(self) -> None: ...
-
-
-class SocketSink:
-    """A handed-over client socket: written without blocking, the rest kept in an outbox."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setblocking(False)
-        self.sock = sock
-        self.outbox = bytearray()
-        self.closed = False
-
-    def send(self, data: bytes) -> bool:
-        if self.closed:
-            return False
-        self.outbox += data
-        return self.flush()
-
-    def flush(self) -> bool:
-        try:
-            while self.outbox:
-                n = self.sock.send(self.outbox)
-                del self.outbox[:n]
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError:
-            self.close()
-            return False
-        if len(self.outbox) > OUTBOX_MAX:
-            self.close()
-            return False
-        return True
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            with contextlib.suppress(OSError):
-                self.sock.close()
-
-
-class QueueSink:
-    """A stream served by a WSGI server that cannot hand its socket over (werkzeug's, the test
-    client): a response generator drains it on the request's own thread."""
-
-    def __init__(self) -> None:
-        self.q: queue.Queue[bytes | None] = queue.Queue(maxsize=10_000)
-        self.closed = False
-
-    def send(self, data: bytes) -> bool:
-        if self.closed:
-            return False
-        try:
-            self.q.put_nowait(data)
-        except queue.Full:
-            self.close()
-            return False
-        return True
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            with contextlib.suppress(queue.Full):
-                self.q.put_nowait(None)
-
-    def drain(self, keepalive_s: float = 5.0) -> Iterator[bytes]:
-        try:
-            while True:
-                try:
-                    item = self.q.get(timeout=keepalive_s)
-                except queue.Empty:
-                    yield b": keepalive\n\n"
-                    continue
-                if item is None:
-                    return
-                yield item
-        finally:
-            self.closed = True
+    user: UserInfo
+    access: dict[str, Access] = field(default_factory=dict)
+    status: bytes = b""
+    """The STATUS event of its current freshness block (sent when it changes)."""
+    subs: dict[Subscription, None] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -132,12 +64,9 @@ class Subscription:
     preamble: list[bytes] = field(default_factory=list)
     """Events sent before any change (the initial ADDED of a watch without resourceVersion)."""
     sink: Sink | None = None
-    access: dict[str, Access] = field(default_factory=dict)
+    caller: Caller | None = None
     ahead: dict[str, Position] = field(default_factory=dict)
     """Clusters where this stream's position is past the hub's: changes up to it are skipped."""
-    status_text: str = ""
-    fresh: dict[str, Any] = field(default_factory=dict)
-    """The caller's freshness block (the list answers'), as of the last re-scope."""
     bookmark_at: float = 0.0
     ends_at: float = float("inf")
     """When the hub closes the stream (monotonic): the client reconnects and is authenticated
@@ -145,47 +74,61 @@ class Subscription:
 
     @property
     def closed(self) -> bool:
-        return self.sink is None or bool(getattr(self.sink, "closed", False))
+        return self.sink is None or self.sink.closed
 
 
 class Hub:
     def __init__(self, st: QueryState) -> None:
         self.st = st
-        self.r = redis_client.connect(st.settings.redis_url, BLOCK_MS / 1000 + 5.0)
+        self.r = st.r
         self.pos: dict[str, Position] = {}
-        self.subs: list[Subscription] = []
+        self.subs: dict[Subscription, None] = {}
+        self.callers: dict[tuple[str, tuple[str, ...]], Caller] = {}
+        self.groups: dict[tuple[Caller, Filters], dict[Subscription, None]] = {}
+        self.ahead: dict[Subscription, None] = {}
+        """Streams still skipping changes up to their own position (served one by one)."""
         self.incoming: queue.Queue[Subscription] = queue.Queue()
-        self.lock = threading.Lock()
+        self.pending = 0
+        """Streams on their way in (query.stream_server counts its handoffs here)."""
+        self.ticks: list[Callable[[float], None]] = []
+        self.sel = selectors.DefaultSelector()
+        self.feed: FeedReader | None = None
         self.started = threading.Event()
-        self._idle = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.sel.register(self._wake_r, READ, self._woken)
         self._token: str | None = None
-        self._version: Any = None
         self._snapshot: Any = None
-        self._clusters_at = 0.0
-        self._sel = selectors.DefaultSelector()
-        self._thread = threading.Thread(target=self._run, name="watch-hub", daemon=True)
-        self._thread.start()
+        self._fleet: Any = None
+        self._access_key: Any = None
+        self._ticked_at = 0.0
 
     @property
     def streams(self) -> int:
-        return len(self.subs) + self.incoming.qsize()
+        return len(self.subs) + self.incoming.qsize() + self.pending
 
     def subscribe(self, sub: Subscription) -> None:
+        """From another thread: admit `sub` on the hub's thread."""
         self.incoming.put(sub)
+        self.wake()
 
-    # -- the hub's thread --------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
+    def wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            self._wake_w.send(b".")
+
+    def run(self, keep_going: Callable[[], bool] = lambda: True) -> None:
+        """Serve until `keep_going()` is false (checked at least every TICK_S)."""
+        while keep_going():
             try:
                 self._start()
                 break
             except redis_client.ERRORS:
                 log.warning("watch hub: Redis unavailable; retrying")
                 time.sleep(1.0)
-        self.started.set()
-        while True:
+        while keep_going():
             try:
-                self._round()
+                self.step()
             except redis_client.ERRORS:
                 log.warning("watch hub: Redis unavailable; retrying")
                 time.sleep(1.0)
@@ -193,108 +136,187 @@ class Hub:
                 log.exception("watch hub: round failed")
 
     def _start(self) -> None:
+        """Start reading after every registered cluster's current generation (as a list's
+        position is: streams opened from a list then start level with the hub)."""
         clusters = syncstatus.registered_clusters(self.r)
-        self.pos = {c: feed.last(self.r, c) for c in clusters}
-        self._clusters_at = time.monotonic()
+        gens, _ = tally.generations(self.r, clusters)
+        self.pos = {c: Position(int(g or 0)) for c, g in zip(clusters, gens, strict=True)}
+        self.feed = FeedReader(self.st, self.pos, self._wake_w)
+        self.feed.start()
+        self.started.set()
 
-    def _round(self) -> None:
+    def step(self, timeout_s: float = TICK_S) -> None:
+        for key, mask in self.sel.select(timeout_s):
+            key.data(key.fileobj, mask)
         while not self.incoming.empty():
-            self._admit(self.incoming.get_nowait())
-        self._refresh()
-        got = self._read()
-        if got:
-            self._check_access()  # grants revoked before these writes count for them
-        for c, change in got:
-            self._dispatch(c, change)
-        self._reap()
+            self.admit(self.incoming.get_nowait())
+        assert self.feed is not None
+        while (batch := self.feed.next()) is not None:
+            self._apply(batch)
+        self._tick()
 
-    def _read(self) -> list[tuple[str, Change]]:
-        if not self.pos:
-            self._idle.wait(BLOCK_MS / 1000)  # no cluster yet: never set, a pause
-            return []
-        streams = {keys.feed(c): _id(p) for c, p in self.pos.items()}
-        by_key = {keys.feed(c): c for c in self.pos}
-        got: Any
-        if isinstance(self.r, redis.RedisCluster):
-            pipe = self.r.pipeline()
-            for k, i in streams.items():
-                pipe.xread({k: i})
-            got = [x for reply in pipe.execute() for x in (reply or [])]
-            if not got:
-                self._idle.wait(BLOCK_MS / 1000)
-        else:
-            got = self.r.xread(streams, block=BLOCK_MS) or []  # type: ignore[arg-type]
-        out = []
-        for key, entries in got:
-            c = by_key[key.decode() if isinstance(key, bytes) else key]
-            out += [(c, feed.decode(c, i, f)) for i, f in entries]
-        return out
+    def _woken(self, sock: Any, mask: int) -> None:
+        try:
+            while sock.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
 
-    def _dispatch(self, cluster: str, change: Change) -> None:
-        self.pos[cluster] = change.position
+    # -- changes -------------------------------------------------------------------------
+    def _apply(self, batch: Batch) -> None:
+        """Send a batch; a failure to re-resolve access leaves it queued (tried again after
+        Redis is back), and one while sending closes every stream: they resume from their
+        last id, none with a gap."""
+        for c, p in batch.added.items():
+            if c not in self.pos:
+                self.pos[c] = p
+                self._token = None
+        self._check_access(batch.version, batch.snapshot)  # revoked before these writes: counts
+        assert self.feed is not None
+        self.feed.taken()
+        if batch.changes:
+            try:
+                self._dispatch(batch.changes)
+            except Exception:
+                log.exception("watch hub: a batch failed; closing every stream (they resume)")
+                for sub in list(self.subs):
+                    self._drop(sub)
+                for change in batch.changes:  # read: streams opened from now start after it
+                    self.pos[change.cluster] = Position(change.position.gen)
+                self._token = None
+
+    def _dispatch(self, changes: list[Change]) -> None:
+        """Each change rendered once per (caller, filters); each stream gets the batch's bytes
+        in one send."""
+        out: dict[tuple[Caller, Filters], list[bytes]] = {}
+        solo: dict[Subscription, list[bytes]] = {sub: [] for sub in self.ahead}
+        for change in changes:
+            self.pos[change.cluster] = change.position
+            self._token = None
+            texts: dict[tuple[int, bytes], str] = {}
+            for key in self.groups:
+                frame = self._frame(key[0], key[1], change, texts, None)
+                if frame is not None:
+                    out.setdefault(key, []).append(frame)
+            for sub, frames in solo.items():
+                ahead = sub.ahead.get(change.cluster)
+                if ahead is not None:
+                    if not ahead.behind(change.position):
+                        continue
+                    del sub.ahead[change.cluster]
+                assert sub.caller is not None
+                frame = self._frame(sub.caller, sub.filters, change, texts, sub)
+                if frame is not None:
+                    frames.append(frame)
+        for key, frames in out.items():
+            data = b"".join(frames)
+            for sub in list(self.groups.get(key, ())):
+                self._send(sub, data)
+        for sub, frames in solo.items():
+            if frames:
+                self._send(sub, b"".join(frames))
+        # A read returns whole writes (each is one MULTI/EXEC): the hub is past all of each
+        # generation it read, as a list's position is, and level with streams opened there.
+        for c in {change.cluster for change in changes}:
+            self.pos[c] = Position(self.pos[c].gen)
         self._token = None
-        # Streams of one caller share their access map (query.scope), so streams with the same
-        # filters get the same bytes: rendered once per change, not once per stream.
-        frames: dict[tuple[int, Filters], bytes | None] = {}
-        for sub in self.subs:
-            if sub.closed:
-                continue
-            ahead = sub.ahead.get(cluster)
-            if ahead is not None:
-                if not ahead.behind(change.position):
-                    continue
-                del sub.ahead[cluster]
-            if sub.ahead:
-                self._deliver(sub, change, self._token_of(sub))
-                continue
-            key = (id(sub.access), sub.filters)
-            if key not in frames:
-                frames[key] = self._frame(sub, change, self._token_of(sub))
-            frame = frames[key]
-            if frame is not None and sub.sink is not None:
-                sub.sink.send(frame)
+        self._level()
 
-    def _deliver(self, sub: Subscription, change: Change, token: str) -> None:
-        frame = self._frame(sub, change, token)
-        if frame is not None and sub.sink is not None:
-            sub.sink.send(frame)
+    def _level(self) -> None:
+        """Streams the hub has caught up with everywhere join their groups."""
+        for sub in list(self.ahead):
+            for c, p in list(sub.ahead.items()):
+                if not self.pos[c].behind(p):
+                    del sub.ahead[c]
+            if not sub.ahead:
+                del self.ahead[sub]
+                self._group(sub)
 
-    @staticmethod
-    def _frame(sub: Subscription, change: Change, token: str) -> bytes | None:
-        got = watch_events.event_for(sub.filters, sub.access, change)
+    def _frame(
+        self,
+        caller: Caller,
+        filters: Filters,
+        change: Change,
+        texts: dict[tuple[int, bytes], str],
+        sub: Subscription | None,
+    ) -> bytes | None:
+        got = watch_events.event_for(filters, caller.access, change)
         if got is None:
             return None
-        text = watch_events.row_text(sub.access, change.cluster, got[1])
-        return watch_events.row_event(got[0], text, token)
+        kind, member = got
+        text = texts.get((id(caller), member))
+        if text is None:
+            text = texts[(id(caller), member)] = watch_events.row_text(
+                caller.access, change.cluster, member
+            )
+        token = self._token_of(sub) if sub is not None else self._shared_token()
+        return watch_events.row_event(kind, text, token)
 
-    def _token_of(self, sub: Subscription) -> str:
-        if sub.ahead:
-            return positions.encode(self.st.signer, {**self.pos, **sub.ahead})
+    def _shared_token(self) -> str:
         if self._token is None:
             self._token = positions.encode(self.st.signer, self.pos)
         return self._token
 
+    def _token_of(self, sub: Subscription) -> str:
+        if sub.ahead:
+            return positions.encode(self.st.signer, {**self.pos, **sub.ahead})
+        return self._shared_token()
+
+    # -- streams -------------------------------------------------------------------------
+    def admit(self, sub: Subscription) -> None:
+        """Start serving `sub` (on the hub's thread): its preamble, STATUS, catch-up; closed
+        if that fails (the client retries)."""
+        try:
+            self._admit(sub)
+        except Exception:
+            self._drop(sub)
+            raise
+
     def _admit(self, sub: Subscription) -> None:
-        self._rescope(sub)
         assert sub.sink is not None
+        key = (sub.user.name, sub.user.groups)
+        caller = self.callers.get(key)
+        if caller is None:
+            caller = self.callers[key] = Caller(sub.user)
+        sub.caller = caller
+        caller.subs[sub] = None
+        self.subs[sub] = None
+        self._rescope(caller)  # checked: the grants are read, never a cache's
+        if isinstance(sub.sink, SocketSink):  # the initial rows may exceed a slow client's bound
+            sub.sink.limit += sum(len(item) for item in sub.preamble)
         for item in sub.preamble:
             sub.sink.send(item)
         sub.preamble = []
-        self._send_status(sub)
+        sub.sink.send(caller.status)
         if sub.start is not None and not self._catch_up(sub):
+            self._drop(sub)
+            return
+        if sub.closed:
+            self._drop(sub)
             return
         sub.bookmark_at = time.monotonic()
-        self.subs.append(sub)
         if isinstance(sub.sink, SocketSink):
-            self._sel.register(sub.sink.sock, selectors.EVENT_READ, sub)
+            self.sel.register(sub.sink.sock, READ, functools.partial(self._client, sub))
+            self._watch_writes(sub)
+        if sub.ahead:
+            self.ahead[sub] = None
+        else:
+            self._group(sub)
+
+    def _group(self, sub: Subscription) -> None:
+        assert sub.caller is not None
+        self.groups.setdefault((sub.caller, sub.filters), {})[sub] = None
 
     def _catch_up(self, sub: Subscription) -> bool:
         """Send what happened since the stream's position; False (and 410) when it expired."""
+        assert sub.sink is not None and sub.caller is not None
         start = sub.start or {}
         for c in start:
-            if c not in self.pos:  # one the hub has not read yet (e.g. gone from the registry)
+            if c not in self.pos:  # one the hub does not read yet (e.g. gone from the registry)
                 self.pos[c] = Position(0)
                 self._token = None
+                if self.feed is not None:
+                    self.feed.add(c, Position(0))
         cur = {c: start.get(c, Position(0)) for c in self.pos}
         for c, hub_pos in self.pos.items():
             p = cur[c]
@@ -304,93 +326,134 @@ class Hub:
             if not p.behind(hub_pos):
                 continue
             if feed.expired(self.r, c, p):
-                assert sub.sink is not None
                 sub.sink.send(watch_events.expired(_expired_message(c)))
-                sub.sink.close()
                 return False
-            for change in feed.read_after(self.r, c, p, _id(hub_pos)):
+            frames = []
+            for change in feed.read_after(self.r, c, p, entry_id(hub_pos)):
                 cur[c] = change.position
                 token = positions.encode(self.st.signer, {**cur, **sub.ahead})
-                self._deliver(sub, change, token)
+                got = watch_events.event_for(sub.filters, sub.caller.access, change)
+                if got is not None:
+                    text = watch_events.row_text(sub.caller.access, c, got[1])
+                    frames.append(watch_events.row_event(got[0], text, token))
+            if frames:
+                sub.sink.send(b"".join(frames))
             cur[c] = hub_pos
         return True
 
-    def _refresh(self) -> None:
-        """Every round: the grants version and the fleet view; new clusters every second;
-        BOOKMARKs when due."""
+    def _send(self, sub: Subscription, data: bytes) -> None:
+        assert sub.sink is not None
+        if not sub.sink.send(data):
+            self._drop(sub)
+        elif isinstance(sub.sink, SocketSink) and sub.sink.outbox:
+            self._watch_writes(sub)
+
+    def _watch_writes(self, sub: Subscription) -> None:
+        """Wait for the socket to be writable while a slow client's outbox holds bytes."""
+        assert isinstance(sub.sink, SocketSink)
+        mask = READ | WRITE if sub.sink.outbox else READ
+        key = self.sel.get_key(sub.sink.sock)
+        if key.events != mask:
+            self.sel.modify(sub.sink.sock, mask, key.data)
+
+    def _client(self, sub: Subscription, sock: Any, mask: int) -> None:
+        """A client socket is readable (it went away, or sent bytes a stream ignores) or
+        writable again (its outbox is flushed)."""
+        assert isinstance(sub.sink, SocketSink)
+        if mask & READ:
+            try:
+                if not sock.recv(4096):
+                    self._drop(sub)
+                    return
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                self._drop(sub)
+                return
+        if mask & WRITE:
+            if not sub.sink.flush():
+                self._drop(sub)
+                return
+            self._watch_writes(sub)
+
+    def _drop(self, sub: Subscription) -> None:
+        if isinstance(sub.sink, SocketSink) and sub in self.subs:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(sub.sink.sock)
+        if sub.sink is not None:
+            sub.sink.close()
+        self.subs.pop(sub, None)
+        self.ahead.pop(sub, None)
+        caller = sub.caller
+        if caller is None:
+            return
+        caller.subs.pop(sub, None)
+        group = self.groups.get((caller, sub.filters))
+        if group is not None:
+            group.pop(sub, None)
+            if not group:
+                del self.groups[(caller, sub.filters)]
+        if not caller.subs:
+            self.callers.pop((caller.user.name, caller.user.groups), None)
+
+    # -- access, bookmarks, timeouts -----------------------------------------------------
+    def _tick(self) -> None:
         now = time.monotonic()
-        self._check_access()
-        if now - self._clusters_at >= 1.0:
-            self._clusters_at = now
-            for c in syncstatus.registered_clusters(self.r):
-                if c not in self.pos:
-                    self.pos[c] = Position(0)  # a new cluster: its whole feed is new
-                    self._token = None
+        if now - self._ticked_at < TICK_S / 2:
+            return  # a busy hub steps often; streams need looking at a few times a second
+        self._ticked_at = now
+        if self.feed is not None and self.feed.snapshot is not None:
+            self._check_access(self.feed.version, self.feed.snapshot)
         every = self.st.settings.watch_bookmark_s
-        for sub in self.subs:
-            if now - sub.bookmark_at >= every and sub.sink is not None:
+        bookmarks: dict[str, bytes] = {}
+        for sub in list(self.subs):
+            if sub.closed or now >= sub.ends_at:
+                self._drop(sub)
+            elif now - sub.bookmark_at >= every:
                 sub.bookmark_at = now
-                sub.sink.send(watch_events.bookmark(self._token_of(sub)))
+                token = self._token_of(sub)
+                frame = bookmarks.get(token)
+                if frame is None:
+                    frame = bookmarks[token] = watch_events.bookmark(token)
+                self._send(sub, frame)
+        for tick in self.ticks:
+            tick(now)
 
-    def _check_access(self) -> None:
-        """Re-resolve every stream's access when the grants version or the fleet view moved
-        (the list path's signal: an RBAC sync raises the version after writing the grants)."""
-        version = self.r.get(keys.VERSION)
-        snapshot = self.st.fleet.snapshot(self.st.settings)
-        if version != self._version or snapshot is not self._snapshot:
-            self._version, self._snapshot = version, snapshot
-            for sub in self.subs:
-                self._rescope(sub)
-                self._send_status(sub)
+    def _check_access(self, version: Any, snapshot: FleetSnapshot) -> None:
+        """Re-resolve every caller's access when the grants version moved (the list path's
+        signal: an RBAC sync raises it after writing the grants) or the fleet view changed in
+        what access and freshness are made of (it is re-read every second, by the reader)."""
+        if snapshot is not self._snapshot:
+            self._snapshot, self._fleet = snapshot, fleet_key(snapshot)
+        if (version, self._fleet) != self._access_key:
+            self._access_key = (version, self._fleet)
+            for caller in list(self.callers.values()):
+                self._rescope(caller)
 
-    def _rescope(self, sub: Subscription) -> None:
-        """The caller's current access (checked: the grants are read, never a cache's)."""
+    def _rescope(self, caller: Caller) -> None:
+        """The caller's current access (checked: the grants are read, never a cache's), and a
+        STATUS to its streams when its freshness block changed."""
         st = self.st
-        scope = resolve_scope(sub.user, st.fleet, st.resolver, st.settings)
+        scope = resolve_scope(caller.user, st.fleet, st.resolver, st.settings)
         # A cluster that left the registry keeps the access it had: its feed's last entries
         # are its rows' DELETED, which the caller saw as rows.
-        gone = {c: a for c, a in sub.access.items() if c not in scope.snapshot.syncs}
-        sub.access = {**gone, **scope.visible} if gone else scope.visible
-        sub.fresh = scope.freshness(st.settings)
-
-    def _send_status(self, sub: Subscription) -> None:
-        if sub.sink is None:
-            return
-        frame = watch_events.status(sub.fresh)
-        if frame != sub.status_text.encode():
-            sub.status_text = frame.decode()
-            sub.sink.send(frame)
-
-    def _reap(self) -> None:
-        """Drop closed streams; notice clients that went away; flush slow clients' outboxes."""
-        if self.subs:
-            for key, _ in self._sel.select(timeout=0):
-                sub = key.data
-                try:
-                    if not key.fileobj.recv(4096):  # type: ignore[union-attr]
-                        sub.sink.close()
-                except (BlockingIOError, InterruptedError):
-                    pass
-                except OSError:
-                    sub.sink.close()
-        keep = []
-        now = time.monotonic()
-        for sub in self.subs:
-            if now >= sub.ends_at and sub.sink is not None:
-                sub.sink.close()
-            if isinstance(sub.sink, SocketSink) and sub.sink.outbox and not sub.sink.closed:
-                sub.sink.flush()
-            if sub.closed:
-                if isinstance(sub.sink, SocketSink):
-                    with contextlib.suppress(KeyError, ValueError):
-                        self._sel.unregister(sub.sink.sock)
-                continue
-            keep.append(sub)
-        self.subs = keep
+        gone = {c: a for c, a in caller.access.items() if c not in scope.snapshot.syncs}
+        caller.access = {**gone, **scope.visible} if gone else scope.visible
+        status = watch_events.status(scope.freshness(st.settings))
+        if status != caller.status:
+            caller.status = status
+            for sub in list(caller.subs):
+                if sub.bookmark_at:  # admitted: a new stream gets it from `admit`
+                    self._send(sub, status)
 
 
-def _id(p: Position) -> str:
-    return f"{p.gen}-{_MAX_ID if p.seq is None else p.seq}"
+def fleet_key(snap: FleetSnapshot) -> tuple[Any, ...]:
+    """What callers' access and freshness blocks are made of, in one fleet view: equal keys,
+    equal scopes (the view is re-read every second, mostly to the same effect)."""
+    pending = tuple((c, snap.syncs[c].state) for c in snap.pending)
+    stale = tuple((c, snap.syncs[c].last_success) for c in snap.stale)
+    rbac = tuple((c, snap.syncs[c].rbac_synced_at) for c in snap.rbac_stale)
+    return (tuple(snap.clusters), snap.state, snap.limits, pending, stale, rbac)
 
 
 def _expired_message(cluster: str) -> str:
@@ -405,9 +468,11 @@ _hubs_lock = threading.Lock()
 
 
 def hub(st: QueryState) -> Hub:
-    """This process's hub for this app (started on the first watch)."""
+    """This process's in-thread hub for this app (started on the first watch): for servers
+    that cannot hand a socket to the stream process."""
     with _hubs_lock:
         got = _hubs.get(id(st))
         if got is None or got.st is not st:
             got = _hubs[id(st)] = Hub(st)
+            threading.Thread(target=got.run, name="watch-hub", daemon=True).start()
         return got

@@ -18,6 +18,8 @@ from fleetscope.client.terminal import escape
 class ClientError(Exception):
     exit_code = 1
     label = "server error"
+    status: int | None = None
+    """The HTTP status of the server's answer, when this is one."""
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()))  # one line, whatever the server sent

@@ -171,7 +171,9 @@ def answer(resp: requests.Response) -> dict[str, Any]:
         raise Unauthenticated(message)
     if code in (403, 404):
         raise Refused(message, "forbidden" if code == 403 else "not found")
-    raise ClientError(f"{message} (HTTP {code})")
+    err = ClientError(f"{message} (HTTP {code})")
+    err.status = code
+    raise err
 
 
 def unreachable(

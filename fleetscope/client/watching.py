@@ -1,6 +1,7 @@
 """`fleetscope get -w/--watch`: kubectl's list-then-watch. The list is printed (unless
 `--watch-only`), then each change as it comes from `GET /api/v1/watch`, resumed from the last
-event's id after a dropped connection and listed again after a 410 Expired. Ctrl-C exits 0.
+event's id after a dropped connection (a second later after a 503 or 429: the server's stream
+process restarting, or full) and listed again after a 410 Expired. Ctrl-C exits 0.
 
 Table output prints each change as a row (with `--output-watch-events`, an EVENT column first:
 the list's rows are ADDED); json and yaml print one document per object (with
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
@@ -26,6 +28,8 @@ from fleetscope.client.transport import Api, Params
 
 WATCH = "/api/v1/watch"
 ROW_EVENTS = ("ADDED", "MODIFIED", "DELETED")
+RETRY_S = 1.0
+"""Pause before resuming a watch the server answered 503 or 429 (streams restarting, full)."""
 
 
 class EventPrinter:
@@ -103,6 +107,10 @@ def _watch(api: Api, params: Params, printer: EventPrinter, rv: str) -> bool:
             pass  # reconnect from the last id
         except requests.exceptions.Timeout:
             pass
+        except ClientError as e:
+            if e.status not in (429, 503):
+                raise
+            time.sleep(RETRY_S)  # the server's stream process restarting, or full: again later
 
 
 def _events(api: Api, params: Params, rv: str) -> Iterator[tuple[str, str, dict[str, Any]]]:

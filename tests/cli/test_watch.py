@@ -6,11 +6,6 @@ and Ctrl-C ending it with exit status 0."""
 from __future__ import annotations
 
 import json
-import queue
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +13,8 @@ from typing import Any
 import pytest
 
 from tests.support import topology
-from tests.support.cli import clean_env
+from tests.support.cli import Running
 from tests.support.gunicorn import watch_server
-from tests.support.paths import REPO
 from tests.support.team_cluster import change, seed
 
 ADMIN = ["--as", "root", "--as-group", "admins"]
@@ -38,48 +32,6 @@ def r(redis_url: str) -> Iterator[Any]:
 def server(r: Any, redis_url: str, tmp_path: Path) -> Iterator[str]:
     with watch_server(redis_url, tmp_path / "gunicorn.log") as host:
         yield f"http://{host}"
-
-
-class Running:
-    """The CLI as a process whose output lines are read with a deadline."""
-
-    def __init__(self, home: Path, *args: str) -> None:
-        env = clean_env(home, {"PYTHONUNBUFFERED": "1"})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fleetscope", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=REPO,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def line(self) -> str:
-        try:
-            line = self.lines.get(timeout=20)
-        except queue.Empty:
-            self.proc.kill()
-            _, err = self.proc.communicate(timeout=20)
-            pytest.fail(f"no output in 20 s after {self.seen[-5:]}; stderr: {err[-6000:]}")
-        self.seen.append(line)
-        return line
-
-    def interrupt(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        code = self.proc.wait(20)
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        return code
 
 
 def test_list_then_changes_with_event_column_and_ctrl_c_exits_0(

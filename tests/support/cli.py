@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from common.settings import Settings
@@ -94,3 +98,45 @@ def run(home: Path, *args: str, env: dict[str, str] | None = None, timeout: floa
         cwd=REPO,
     )
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+class Running:
+    """The CLI as a process whose output lines are read with a deadline."""
+
+    def __init__(self, home: Path, *args: str) -> None:
+        env = clean_env(home, {"PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fleetscope", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def line(self) -> str:
+        try:
+            line = self.lines.get(timeout=20)
+        except queue.Empty:
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=20)
+            pytest.fail(f"no output in 20 s after {self.seen[-5:]}; stderr: {err[-6000:]}")
+        self.seen.append(line)
+        return line
+
+    def interrupt(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(20)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return code

@@ -21,6 +21,16 @@ def serving(settings: dict[str, str], log: Path, stdout: Path | None = None) -> 
     """gunicorn serving until the block ends: `HOST:PORT` once /healthz answers 200. `settings`
     are FLEETSCOPE_* names without the prefix; its stderr goes to `log`, its stdout (the access
     log, if asked for) to `stdout`."""
+    with master(settings, log, stdout) as (_proc, host):
+        yield host
+
+
+@contextmanager
+def master(
+    settings: dict[str, str], log: Path, stdout: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`serving`, with the gunicorn master's process too (its children: workers, the stream
+    process)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCOPE_")}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update({f"FLEETSCOPE_{k.upper()}": v for k, v in settings.items()})
@@ -28,7 +38,7 @@ def serving(settings: dict[str, str], log: Path, stdout: Path | None = None) -> 
     with log.open("wb") as err, (stdout or Path(os.devnull)).open("wb") as out:
         proc = subprocess.Popen(command("127.0.0.1:0"), env=env, cwd=REPO, stdout=out, stderr=err)
     try:
-        yield wait_for(lambda: _answering(proc, log), 30, lambda: f"gunicorn: {_tail(log)}")
+        yield proc, wait_for(lambda: _answering(proc, log), 30, lambda: f"gunicorn: {_tail(log)}")
     finally:
         proc.terminate()
         try:
@@ -76,3 +86,13 @@ def watch_server(redis_url: str, log: Path) -> Iterator[str]:
     """gunicorn for the watch stream tests (`header` mode, a bookmark every second)."""
     with serving(header_mode(redis_url, watch_bookmark_s="1"), log) as host:
         yield host
+
+
+@contextmanager
+def watch_master(
+    redis_url: str, log: Path, threads: int = 2
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`watch_server` with `threads` request threads, and the master's process."""
+    settings = header_mode(redis_url, watch_bookmark_s="1", query_threads=str(threads))
+    with master(settings, log) as served:
+        yield served
