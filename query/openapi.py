@@ -854,6 +854,10 @@ def _watch(registry: KindRegistry) -> S:
         "required": ["event", "data"],
     }
     item["get"]["responses"]["200"]["content"] = {"text/event-stream": {"schema": event}}
+    item["get"]["responses"]["503"]["description"] = (
+        "the index (Redis) is not reachable, or the service's stream process is not (it is "
+        "started again within seconds: retry from the same position)"
+    )
     return item
 
 
