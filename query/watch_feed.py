@@ -142,6 +142,6 @@ class FeedReader:
         by_key = {k: c for c, k in self._keys.items()}
         out: list[Change] = []
         for key, entries in got:
-            c = by_key[key.decode() if isinstance(key, bytes) else key]
+            c = by_key[redis_client.text(key)]
             out += [feed.decode(c, i, f) for i, f in entries]
         return out
