@@ -109,6 +109,33 @@ def capped(raw: Any) -> tuple[dict[str, str], bool]:
     return out, cut
 
 
+def of_object(raw: Any, name: str, namespace: str = "") -> str:
+    """`encode(*capped(raw), ...)` in one pass: the stored field of an object's
+    `metadata.labels` (this runs once per collected object)."""
+    if not isinstance(raw, dict) or not raw:
+        return ""
+    coded: list[str] = []
+    plain: list[str] = []
+    cut, size, kept = False, 0, 0
+    valid_key, valid_value, codes = _valid_key, _valid_value, KEY_CODES
+    for k in sorted(str(k) for k in raw):
+        v = raw.get(k)
+        if not isinstance(v, str) or not valid_key(k) or not valid_value(v):
+            cut = True
+            continue
+        code = codes.get(k)
+        size += (1 if code is not None else len(k) + 2) + len(v)
+        if kept >= MAX_LABELS or size > MAX_LABELS_BYTES:
+            cut = True
+            break
+        kept += 1
+        if code is not None:
+            coded.append(code + _value(v, name, namespace))
+        else:
+            plain.append(f",{k}={_value(v, name, namespace)}")
+    return (CUT_MARK if cut else "") + "".join(coded) + "".join(plain)
+
+
 def _value(v: str, name: str, namespace: str) -> str:
     if v == name and v:
         return NAME_MARK
