@@ -109,6 +109,20 @@ def capped(raw: Any) -> tuple[dict[str, str], bool]:
     return out, cut
 
 
+_PIECES: dict[tuple[str, str], tuple[str, int, str] | None] = {}
+"""(key, value) -> (stored key head, bytes it adds, stored value unless marked), None when the
+pair is invalid: `of_object`'s per-label work, done once per distinct pair."""
+_PIECES_MAX = 1 << 17
+
+
+def _piece(k: str, v: str) -> tuple[str, int, str] | None:
+    if not _valid_key(k) or not _valid_value(v):
+        return None
+    code = KEY_CODES.get(k)
+    head = code if code is not None else f",{k}="
+    return head, (1 if code is not None else len(k) + 2) + len(v), VALUE_CODES.get(v, v)
+
+
 def of_object(raw: Any, name: str, namespace: str = "") -> str:
     """`encode(*capped(raw), ...)` in one pass: the stored field of an object's
     `metadata.labels` (this runs once per collected object)."""
@@ -117,22 +131,33 @@ def of_object(raw: Any, name: str, namespace: str = "") -> str:
     coded: list[str] = []
     plain: list[str] = []
     cut, size, kept = False, 0, 0
-    valid_key, valid_value, codes = _valid_key, _valid_value, KEY_CODES
+    pieces = _PIECES
+    instance = f"{name}-{namespace}" if namespace else None
     for k in sorted(str(k) for k in raw):
         v = raw.get(k)
-        if not isinstance(v, str) or not valid_key(k) or not valid_value(v):
+        if not isinstance(v, str):
             cut = True
             continue
-        code = codes.get(k)
-        size += (1 if code is not None else len(k) + 2) + len(v)
+        try:
+            got = pieces[k, v]
+        except KeyError:
+            if len(pieces) >= _PIECES_MAX:
+                pieces.clear()
+            got = pieces[k, v] = _piece(k, v)
+        if got is None:
+            cut = True
+            continue
+        head, added, stored = got
+        size += added
         if kept >= MAX_LABELS or size > MAX_LABELS_BYTES:
             cut = True
             break
         kept += 1
-        if code is not None:
-            coded.append(code + _value(v, name, namespace))
-        else:
-            plain.append(f",{k}={_value(v, name, namespace)}")
+        if v == name and v:
+            stored = NAME_MARK
+        elif namespace and (v == namespace or v == instance):
+            stored = NS_MARK if v == namespace else INSTANCE_MARK
+        (coded if len(head) == 1 else plain).append(head + stored)
     return (CUT_MARK if cut else "") + "".join(coded) + "".join(plain)
 
 
