@@ -312,3 +312,29 @@ def test_member_labels_match_the_built_rows(labels: dict[str, str], many: int) -
     assert rows.member("c1", KUSTOMIZATION, api_version, obj) == _member_as_built(
         KUSTOMIZATION, api_version, obj
     )
+
+
+@pytest.mark.parametrize(
+    "iso",
+    [
+        "2026-11-20T10:00:00Z",
+        "2026-02-31T25:61:99Z",  # timegm does not check the day or the time of day
+        "1970-01-01t00:00:00",
+        "2026-01-01 00:00:00.5+02:00",
+        "2026-13-01T00:00:00Z",
+        "0000-01-01T00:00:00Z",
+        "2026-1a-01T00:00:00Z",
+        "2026-01-01T0x:00:00Z",
+        "2026-01-01T00:00:0",
+        "",
+    ],
+)
+def test_epoch_is_timegm_of_the_sliced_fields(iso: str) -> None:
+    import calendar
+
+    try:
+        fields = (iso[0:4], iso[5:7], iso[8:10], iso[11:13], iso[14:16], iso[17:19])
+        want = str(calendar.timegm((*map(int, fields), 0, 0, 0))) if len(iso) >= 19 else ""
+    except ValueError:
+        want = ""
+    assert rows._epoch(iso) == want
