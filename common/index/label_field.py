@@ -155,7 +155,7 @@ def of_object(raw: Any, name: str, namespace: str = "") -> str:
         kept += 1
         if v == name and v:
             stored = NAME_MARK
-        elif namespace and (v == namespace or v == instance):
+        elif namespace and v in (namespace, instance):
             stored = NS_MARK if v == namespace else INSTANCE_MARK
         (coded if len(head) == 1 else plain).append(head + stored)
     return (CUT_MARK if cut else "") + "".join(coded) + "".join(plain)
