@@ -49,8 +49,8 @@ distribution to proxies, not validity: it does not change the status.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeGuard
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeGuard
 
 STATUSES = ("healthy", "unhealthy", "progressing", "unknown")
 MESSAGE_MAX = 240
@@ -61,8 +61,10 @@ SYNCING = "waiting for the following components to sync"
 NOT_CHECKED = "not validated: no fleetscope check for this kind and no istiod status"
 
 
-@dataclass(frozen=True)
-class Status:
+class Status(NamedTuple):
+    """An object's health and what explains it (a tuple: one is made per collected object, and
+    a frozen dataclass cost a third of the simpler rules)."""
+
     status: str
     reason: str = ""
     message: str = ""
@@ -112,8 +114,7 @@ def is_suspended(rule: str, obj: dict[str, Any]) -> bool:
 # -- shared helpers ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Note:
+class _Note(NamedTuple):
     """A problem or warning found while evaluating: the reason and the whole message."""
 
     reason: str
@@ -213,7 +214,7 @@ def _with_warnings(status: Status, warnings: Sequence[_Note]) -> Status:
         return status
     if status.status == "healthy":
         return warnings[0].status("healthy", len(warnings))
-    return replace(status, warnings=len(warnings))
+    return status._replace(warnings=len(warnings))
 
 
 # -- flux and conditions: kstatus ---------------------------------------------------------------
@@ -457,7 +458,7 @@ def _route(obj: dict[str, Any]) -> Status:
         first = failing[0][1]
         more = len({where for where, _ in failing}) - 1
         if more:
-            first = replace(first, text=f"{first.text} (and {more} more failing parent(s))")
+            first = first._replace(text=f"{first.text} (and {more} more failing parent(s))")
         return _with_warnings(first.status("unhealthy"), warnings)
     for where, pc in parents:
         accepted, refs = pc.get("Accepted"), pc.get("ResolvedRefs")
