@@ -222,16 +222,22 @@ def _with_warnings(status: Status, warnings: Sequence[_Note]) -> Status:
 
 def _kstatus(obj: dict[str, Any]) -> Status:
     meta = obj.get("metadata") or {}
-    conds = _conditions(obj)
-    ready, stalled, reconciling = conds.get("Ready"), conds.get("Stalled"), conds.get("Reconciling")
-    # The condition whose text explains the state best: Stalled, then Ready, then Reconciling.
-    explain = next(
-        (c for c in (stalled, ready, reconciling) if c is not None and c.get("status") == "True"),
-        stalled or ready or reconciling,
-    )
+    block = _status_block(obj)
+    ready = stalled = reconciling = None
+    conds = block.get("conditions")
+    if isinstance(conds, list):  # as _by_type: the last condition of a type counts
+        for c in conds:
+            if isinstance(c, dict):
+                kind = c.get("type")
+                if kind == "Ready":
+                    ready = c
+                elif kind == "Stalled":
+                    stalled = c
+                elif kind == "Reconciling":
+                    reconciling = c
     if meta.get("deletionTimestamp"):
         return Status("progressing", "Terminating", "object is being deleted")
-    observed = _int(_status_block(obj).get("observedGeneration"))
+    observed = _int(block.get("observedGeneration"))
     generation = _generation(obj)
     # A suspended object is not reconciled, so its controller never observes the generation
     # that suspended it (`flux suspend` patches the spec): its last verdict stands.
@@ -239,13 +245,20 @@ def _kstatus(obj: dict[str, Any]) -> Status:
     suspended = isinstance(spec, dict) and spec.get("suspend") is True
     behind = observed is not None and generation is not None and observed < generation
     if behind and not suspended:
+        # The condition whose text explains the state best: Stalled, Ready, Reconciling.
+        explain = next(
+            (c for c in (stalled, ready, reconciling) if c is not None and _is_true(c)),
+            stalled or ready or reconciling,
+        )
         s = _from(explain, "progressing")
         return Status(
             "progressing", "LatestGenerationNotObserved", s.message, s.last_transition_time
         )
     # A Ready or Stalled condition carrying its own observedGeneration (metav1.Condition, as
     # Flux sets it) below the object's generation is a verdict on an older spec.
-    stale = None if suspended else _stale((c for c in (ready, stalled) if c), generation)
+    stale = None
+    if not suspended and generation is not None:
+        stale = _stale([c for c in (ready, stalled) if c], generation)
     if stale:
         return stale.status("progressing")
     if _is_true(reconciling) or _is(ready, "Unknown"):
