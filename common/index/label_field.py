@@ -112,7 +112,7 @@ def capped(raw: Any) -> tuple[dict[str, str], bool]:
 _PIECES: dict[tuple[str, str], tuple[str, int, str] | None] = {}
 """(key, value) -> (stored key head, bytes it adds, stored value unless marked), None when the
 pair is invalid: `of_object`'s per-label work, done once per distinct pair."""
-_PIECES_MAX = 1 << 17
+_PIECES_MAX = 1 << 16  # ~10 MB at most
 
 
 def _piece(k: str, v: str) -> tuple[str, int, str] | None:
