@@ -13,8 +13,7 @@ Istio kinds read `unknown` ("not checked") unless istiod reported on them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from common.index import rows
 from common.kinds import istio_checks, relations
@@ -58,9 +57,9 @@ def held_kinds(registry: KindRegistry, served: Mapping[str, str]) -> list[Kind]:
     return [k for k in registry if k.key in served and held(k)]
 
 
-@dataclass(frozen=True)
-class Held:
-    """One object of a checked kind, waiting for its cluster's findings."""
+class Held(NamedTuple):
+    """One object of a checked kind, waiting for its cluster's findings (a tuple: one per
+    held object of a sync)."""
 
     kind: Kind
     api_version: str
@@ -133,7 +132,9 @@ def members(
     Service backends are not checked for existence."""
     held = list(held)
     known = services is not None and namespaces is not None
-    checked = [h for h in held if validated(h.kind)]
+    kinds = {h.kind.key: h.kind for h in held}  # a registry's keys are unique
+    checked_keys = {key for key, kind in kinds.items() if validated(kind)}
+    checked = [h for h in held if h.kind.key in checked_keys]
     context = [h for h in held if h.kind.key in CONTEXT_KINDS]
     found = findings_for([*checked, *context], services or (), namespaces or ()) if known else None
     rules = relations.DestinationRuleIndex(
@@ -143,11 +144,11 @@ def members(
     out = []
     for h in held:
         f = None
-        if validated(h.kind):
-            f = None if found is None else found.get(h.identity, [])
         extra: list[relations.Ref] = []
-        if h.kind.kind == "VirtualService" and validated(h.kind):
-            extra = rules.refs(h.obj)
+        if h.kind.key in checked_keys:
+            f = None if found is None else found.get(h.identity, [])
+            if h.kind.kind == "VirtualService":
+                extra = rules.refs(h.obj)
         out.append(rows.member(cluster, h.kind, h.api_version, h.obj, f, extra, service_keys))
     return out
 

@@ -39,6 +39,10 @@ def kind_code(kind: str) -> str:
     return codes.marked(kind, KIND_MARK)
 
 
+_STORED_KINDS = {k: kind_code(k) for k in codes.KIND_CODES}
+"""`kind_code` of the built-in kinds (any other kind is stored as its key)."""
+
+
 def kind_of(stored: str) -> str:
     return codes.unmarked(stored, KIND_MARK)
 
@@ -81,7 +85,7 @@ def encode(
         if not (name.isprintable() and ref_ns.isprintable() and section.isprintable()):
             continue  # control characters would break the format (no valid name has any)
         ns = SAME_NAMESPACE if ref_ns == namespace and namespace else ref_ns
-        entry = f"{RELATION_CODES[relation]}{kind_code(kind)}{US}{ns}{US}{name}"
+        entry = f"{RELATION_CODES[relation]}{_STORED_KINDS.get(kind, kind)}{US}{ns}{US}{name}"
         missing = kind in EXTERNAL_KINDS and services is not None and (ref_ns, name) not in services
         if missing:
             entry += f"{US}{section}{US}0"

@@ -85,13 +85,37 @@ def changes(removed: Iterable[str], added: Iterable[str]) -> list[dict[str, str]
     return out
 
 
+_XADD_ALL = """
+local key, maxlen, gen = KEYS[1], ARGV[1], ARGV[2]
+local seq, i = tonumber(ARGV[3]), 4
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  local args = {key, 'MAXLEN', maxlen, gen .. '-' .. seq}
+  for j = 1, n do args[4 + j] = ARGV[i + j] end
+  redis.call('XADD', unpack(args))
+  seq, i = seq + 1, i + n + 1
+end
+return seq
+"""
+"""`XADD key MAXLEN <max> <gen>-<seq> field value ...` for each entry (ARGV: max, gen, first
+seq, then per entry its field/value count and pairs): the same commands as one, so a full sync's
+thousands of entries cost one command to send and one reply to parse."""
+XADD_CHUNK = 1000  # entries per EVAL
+
+
 def queue_write(
     tx: Any, cluster: str, entries: list[dict[str, str]], gen: int, max_entries: int
 ) -> None:
-    """XADD the entries as `<gen>-0`, `<gen>-1`, ... (in the writer's MULTI), capped."""
+    """XADD the entries as `<gen>-0`, `<gen>-1`, ... (in the writer's MULTI), capped: each
+    entry exactly as its own XADD with MAXLEN would (the stream's entries-added counts them)."""
     key = keys.feed(cluster)
-    for i, fields in enumerate(entries):
-        tx.xadd(key, fields, id=f"{gen}-{i}", maxlen=max_entries, approximate=False)
+    for start in range(0, len(entries), XADD_CHUNK):
+        args: list[Any] = [max_entries, gen, start]
+        for fields in entries[start : start + XADD_CHUNK]:
+            args.append(2 * len(fields))
+            for pair in fields.items():
+                args.extend(pair)
+        tx.execute_command("EVAL", _XADD_ALL, 1, key, *args)
 
 
 def parse_id(raw: bytes | str) -> tuple[int, int]:

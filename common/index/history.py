@@ -108,17 +108,23 @@ def transitions(
     new one (in `added`). `source` is the writer's (`watch` or `sync`); rows of kinds not in
     `baseline` appearing record nothing (see the module docstring)."""
     now_s = int(time.time() if now is None else now)
-    old = {rows.identity(m): m.split(SEP) for m in removed}
-    new = {rows.identity(m): m.split(SEP) for m in added}
+    # Members are split only where they are compared (a first sync: nothing but kinds).
+    old = {rows.identity(m): m for m in removed}
+    if not old and not baseline:
+        return []  # only new rows, of kinds never seen: nothing to record
+    new = {rows.identity(m): m for m in added}
     out: list[Transition] = []
     for identity in sorted(old.keys() | new.keys()):
-        before, after = old.get(identity), new.get(identity)
-        if after is None and before is not None:
-            out.append(_entry(identity, before, "deleted", now_s))
-        elif before is None and after is not None:
-            if after[1] in baseline:
-                out.append(_entry(identity, after, "created", now_s))
-        elif before is not None and after is not None and _changed(before, after):
+        b, a = old.get(identity), new.get(identity)
+        if a is None and b is not None:
+            out.append(_entry(identity, b.split(SEP), "deleted", now_s))
+        elif b is None and a is not None:
+            if rows.kind_of(a) in baseline:
+                out.append(_entry(identity, a.split(SEP), "created", now_s))
+        elif b is not None and a is not None:
+            before, after = b.split(SEP), a.split(SEP)
+            if not _changed(before, after):
+                continue
             at = now_s
             ltt = _field(after, _LTT)
             if ltt and ltt != _field(before, _LTT):  # the leaf says when it happened

@@ -62,6 +62,9 @@ KIND_OF = {
 """Either spelling of a built-in kind (`^` + code, or the legacy `~` + hex) -> its key."""
 
 
+_LTT = rows.FIELDS.index("lastTransitionTime")
+
+
 def ready(flag: str | bytes | None) -> bool:
     """Whether the sync-hash field `READY` says the cluster's index is complete and in this
     spelling."""
@@ -151,8 +154,13 @@ def queue_write(
 
 
 def windows_of(members: Iterable[str]) -> set[str]:
-    """The window suffixes that hold the entries of `members`."""
-    return {where(m)[0] for m in members}
+    """The window suffixes that hold the entries of `members` (`where`'s, the entry built only
+    for untimed rows, whose window it picks)."""
+    out = set()
+    for m in members:
+        ltt = rows.head_to_time(m)[_LTT]
+        out.add(str(int(ltt) * 1000 // WINDOW_MS) if ltt else where(m)[0])
+    return out
 
 
 def suffix_of(at: int, entry: bytes) -> str:

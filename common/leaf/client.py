@@ -20,6 +20,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,10 @@ TOKEN_KEYS = ("BearerToken", "authorization")
 ERROR_TEXT_MAX = 200
 MAX_RELISTS = 3
 RETRY_AFTER_MAX_S = 300.0
+LIST_AUTH_TTL_S = 1.0
+"""How long discovery and list requests reuse the credential header: reading it runs the loader's refresh hook,
+which re-reads the proxy environment each time (a fifth of a request's CPU); tokens are renewed
+at least 30 s before they expire (the loader's and common.leaf.exec_plugin's margins)."""
 OPERATOR_SOURCES = ("dir",)  # written by the operator: exec plugins and file paths allowed
 
 
@@ -248,6 +253,7 @@ class LeafClient:
             pool_config.connection_pool_maxsize = pool_size
         self._pool = RESTClientObject(pool_config).pool_manager
         self._host = self._configuration.host.rstrip("/")
+        self._list_auth: tuple[float, dict[str, str]] | None = None
 
     def close(self) -> None:
         self._pool.clear()
@@ -275,7 +281,7 @@ class LeafClient:
 
     def _served_groups(self) -> dict[str, list[str]]:
         """Group -> served versions, the server's preferred version first."""
-        data = self._get_json("/apis")
+        data = self._get_json("/apis", listing=True)
         groups: dict[str, list[str]] = {"": ["v1"]}
         for g in data.get("groups") or []:
             versions = [v["version"] for v in g.get("versions") or []]
@@ -289,7 +295,7 @@ class LeafClient:
     def _resources(self, group_version: str) -> set[str]:
         path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
         try:
-            data = self._get_json(path)
+            data = self._get_json(path, listing=True)
         except ClusterError:
             return set()  # a group-version listed but not answering discovery: treat as absent
         return {str(res.get("name")) for res in data.get("resources") or []}
@@ -317,7 +323,7 @@ class LeafClient:
                     query = {"limit": str(self.page_size)}
                     if token:
                         query["continue"] = token
-                    page = self._get_json(f"{base}?{urlencode(query)}")
+                    page = self._get_json(f"{base}?{urlencode(query)}", listing=True)
                     items.extend(page.get("items") or [])
                     meta = page.get("metadata") or {}
                     token = meta.get("continue") or ""
@@ -355,8 +361,17 @@ class LeafClient:
             raise_for_status(self.name, resp.status, body, path)
         return WatchStream(self.name, resp)
 
-    def _headers(self) -> urllib3.HTTPHeaderDict:
-        return urllib3.HTTPHeaderDict({"Accept": "application/json", **self.headers()})
+    def _headers(self, listing: bool = False) -> urllib3.HTTPHeaderDict:
+        auth = self._listing_auth() if listing else self.headers()
+        return urllib3.HTTPHeaderDict({"Accept": "application/json", **auth})
+
+    def _listing_auth(self) -> dict[str, str]:
+        """`headers()` for discovery and list pages, read again after LIST_AUTH_TTL_S."""
+        now = time.monotonic()
+        cached = self._list_auth
+        if cached is None or now - cached[0] > LIST_AUTH_TTL_S:
+            cached = self._list_auth = (now, self.headers())
+        return cached[1]
 
     def headers(self) -> dict[str, str]:
         """The credential headers of each request (the bearer token, refreshed when due)."""
@@ -393,9 +408,13 @@ class LeafClient:
             raise UpstreamError(str(e)) from e
 
     def _get_json(
-        self, path: str, extra: urllib3.HTTPHeaderDict | None = None, detail: bool = False
+        self,
+        path: str,
+        extra: urllib3.HTTPHeaderDict | None = None,
+        detail: bool = False,
+        listing: bool = False,
     ) -> dict[str, Any]:
-        headers = self._headers()
+        headers = self._headers(listing)
         for k, v in (extra or {}).items():
             headers.add(k, v)
         self.requests += 1

@@ -108,3 +108,24 @@ def test_events_follow_the_filter_as_kubernetes_filtered_watches_do() -> None:
 class _AllowAll:
     def may_list(self, namespace: str, kind: str) -> bool:
         return True
+
+
+def test_queued_entries_leave_the_stream_as_one_capped_xadd_each_would(r: Any) -> None:
+    """feed.queue_write sends a write's entries in a few commands: the stream (ids, fields, the
+    cap, entries-added) ends as if each entry had been its own `XADD ... MAXLEN`."""
+    entries = [{"n": f"m{i}"} if i % 3 else {"n": f"m{i}", "o": f"old{i}"} for i in range(2500)]
+    entries.append({"o": "gone"})
+    with r.pipeline(transaction=True) as tx:
+        feed.queue_write(tx, C, entries, 7, 300)
+        tx.execute()
+    other = "plain-xadds"
+    for i, fields in enumerate(entries):
+        r.xadd(other, fields, id=f"7-{i}", maxlen=300, approximate=False)
+
+    def state(key: str) -> tuple[Any, ...]:
+        info = r.xinfo_stream(key)
+        kept = ("length", "entries-added", "first-entry", "last-entry", "max-deleted-entry-id")
+        return tuple(info.get(k) for k in kept), r.xrange(key)
+
+    assert state(keys.feed(C)) == state(other)
+    assert state(other)[0][:2] == (300, 2501)

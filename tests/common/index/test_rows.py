@@ -253,3 +253,88 @@ def test_common_reasons_and_messages_are_stored_as_codes_and_read_back() -> None
     # a value that merely looks like a code is kept as written, not read as one
     odd = rows.encode({**ROW_FOR_CODES, "reason": "~0", "message": "~1 tilde"})
     assert (rows.decode("c", odd)["reason"], rows.decode("c", odd)["message"]) == ("~0", "~1 tilde")
+
+
+def _member_as_built(kind, api_version, obj, findings=None, extra=(), services=None):  # type: ignore[no-untyped-def]
+    """rows.member as it was written first: a Row, then its encoding (the reference)."""
+    from common.index import edges
+    from common.kinds import relations
+
+    row = rows.build_row("c1", kind, api_version, obj, findings)
+    refs = relations.extract(kind, obj)
+    if extra:
+        refs = list(dict.fromkeys([*refs, *extra]))
+    ns, key, name = row["namespace"], row["kind"], row["name"]
+    refs = [r for r in refs if r.name != name or r.kind != key or r.namespace != ns]
+    return rows.encode(row, edges.encode(ns, refs, services))
+
+
+def test_member_is_the_encoding_of_the_built_row_for_a_generated_cluster() -> None:
+    """`member` skips the Row on the collector's hot path: it must encode exactly what
+    `encode(build_row(...))` does, for every kind of a generated cluster."""
+    import orjson
+
+    from kubesim.catalog import Catalog
+    from kubesim.gen.fleet import generate_fleet
+
+    registry = builtin_registry()
+    by_resource = {(k.group, k.plural): k for k in registry}
+    seen: set[str] = set()
+    for res, _ns, _name, raw in generate_fleet(1, 40, seed=5).objects(0, Catalog.default()):
+        kind = by_resource.get((res.group, res.plural))
+        if kind is None:
+            continue
+        obj = orjson.loads(raw)
+        api_version = kind.api_version(res.version)
+        seen.add(kind.key)
+        assert rows.member("c1", kind, api_version, obj) == _member_as_built(kind, api_version, obj)
+    assert len(seen) >= 25  # Flux, Istio, Gateway API and Kuadrant kinds were compared
+
+
+@given(
+    labels=st.dictionaries(
+        st.sampled_from(
+            ["app", "team", "app.kubernetes.io/name", "x/y", "Bad Key", "a" * 70, "k", "z.io/q"]
+        ),
+        st.one_of(
+            st.sampled_from(["apps", "team-a", "apps-team-a", "flux", "", "-bad"]), st.text()
+        ),
+        max_size=8,
+    ),
+    many=st.integers(0, 40),
+)
+def test_member_labels_match_the_built_rows(labels: dict[str, str], many: int) -> None:
+    raw = {**labels, **{f"k{i:02d}": "v" * (i % 30) for i in range(many)}}
+    obj = _obj()
+    obj["metadata"]["labels"] = raw  # type: ignore[index]
+    assert KUSTOMIZATION is not None
+    api_version = "kustomize.toolkit.fluxcd.io/v1"
+    assert rows.member("c1", KUSTOMIZATION, api_version, obj) == _member_as_built(
+        KUSTOMIZATION, api_version, obj
+    )
+
+
+@pytest.mark.parametrize(
+    "iso",
+    [
+        "2026-11-20T10:00:00Z",
+        "2026-02-31T25:61:99Z",  # timegm does not check the day or the time of day
+        "1970-01-01t00:00:00",
+        "2026-01-01 00:00:00.5+02:00",
+        "2026-13-01T00:00:00Z",
+        "0000-01-01T00:00:00Z",
+        "2026-1a-01T00:00:00Z",
+        "2026-01-01T0x:00:00Z",
+        "2026-01-01T00:00:0",
+        "",
+    ],
+)
+def test_epoch_is_timegm_of_the_sliced_fields(iso: str) -> None:
+    import calendar
+
+    try:
+        fields = (iso[0:4], iso[5:7], iso[8:10], iso[11:13], iso[14:16], iso[17:19])
+        want = str(calendar.timegm((*map(int, fields), 0, 0, 0))) if len(iso) >= 19 else ""
+    except ValueError:
+        want = ""
+    assert rows._epoch(iso) == want

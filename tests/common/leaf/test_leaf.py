@@ -171,3 +171,32 @@ def test_credentials_never_in_repr_errors_or_logs(
     messages.extend(r.getMessage() for r in caplog.records)
     assert all(TOKEN not in m for m in messages)
     assert "leaf" in repr(c.config) and leaf.url in repr(c.config)
+
+
+def test_list_pages_reuse_the_credential_header_for_a_second_only(
+    leaf: FakeLeaf, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the credential runs the kubeconfig loader's refresh hook (costly): discovery and
+    list pages reuse it for LIST_AUTH_TTL_S, then read it again (a renewed token is sent)."""
+    from common.leaf import client as leaf_client
+
+    c = client(leaf, page_size=3)
+    reads = []
+    real = c.headers
+
+    def counted() -> dict[str, str]:
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(c, "headers", counted)
+    clock = [1000.0]
+    monkeypatch.setattr(leaf_client.time, "monotonic", lambda: clock[0])
+    kind = builtin_registry().get("Kustomization")
+    assert kind is not None
+    assert len(list(c.list_all(kind, KS))) == 7  # three pages
+    assert len(reads) == 1
+    clock[0] += leaf_client.LIST_AUTH_TTL_S + 0.1
+    c.discover(builtin_registry())
+    assert len(reads) == 2
+    sent = [h.get("authorization") for _path, h in leaf.requests]
+    assert len(sent) == 7 and all(a == [f"Bearer {TOKEN}"] for a in sent)  # 3 pages, 4 discovery
