@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from common.index import keys, rows
+from common.redis_client import text as reply_text
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 DEFAULT_MAX = 256
@@ -119,14 +120,14 @@ def queue_write(
 
 
 def parse_id(raw: bytes | str) -> tuple[int, int]:
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    text = reply_text(raw)
     gen, _, seq = text.partition("-")
     return int(gen), int(seq or 0)
 
 
 def decode(cluster: str, entry_id: Any, fields: dict[Any, Any]) -> Change:
     """A stream entry as read by XRANGE/XREAD (bytes keys)."""
-    got = {(k.decode() if isinstance(k, bytes) else k): v for k, v in fields.items()}
+    got = {reply_text(k): v for k, v in fields.items()}
     b = {k: (v.encode() if isinstance(v, str) else v) for k, v in got.items()}
     if "n" not in b:
         return Change(cluster, parse_id(entry_id), DELETED, b.get("o", b""), None)
@@ -146,7 +147,7 @@ def expired(r: Any, cluster: str, pos: Position) -> bool:
         if "no such key" in str(e).lower():
             return False
         raise
-    got = {(k.decode() if isinstance(k, bytes) else k): v for k, v in info.items()}
+    got = {reply_text(k): v for k, v in info.items()}
     added = got.get("entries-added")  # Redis 7; before, judged by the oldest entry alone
     if added is not None and int(added) <= int(got.get("length", 0)):
         return False  # nothing trimmed

@@ -79,7 +79,7 @@ def blocker(identity: str, lookup: Lookup) -> str:
 class Snapshot:
     """A whole cluster's rows, parsed once: every row's `blockedBy` and the `dependents` hash.
     Only rows downstream of a failing node are walked (a reverse walk from the failing nodes
-    finds them): at fleet L that is ~5% of the rows."""
+    finds them), a small share of a fleet's rows."""
 
     def __init__(self, members: Iterable[str]) -> None:
         self.by_identity: dict[str, str] = {}

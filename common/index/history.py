@@ -19,7 +19,7 @@ in common.index.rows' encoding. Entries follow one another in the value.
 
 A kind's first rows in a cluster (a cluster's first sync, a watcher's first list of a kind, an
 index rebuild) were not seen appearing: they record no `created` entries (`fs:{c:<cluster>}:hk`
-holds the kinds past that point). At fleet L that is 1.56 M entries not written.
+holds the kinds past that point): a fleet's first sync writes no history at all.
 """
 
 from __future__ import annotations
@@ -117,12 +117,12 @@ def transitions(
     for identity in sorted(old.keys() | new.keys()):
         b, a = old.get(identity), new.get(identity)
         if a is None and b is not None:
-            out.append(_entry(identity, b.split(SEP), "deleted", now_s))
+            out.append(_entry(identity, rows.split_member(b), "deleted", now_s))
         elif b is None and a is not None:
             if rows.kind_of(a) in baseline:
-                out.append(_entry(identity, a.split(SEP), "created", now_s))
+                out.append(_entry(identity, rows.split_member(a), "created", now_s))
         elif b is not None and a is not None:
-            before, after = b.split(SEP), a.split(SEP)
+            before, after = rows.split_member(b), rows.split_member(a)
             if not _changed(before, after):
                 continue
             at = now_s
@@ -178,13 +178,13 @@ def _next_recent(
     since, times = rows.recent_times(recent)
     kept = [x for x in times if x >= now_s - DAY_S]
     times = [t.at, *kept][:max_times]
-    new = after.split(SEP, 7)
+    new = rows.head_to_time(after)
     if rows.CODE_STATUS[new[_CODE]] == "healthy":
         since = ""
     elif before is None:  # appeared failing: since the leaf says so, else since now
         since = str(min(int(new[_LTT]), now_s)) if new[_LTT] else str(t.at)
     else:
-        old = before.split(SEP, 7)
+        old = rows.head_to_time(before)
         if rows.CODE_STATUS[old[_CODE]] == "healthy":
             since = str(t.at)
         else:  # still failing: the run started earlier (before fleetscope saw it: its time)

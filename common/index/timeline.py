@@ -2,7 +2,8 @@
 
 A cluster's entries are spread over small sorted sets, one per 12-hour window of transition
 times (`WINDOW_MS`), so that each stays in Redis's compact listpack encoding (<= 128 entries of
-<= 64 bytes: ~36 bytes an entry, where one sorted set of every row would cost ~150), plus a
+<= 64 bytes: a few times smaller than one sorted set of every row; docs/benchmarks.md,
+"memory", has the bytes per row), plus a
 directory of the windows in use:
 
     fs:{c:<cluster>}:tt          hash   field: a window's suffix, value: its version

@@ -407,7 +407,7 @@ class Reader:
     def _plan(self, access: AccessLike, filters: Filters) -> list[Range]:
         """`plan`, remembered per (access object, filters): the resolver shares one immutable
         Access per (cluster, grants hash, subjects), so a caller's next pages reuse the ranges
-        (planning a team member's namespaces was ~10% of their request). Never mutated."""
+        (planning a team member's namespaces is a visible share of their request). Never mutated."""
         key = (id(access), filters)
         ranges = self._plans.get(key, owner=access)
         if ranges is None:
