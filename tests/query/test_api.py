@@ -244,7 +244,6 @@ def test_redis_down_is_503_json(seeded, redis_url) -> None:
 
 
 def test_docs_api_md_is_generated_from_the_document() -> None:
-
     from query.openapi import markdown
     from tests.support.schema import DOC
 
