@@ -16,7 +16,7 @@ import pytest
 from common.index import keys, rows
 from common.index.read import relations as relations_read
 from common.index.write import store
-from common.rbac.authorizer import RbacObjects, UserInfo
+from common.rbac.authorizer import UserInfo
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
 from tests.support import topology
@@ -24,6 +24,7 @@ from tests.support.costs import count_round_trips
 from tests.support.http import make_app
 from tests.support.query_fleet import REG, headers, mark_synced
 from tests.support.schema import check_response
+from tests.support.team_cluster import rbac
 
 C = "c1"
 ADMIN = UserInfo("root", ("admins",))
@@ -113,24 +114,6 @@ FLEET: list[tuple[str, dict[str, Any]]] = [
     ("Kustomization", obj("", "team-b", "other-consumer", dependsOn=[dep("app", "team-a")])),
     ("K8sGateway", obj("", "team-b", "gw2", None, gatewayClassName="istio")),
 ]
-
-
-def rbac() -> RbacObjects:
-    viewer = {
-        "metadata": {"name": "viewer"},
-        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list"]}],
-    }
-    crb = {
-        "metadata": {"name": "admins"},
-        "roleRef": {"kind": "ClusterRole", "name": "viewer"},
-        "subjects": [{"kind": "Group", "name": "admins"}],
-    }
-    rb = {
-        "metadata": {"name": "team-a", "namespace": "team-a"},
-        "roleRef": {"kind": "ClusterRole", "name": "viewer"},
-        "subjects": [{"kind": "Group", "name": "team-a"}],
-    }
-    return RbacObjects([], [viewer], [rb], [crb])
 
 
 def members() -> list[str]:
