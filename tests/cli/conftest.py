@@ -9,11 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from collector.clusters import ClusterSource
-from collector.jobs import Collector, collect_once
-from common.kinds.registry import builtin_registry
 from common.redis_server import RedisServer
-from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
 from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
@@ -33,19 +29,8 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
     r.flushall()
     try:
         _prepare_leaves(sim)
-        settings = Settings(
-            redis_url=redis_server.url,
-            clusters_dir=str(tmp / "clusters"),
-            auth_mode="header",
-            trusted_proxy_cidrs=("127.0.0.1/32",),
-            leaf_timeout_s=3.0,
-        )
-        source = ClusterSource(settings)
-        try:
-            outcomes = collect_once(Collector(settings, r, builtin_registry(), source), None, 2)
-        finally:
-            source.close()
-        assert all(o.ok for o in outcomes)
+        settings = sims.settings_for(tmp, redis_server.url, leaf_timeout_s=3.0)
+        sims.collect(settings)
         users = {u.name: User(u.name, u.groups) for u in fleet_users(fleet)}
         users[LISTER] = User(LISTER, ())
         with serve(make_app(settings)) as host:

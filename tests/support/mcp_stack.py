@@ -20,9 +20,6 @@ import requests
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from collector.clusters import ClusterSource
-from collector.jobs import Collector, collect_once
-from common.kinds.registry import builtin_registry
 from common.redis_server import RedisServer
 from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
@@ -120,19 +117,8 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
     issuer.add_key("rsa1", "RS256")
     try:
         _prepare(sim)
-        settings = Settings(
-            redis_url=url,
-            clusters_dir=str(tmp / "clusters"),
-            auth_mode="header",
-            trusted_proxy_cidrs=("127.0.0.1/32",),
-            leaf_timeout_s=3.0,
-        )
-        source = ClusterSource(settings)
-        try:
-            outcomes = collect_once(Collector(settings, r, builtin_registry(), source), None, 2)
-        finally:
-            source.close()
-        assert all(o.ok for o in outcomes)
+        settings = sims.settings_for(tmp, url, leaf_timeout_s=3.0)
+        sims.collect(settings)
         oidc = Settings(
             redis_url=url,
             clusters_dir=str(tmp / "clusters"),

@@ -28,7 +28,7 @@ def running(fleet: Any, tmp_path: Path, **kw: Any) -> Iterator[KubeSim]:
         yield sim
 
 
-def settings_for(tmp_path: Path, redis_url: str) -> Settings:
+def settings_for(tmp_path: Path, redis_url: str, leaf_timeout_s: float = 1.0) -> Settings:
     """Collector and query settings for the fleet `start` serves from `tmp_path`: header auth
     from loopback."""
     return Settings(
@@ -36,7 +36,7 @@ def settings_for(tmp_path: Path, redis_url: str) -> Settings:
         clusters_dir=str(tmp_path / "clusters"),
         auth_mode="header",
         trusted_proxy_cidrs=("127.0.0.1/32",),
-        leaf_timeout_s=1.0,
+        leaf_timeout_s=leaf_timeout_s,
     )
 
 
