@@ -8,7 +8,8 @@ redis-server, then runs `fleetscope collect --once` as `--processes` processes (
 split between them, like Celery prefork workers; `--parallel` threads each). Reports wall time,
 objects/s, HTTP requests per cluster (each sync's own count, objects + RBAC), Redis commands per
 object (INFO commandstats), and the CPU seconds of the collector and of kubesim. Target: fleet L
-in <= 120 s on 2 cores. Then, on a sample of clusters, the Istio validation on its own: CPU
+in <= 75 s and its no-change re-sync in <= 60 s on 2 cores (issue #38; the collector's CPU is
+also reported per million objects, the figure that issue asks to halve). Then, on a sample of clusters, the Istio validation on its own: CPU
 seconds per cluster (common.kinds.istio_checks over the cluster's Istio objects, Services and
 Namespaces) and the extra list requests it costs (Services and Namespaces).
 """
@@ -36,7 +37,7 @@ from common.leaf.client import LeafClient
 from common.redis_server import start_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_S = 120.0
+TARGET_S = {"full": 75.0, "resync": 60.0}  # issue #38
 
 
 def start_kubesim(preset: str, seed: int, kube_dir: str) -> subprocess.Popen[str]:
@@ -170,7 +171,8 @@ def main() -> None:
     rows = []
     for name in ("full", "resync"):
         p = res[name]
-        ok = "yes" if p["wall_s"] <= TARGET_S else "NO"
+        ok = "yes" if p["wall_s"] <= TARGET_S[name] else "NO"
+        cpu_per_m = round(p["collector_cpu_s"] / max(p["objects"], 1) * 1e6, 1)
         rows.append(
             (
                 f"{args.preset} {name}",
@@ -180,9 +182,10 @@ def main() -> None:
                 p["object_requests_per_cluster"],
                 p["redis_cmds_per_object"],
                 p["collector_cpu_s"],
+                cpu_per_m,
                 p["kubesim_cpu_s"],
                 p["load_avg"].split()[0],
-                ok if name == "full" else "",
+                ok,
             )
         )
     report.record(
@@ -196,9 +199,10 @@ def main() -> None:
             "object-sync HTTP req/cluster",
             "Redis cmds/object",
             "collector CPU s",
+            "collector CPU s per M objects",
             "kubesim CPU s",
             "load 1m",
-            f"<= {TARGET_S:g} s",
+            "<= 75 s full / 60 s re-sync",
         ),
         rows,
         notes=f"{args.processes} collector processes x {args.parallel} threads "
