@@ -365,7 +365,11 @@ def _row(name: str, values: list[Any], both: bool) -> tuple[Any, ...]:
 
 
 def _profile_cell(res: dict[str, Any]) -> str:
-    return f"{res['rps']} req/s, p99 {res['p99_ms']} ms, {res.get('ratio_to_one_get', '')}x"
+    """req/s, p99, ratio to one-GET and, for a profile, issue #22's verdict (>= 0.5x and p99
+    within 2x the one-GET p99)."""
+    cell = f"{res['rps']} req/s, p99 {res['p99_ms']} ms, {res.get('ratio_to_one_get', '')}x"
+    met = query.verdict(res)
+    return f"{cell} (bar {res['p99_bar_ms']} ms): {met}" if met else cell
 
 
 def _load_note(args: Any) -> str:
