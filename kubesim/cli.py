@@ -26,7 +26,9 @@ from kubesim.server import KubeSim
 
 def configure(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group()
-    src.add_argument("--preset", choices=sorted(PRESETS), help="S=10x100, M=50x500, L=200x2000")
+    src.add_argument(
+        "--preset", choices=sorted(PRESETS), help="S=10x100, M=50x500, L=200x2000, XL=1000x2000"
+    )
     src.add_argument("--from", dest="from_dir", metavar="DIR", help="serve DIR/<cluster>/*.yaml")
     parser.add_argument("--clusters", type=int, help="generated clusters (default 2)")
     parser.add_argument("--namespaces", type=int, help="app namespaces per cluster (default 5)")

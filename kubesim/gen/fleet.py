@@ -32,7 +32,7 @@ from kubesim.gen.templates import Template
 from kubesim.gen.traffic import cluster_traffic, namespace_traffic, system_traffic
 from kubesim.store import ClusterStore
 
-PRESETS = {"S": (10, 100), "M": (50, 500), "L": (200, 2000)}
+PRESETS = {"S": (10, 100), "M": (50, 500), "L": (200, 2000), "XL": (1000, 2000)}
 SYSTEM_NAMESPACES = ("default", "kube-system", "flux-system", "istio-system")
 
 

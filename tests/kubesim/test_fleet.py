@@ -3,6 +3,7 @@ manifests mode, and the `fleetscope kubesim` command."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from common.kinds.status import evaluate, is_suspended
 from common.rbac.authorizer import UserInfo
 from kubesim.catalog import Catalog
-from kubesim.gen.fleet import generate_fleet
+from kubesim.gen.fleet import generate_fleet, preset_fleet
 from kubesim.gen.users import fleet_users
 from kubesim.manifests import ManifestFleet
 from kubesim.server import KubeSim
@@ -131,3 +132,11 @@ def test_cli_serves_and_writes_kubeconfigs(tmp_path: Path) -> None:
         proc.terminate()
         proc.communicate(timeout=20)  # closes the pipes
     assert proc.returncode == 0
+
+
+def test_fleet_xl_is_fleet_l_with_five_times_the_clusters() -> None:
+    """Issue #41's XL: 1,000 clusters of L's 2,000 namespaces (named without generating)."""
+    xl, big = preset_fleet("XL"), preset_fleet("L")
+    assert len(xl.cluster_names) == 1000 and xl.cluster_names[-1] == "cluster-999"
+    assert xl.namespace_names() == big.namespace_names()
+    assert xl.spec == dataclasses.replace(big.spec, clusters=1000)
