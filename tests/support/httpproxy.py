@@ -7,6 +7,7 @@ on without their Proxy-Authorization header (what reached the server is recorded
 from __future__ import annotations
 
 import base64
+import contextlib
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -158,15 +159,11 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
     except OSError:
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
 
 def _close(s: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     s.close()
