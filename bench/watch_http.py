@@ -10,8 +10,10 @@ its cluster's list resourceVersion, with bookmarks), and this process changes Ku
 carries a 256 KiB message, so lines arrive split across many chunks and reads) until every
 stream has received its events. The client measures its own CPU seconds (user + system, all
 its threads) from the moment all streams are open to the last event, and checks every event
-arrived (count per stream). Reported: CPU seconds per 10,000 events, per implementation, and
-the library's cost relative to the hand-written reader.
+arrived (count per stream; a run where a stream breaks, or none gets an event for 60 s, fails
+and says which). Reported: CPU seconds per 10,000 events, per implementation, and the
+library's cost relative to the hand-written reader; also the client's resident memory per
+open stream (RSS after opening the streams minus before, idle: indicative only).
 
 Implementations: `handwritten` the HTTP/1.1 reader on asyncio streams that
 common/leaf/async_watch.py held before aiohttp (kept here, as the baseline); `aiohttp`
@@ -23,8 +25,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import asyncio.sslproto
+import faulthandler
 import json
 import os
+import select
+import signal
 import ssl
 import subprocess
 import sys
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from collector.watch import loop as watch_loop
 from common.errors import ClusterUnreachable
 from common.leaf import async_watch, registry
 from common.leaf.client import LeafClient, parse_event, raise_for_status, watch_path
@@ -43,6 +50,7 @@ KS = "kustomize.toolkit.fluxcd.io/v1"
 ROOT = Path(__file__).resolve().parent.parent
 IMPLS = ("handwritten", "aiohttp", "httpx")
 BIG = 256 * 1024
+OPEN_WAIT_S = 240  # a client not ready by then is stuck opening its streams
 
 
 # --- the baseline: the hand-written HTTP/1.1 reader (common/leaf/async_watch.py before #38) ---
@@ -183,6 +191,9 @@ async def open_httpx(http: Any, client: LeafClient, rv: str) -> HttpxStream:
 
 
 async def client_main(impl: str, kubeconfigs: str, streams: int, per_stream: int) -> dict[str, Any]:
+    # asyncio's TLS receive buffer per connection, as the watcher's loop sets it
+    if getattr(asyncio.sslproto.SSLProtocol, "max_size", 0) > watch_loop.TLS_READ_BUFFER:
+        asyncio.sslproto.SSLProtocol.max_size = watch_loop.TLS_READ_BUFFER
     configs = registry.load_dir(kubeconfigs)
     clients = [LeafClient(configs[name], timeout_s=30) for name in sorted(configs)]
     rvs = {c.name: c.list_snapshot(KS, "kustomizations")[1] for c in clients}
@@ -199,6 +210,7 @@ async def client_main(impl: str, kubeconfigs: str, streams: int, per_stream: int
             trust_env=False,
         )
     opened: list[Any] = []
+    rss0 = rss_kib()
     for i in range(streams):
         client = clients[i % len(clients)]
         ctx = async_watch.ssl_context(client)
@@ -243,11 +255,24 @@ async def client_main(impl: str, kubeconfigs: str, streams: int, per_stream: int
                 if not remaining[0]:
                     done.set()
 
+    rss_open = rss_kib() - rss0
     tasks = [asyncio.create_task(read(i, s)) for i, s in enumerate(opened)]
     t0 = os.times()
     w0 = time.monotonic()
     print("ready", flush=True)
-    await asyncio.wait_for(done.wait(), 900)
+    last, still = -1, 0
+    while not done.is_set():  # until every stream has its events, or none came for 60 s
+        await asyncio.wait([asyncio.ensure_future(done.wait())], timeout=1)
+        got = sum(counts)
+        still = still + 1 if got == last else 0
+        last = got
+        if still >= 60:
+            short = [i for i, n in enumerate(counts) if n < per_stream]
+            errors.append(
+                f"stalled at {got} events: {len(short)} streams short, e.g. stream {short[0]} "
+                f"with {counts[short[0]]} of {per_stream}"
+            )
+            break
     t1 = os.times()
     wall = time.monotonic() - w0
     for t in tasks:
@@ -272,7 +297,22 @@ async def client_main(impl: str, kubeconfigs: str, streams: int, per_stream: int
         "cpu_s": round(cpu, 3),
         "wall_s": round(wall, 2),
         "cpu_s_per_10k_events": round(cpu / events * 10_000, 4),
+        "rss_kib_per_open_stream": round(rss_open / streams, 1),
     }
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+
+
+def stuck(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """A client that hangs: its Python stacks (faulthandler, SIGUSR1), then killed."""
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(1)
+    proc.kill()
+    _, err = proc.communicate(timeout=30)
+    return {"stacks": err[-4000:]}
 
 
 def run_client(
@@ -296,12 +336,16 @@ def run_client(
         "--per-stream",
         str(per_stream),
     ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    if not select.select([proc.stdout], [], [], OPEN_WAIT_S)[0]:
+        return {"impl": impl, "error": f"streams not open after {OPEN_WAIT_S}s", **stuck(proc)}
     line = proc.stdout.readline()
     if line.strip() != "ready":
         proc.kill()
-        raise RuntimeError(f"{impl}: client did not start ({line!r})")
+        return {"impl": impl, "error": f"client did not start ({line!r})", **stuck(proc)}
     objects = {c: sim.list(c, "Kustomization") for c in clusters}
     k = 0
     for n in range(per_stream):
@@ -318,7 +362,9 @@ def run_client(
                 n % 2 == 0,
                 message="x" * BIG if big else f"change {n}",
             )
-    out, _ = proc.communicate(timeout=900)
+    out, err = proc.communicate(timeout=900)
+    if proc.returncode != 0 or not out.strip():
+        return {"impl": impl, "error": err.strip().splitlines()[-1:]}
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     result["streams_per_cluster"] = per_cluster
     return result
@@ -336,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--per-stream", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.client:
+        faulthandler.register(signal.SIGUSR1)  # a stuck client: kill -USR1 PID prints its stacks
         result = asyncio.run(client_main(args.client, args.dir, args.streams, args.per_stream))
         print(json.dumps(result), flush=True)
         return
@@ -355,10 +402,13 @@ def main(argv: list[str] | None = None) -> None:
                 run_client(impl, sim, str(Path(tmp) / "clusters"), streams, changes, args.big_every)
             )
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
-    base = next((r for r in results if r["impl"] == "handwritten"), None)
+    base = next((r for r in results if r["impl"] == "handwritten" and "error" not in r), None)
     if base:
         for r in results:
-            r["vs_handwritten"] = round(r["cpu_s_per_10k_events"] / base["cpu_s_per_10k_events"], 3)
+            if "error" not in r:
+                r["vs_handwritten"] = round(
+                    r["cpu_s_per_10k_events"] / base["cpu_s_per_10k_events"], 3
+                )
     print(
         json.dumps(
             {

@@ -124,9 +124,9 @@ class WatchServer:
             return
         with conn:
             try:
-                peer = conn.getpeercert() or {}
-                subject = dict(x[0] for x in peer.get("subject", ()))
-                self.peers.append(str(subject.get("commonName", "")))
+                peer: Any = conn.getpeercert() or {}
+                names = [v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"]
+                self.peers.append(str(names[0]) if names else "")
                 head = b""
                 while b"\r\n\r\n" not in head:
                     data = conn.recv(4096)
