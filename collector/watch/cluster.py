@@ -5,8 +5,9 @@ common.index.write.store_events; RBAC changes recompile the grants (collector.wa
 Istio kinds, with Services and Namespaces, are re-validated together (collector.watch.mesh).
 
 Each resource's list-then-watch loop is a coroutine on the process's watch loop
-(collector.watch.loop: one thread for every stream, lists on its small pool), not a thread; a
-cluster reached through an HTTP proxy keeps a thread per watch (common.leaf.async_watch).
+(collector.watch.loop: one thread for every stream, lists on its small pool), not a thread, also
+through an HTTP proxy; only a cluster behind a SOCKS or https:// proxy keeps a thread per watch
+(common.leaf.async_watch.supported).
 """
 
 from __future__ import annotations

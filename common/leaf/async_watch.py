@@ -2,31 +2,58 @@
 
 A watcher replica holds every served kind of its clusters open at once (~30 streams a cluster,
 thousands a replica). `open_watch` sends the same request as `LeafClient.watch` (same URL, query,
-credentials and TLS settings, taken from the kubeconfig the client loaded) over an asyncio
-connection and reads the chunked JSON-lines answer itself; the events, errors and 410 handling
-are `common.leaf.client`'s (`parse_event`). A cluster reached through an HTTP proxy
-(`proxy-url` in its kubeconfig) is not served here: `supported` says so, and its watches keep
-the threaded `LeafClient.watch`.
+credentials and TLS settings, taken from the kubeconfig the client loaded) with aiohttp, and
+reads the chunked JSON-lines answer as it arrives; the events, errors and 410 handling are
+`common.leaf.client`'s (`parse_event`).
+
+Why aiohttp: measured against the hand-written HTTP/1.1 reader it replaced and against httpx
+(bench/watch_http.py, docs/benchmarks.md "watch_http"), its C parser reads a watch for less CPU
+than either, and it speaks HTTP proxies: a cluster with `proxy-url` in its kubeconfig (or the
+`HTTPS_PROXY`/`NO_PROXY` environment the kubernetes client reads) is watched through the proxy
+on the loop, CONNECT for an https server, absolute-form requests for an http one, as the
+threaded client (urllib3's ProxyManager) sends them. A proxy URL's user info becomes a
+`Proxy-Authorization: Basic` header, as client-go sends it. Only a SOCKS or https:// proxy
+keeps the threaded `LeafClient.watch` (`supported` says so).
+
+One aiohttp session per event loop, shared by every cluster: no cookie jar (a leaf's cookies
+never reach another leaf), no redirects (a leaf cannot send the bearer token elsewhere), no
+proxy or `.netrc` from the environment beyond what the kubeconfig's Configuration says, and
+every error reduced to its type name (aiohttp's messages carry URLs: the proxy's may hold
+credentials).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
+import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from common.errors import ClusterUnreachable
-from common.leaf.client import LeafClient, parse_event, raise_for_status, watch_path
+import aiohttp
 
-HEADER_MAX = 64 * 1024  # bytes of status line and headers
+from common.errors import ClusterUnreachable
+from common.leaf.client import (
+    LeafClient,
+    parse_event,
+    proxy_settings,
+    raise_for_status,
+    watch_path,
+)
+
 ERROR_BODY_MAX = 64 * 1024  # bytes of an error answer read for its message
 LINE_MAX = 64 * 1024 * 1024  # one event (one object): the biggest a leaf may send
+HEADER_FIELD_MAX = 64 * 1024  # bytes of one answer header line
 OPEN_CONCURRENCY = 64
 """Connections being opened at once per event loop: a replica starting on 100 clusters opens
 ~3,000 streams; all at once, their TLS handshakes outlast any timeout."""
+PROXY_SCHEMES = ("http",)
+"""Proxies whose watches run here (a SOCKS or TLS proxy keeps a thread per watch)."""
 _slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+_sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
 
 def _open_slots() -> asyncio.Semaphore:
@@ -37,9 +64,49 @@ def _open_slots() -> asyncio.Semaphore:
     return slots
 
 
+def _session() -> aiohttp.ClientSession:
+    """This loop's session (made on first use; `close_session` ends it)."""
+    loop = asyncio.get_running_loop()
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        connector = aiohttp.TCPConnector(
+            limit=0,  # one connection per stream: the open slots bound the handshakes
+            force_close=True,  # a watch holds its connection to the end, as kube-apiserver does
+            ttl_dns_cache=60,
+        )
+        session = _sessions[loop] = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trust_env=False,
+            auto_decompress=False,
+            skip_auto_headers=("Accept-Encoding", "User-Agent"),
+            max_field_size=HEADER_FIELD_MAX,
+        )
+    return session
+
+
+async def close_session() -> None:
+    """Close the running loop's session (a loop that ends before the process does)."""
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None:
+        await session.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, close the sessions of loops still running (a daemon loop thread's session would
+    otherwise be reported unclosed)."""
+    for loop, session in list(_sessions.items()):
+        if loop.is_running() and not session.closed:
+            done = asyncio.run_coroutine_threadsafe(session.close(), loop)
+            with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+                done.result(2)
+
+
 def supported(client: LeafClient) -> bool:
-    """Whether `client`'s watches can run here (not through a proxy)."""
-    return not getattr(client.configuration, "proxy", None)
+    """Whether `client`'s watches can run here: directly or through an http:// proxy."""
+    proxy, _ = proxy_settings(client.configuration)
+    return not proxy or urlsplit(proxy).scheme.lower() in PROXY_SCHEMES
 
 
 def ssl_context(client: LeafClient) -> ssl.SSLContext | None:
@@ -70,151 +137,127 @@ async def open_watch(
 ) -> AsyncWatchStream:
     """`LeafClient.watch`, on the running event loop."""
     config = client.configuration
-    url = urlsplit(config.host)
-    host = url.hostname or ""
-    port = url.port or (443 if url.scheme == "https" else 80)
+    path = watch_path(api_version, plural, resource_version, timeout_s)
+    url = config.host.rstrip("/") + path
     server_hostname = None
     if ctx is not None:
-        server_hostname = getattr(config, "tls_server_name", None) or host
+        server_hostname = getattr(config, "tls_server_name", None) or None
         if isinstance(config.assert_hostname, str):
             server_hostname = config.assert_hostname
-    path = (url.path.rstrip("/") or "") + watch_path(
-        api_version, plural, resource_version, timeout_s
-    )
+    proxy, proxy_headers = proxy_settings(config)
+    headers = {"Accept": "application/json"}
+    headers.update(client.headers())
+    if proxy and urlsplit(url).scheme != "https":
+        # plain http: the request itself goes to the proxy (absolute-form) and carries them;
+        # for https they go with the CONNECT only, never through the tunnel to the server
+        headers.update(proxy_headers)
+        proxy_headers = {}
     client.requests += 1
-    # As urllib3 does for the threaded watch: the connection and the answer's head may take as
-    # long as the stream may stay silent (a TLS handshake on a busy machine takes seconds).
+    # As urllib3 does for the threaded watch: the connection may take as long as the stream may
+    # stay silent (a TLS handshake on a busy machine takes seconds); then no byte for `idle_s`
+    # (head or body) is a broken stream.
     wait_s = max(client.timeout_s, idle_s)
+    timeout = aiohttp.ClientTimeout(total=None, connect=wait_s, sock_read=idle_s)
     try:
         async with _open_slots():
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(
-                    host, port, ssl=ctx, server_hostname=server_hostname, limit=LINE_MAX
-                ),
-                wait_s,
+            resp = await _session().get(
+                url,
+                headers=headers,
+                ssl=ctx if ctx is not None else True,
+                server_hostname=server_hostname,
+                proxy=proxy or None,
+                proxy_headers=proxy_headers or None,
+                timeout=timeout,
+                allow_redirects=False,
             )
-    except (OSError, TimeoutError, ssl.SSLError) as e:
+    except (aiohttp.ClientError, OSError, TimeoutError, ssl.SSLError, ValueError) as e:
         raise ClusterUnreachable(f"cluster {client.name}: watch: {type(e).__name__}") from None
-    headers = {"Host": url.netloc, "Accept": "application/json", "Connection": "close"}
-    headers.update(client.headers())
-    head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    stream = AsyncWatchStream(client.name, reader, writer, idle_s)
+    stream = AsyncWatchStream(client.name, resp, idle_s)
     try:
-        writer.write(head.encode("latin-1") + b"\r\n")
-        status, response_headers = await stream.read_head(wait_s)
-        if status >= 400:
+        if resp.status >= 400:
             body = await stream.read_body(ERROR_BODY_MAX)
-            raise_for_status(client.name, status, body, path)
-        if status != 200:
-            raise ClusterUnreachable(f"cluster {client.name}: watch: HTTP {status}")
+            raise_for_status(client.name, resp.status, body, path)
+        if resp.status != 200:
+            raise ClusterUnreachable(f"cluster {client.name}: watch: HTTP {resp.status}")
     except BaseException:
         stream.close()
         raise
-    stream.chunked = "chunked" in response_headers.get("transfer-encoding", "").lower()
     return stream
 
 
 class AsyncWatchStream:
-    """The events of one open watch: `async for (type, object)`; `close()` (on the loop) ends it.
-    Raises WatchExpired on a 410 ERROR event, ClusterUnreachable when the stream breaks or stays
-    silent for `idle_s`."""
+    """The events of one open watch: `async for (type, object)`; `close()` (from any thread)
+    ends it. Raises WatchExpired on a 410 ERROR event, ClusterUnreachable when the stream breaks
+    or stays silent for `idle_s`."""
 
-    def __init__(
-        self,
-        cluster: str,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        idle_s: float,
-    ) -> None:
+    def __init__(self, cluster: str, resp: aiohttp.ClientResponse, idle_s: float) -> None:
         self.cluster = cluster
-        self._reader, self._writer = reader, writer
+        self._resp = resp
         self.idle_s = idle_s
-        self.chunked = False
-        self._length = -1
         self.closed = False
         self._loop = asyncio.get_running_loop()
 
-    async def _read(self, coro: Any, timeout_s: float | None = None) -> Any:
-        try:
-            return await asyncio.wait_for(coro, timeout_s or self.idle_s)
-        except TimeoutError:
-            raise ClusterUnreachable(
-                f"cluster {self.cluster}: watch silent for {self.idle_s:.0f}s"
-            ) from None
-        except (OSError, ssl.SSLError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as e:
-            raise ClusterUnreachable(
-                f"cluster {self.cluster}: watch broke ({type(e).__name__})"
-            ) from None
+    @property
+    def chunked(self) -> bool:
+        return "chunked" in self._resp.headers.get("Transfer-Encoding", "").lower()
 
-    async def read_head(self, timeout_s: float) -> tuple[int, dict[str, str]]:
-        raw = await self._read(self._reader.readuntil(b"\r\n\r\n"), timeout_s)
-        if len(raw) > HEADER_MAX:
-            raise ClusterUnreachable(f"cluster {self.cluster}: watch: answer headers too long")
-        lines = raw.decode("latin-1").split("\r\n")
-        try:
-            status = int(lines[0].split(" ", 2)[1])
-        except (IndexError, ValueError):
-            raise ClusterUnreachable(f"cluster {self.cluster}: watch: not an HTTP answer") from None
-        headers = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if sep:
-                headers[name.strip().lower()] = value.strip()
-        self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        self._length = int(headers.get("content-length", "-1") or -1)
-        return status, headers
+    def _broken(self, e: BaseException) -> ClusterUnreachable:
+        if isinstance(e, TimeoutError):  # aiohttp's read timeout (sock_read) is one
+            return ClusterUnreachable(
+                f"cluster {self.cluster}: watch silent for {self.idle_s:.0f}s"
+            )
+        return ClusterUnreachable(f"cluster {self.cluster}: watch broke ({type(e).__name__})")
 
     async def read_body(self, limit: int) -> bytes:
         """An error answer's body (up to `limit` bytes)."""
-        if self.chunked:
-            out = b""
-            async for data in self._chunks():
-                out += data
-                if len(out) >= limit:
+        out = bytearray()
+        try:
+            while len(out) < limit:
+                data = await self._resp.content.read(limit - len(out))
+                if not data:
                     break
-            return out[:limit]
-        if self._length >= 0:
-            return bytes(await self._read(self._reader.readexactly(min(self._length, limit))))
-        return bytes(await self._read(self._reader.read(limit)))
-
-    async def _chunks(self) -> AsyncIterator[bytes]:
-        while True:
-            size_line = await self._read(self._reader.readuntil(b"\r\n"))
-            try:
-                size = int(size_line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise ClusterUnreachable(
-                    f"cluster {self.cluster}: watch broke (bad chunk)"
-                ) from None
-            if size == 0:
-                return
-            data = await self._read(self._reader.readexactly(size + 2))
-            yield data[:-2]
-
-    async def _data(self) -> AsyncIterator[bytes]:
-        if self.chunked:
-            async for data in self._chunks():
-                yield data
-            return
-        while True:
-            data = await self._read(self._reader.read(2**16))
-            if not data:
-                return
-            yield data
+                out += data
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as e:
+            raise self._broken(e) from None
+        return bytes(out)
 
     async def __aiter__(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        buf = b""
+        content = self._resp.content
+        pending: list[bytes] = []  # the start of a line split across reads
+        size = 0
         try:
-            async for data in self._data():
-                buf += data
-                if b"\n" not in data:
+            while True:
+                try:
+                    data = await content.readany()
+                except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as e:
+                    raise self._broken(e) from None
+                if not data:
+                    break
+                end = data.rfind(b"\n")
+                if end < 0:
+                    size += len(data)
+                    if size > LINE_MAX:
+                        raise ClusterUnreachable(
+                            f"cluster {self.cluster}: watch broke (event over {LINE_MAX} bytes)"
+                        )
+                    pending.append(data)
                     continue
-                *lines, buf = buf.split(b"\n")
-                for raw in lines:
+                if pending:
+                    pending.append(data[: end + 1])
+                    whole = b"".join(pending)
+                    pending.clear()
+                else:
+                    whole = data[: end + 1]
+                rest = data[end + 1 :]
+                if rest:
+                    pending.append(rest)
+                size = len(rest)
+                for raw in whole.split(b"\n"):
                     if raw.strip():
                         yield parse_event(self.cluster, raw)
-            if buf.strip():
-                yield parse_event(self.cluster, buf)
+            tail = b"".join(pending)
+            if tail.strip():
+                yield parse_event(self.cluster, tail)
         except ClusterUnreachable:
             if not self.closed:  # else closed here: the stream just ends
                 raise
@@ -231,6 +274,6 @@ class AsyncWatchStream:
         except RuntimeError:
             here = False
         if here:
-            self._writer.close()
+            self._resp.close()
         else:
-            self._loop.call_soon_threadsafe(self._writer.close)
+            self._loop.call_soon_threadsafe(self._resp.close)

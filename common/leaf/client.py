@@ -13,6 +13,7 @@ too slow at fleet scale). Credentials never reach logs, errors, reprs or Redis.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
@@ -24,12 +25,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
 import urllib3
 from kubernetes.client import Configuration
-from kubernetes.client.rest import RESTClientObject
+from kubernetes.client.rest import RESTClientObject, should_bypass_proxies
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
@@ -209,6 +210,33 @@ def _private_file(content: str) -> str:
     return path
 
 
+def proxy_settings(config: Configuration) -> tuple[str, dict[str, str]]:
+    """The proxy a leaf's requests go through ("" for none), as kubernetes.client.rest decides
+    it (the kubeconfig's `proxy-url`, else the environment's, unless `no_proxy` names the host),
+    without its user info, and the headers for the proxy: the user info as `Proxy-Authorization:
+    Basic` (as client-go sends it), then the Configuration's `proxy_headers`. Both hold
+    credentials: never log them."""
+    proxy = str(getattr(config, "proxy", None) or "")
+    if not proxy or should_bypass_proxies(config.host, getattr(config, "no_proxy", None) or ""):
+        return "", {}
+    headers: dict[str, str] = {}
+    try:
+        parts = urlsplit(proxy)
+        user, password, port = parts.username, parts.password, parts.port
+    except ValueError:
+        return proxy, headers  # left to the HTTP library to refuse
+    if user is not None or password is not None:
+        basic = base64.b64encode(f"{unquote(user or '')}:{unquote(password or '')}".encode())
+        headers["Proxy-Authorization"] = "Basic " + basic.decode("ascii")
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if port is not None:
+            netloc = f"{netloc}:{port}"
+        proxy = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    headers.update({str(k): str(v) for k, v in dict(config.proxy_headers or {}).items()})
+    return proxy, headers
+
+
 def bearer_token(config: Configuration) -> str:
     """The Authorization value the loaded kubeconfig gives (refreshed if it expires), or ""."""
     for key in TOKEN_KEYS:
@@ -251,6 +279,11 @@ class LeafClient:
             # A watcher keeps one streaming connection per watched resource: size the pool to it.
             pool_config = copy.copy(pool_config)
             pool_config.connection_pool_maxsize = pool_size
+        proxy, proxy_headers = proxy_settings(pool_config)
+        if proxy and proxy != pool_config.proxy:
+            # urllib3 ignores a proxy URL's user info: send it as Proxy-Authorization instead
+            pool_config = copy.copy(pool_config)
+            pool_config.proxy, pool_config.proxy_headers = proxy, proxy_headers
         self._pool = RESTClientObject(pool_config).pool_manager
         self._host = self._configuration.host.rstrip("/")
         self._list_auth: tuple[float, dict[str, str]] | None = None
