@@ -30,6 +30,7 @@ from kubesim.patch import merge_patch
 from kubesim.registration import Credentials, ManagementFleet, fill_credentials
 from kubesim.store import ClusterStore, Obj, now_iso
 from kubesim.tls import make_serving_cert
+from kubesim.watch import Deliveries, Delivery
 
 T = TypeVar("T")
 
@@ -54,6 +55,7 @@ class KubeSim:
         self.tokens = Tokens.create()
         self.kubeconfig_dir: Path | None = None
         self._clusters: dict[str, SimCluster] = {}
+        self.deliveries = Deliveries()  # when each recent live watch event was sent
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kubesim", daemon=True)
 
@@ -92,6 +94,7 @@ class KubeSim:
                 port + i if port else 0,
                 bookmark_interval_s,
                 context,
+                deliveries=sim.deliveries,
             )
         sim._thread.start()
         try:
@@ -328,6 +331,16 @@ class KubeSim:
 
     def resource_version(self, cluster: str) -> int:
         return self._call(lambda: self._store(cluster).rv)
+
+    def delivery(
+        self, cluster: str, kind: str, namespace: str, name: str, resource_version: int | str
+    ) -> Delivery | None:
+        """When the live watch event of this write was made and first sent to a watcher
+        (`time.monotonic()` of this process), or None if no watcher got it (yet).
+
+        Read without the event loop, so a benchmark polling it does not queue behind it."""
+        kind = self.resource(kind).kind
+        return self.deliveries.get(cluster, kind, namespace, name, int(resource_version))
 
     # -- faults and the request log ------------------------------------------------------
 
