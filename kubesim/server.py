@@ -342,6 +342,16 @@ class KubeSim:
         kind = self.resource(kind).kind
         return self.deliveries.get(cluster, kind, namespace, name, int(resource_version))
 
+    def watch_streams(self, cluster: str) -> int:
+        """Watch streams open on one cluster (registered for live events)."""
+        store = self._store(cluster)
+        return self._call(lambda: sum(len(group) for group in store.watchers.values()))
+
+    def watch_offers(self, cluster: str) -> int:
+        """Live events handed to watch streams of one cluster so far (one per stream per
+        event of the resource it watches): the count guard for delivery's cost."""
+        return self._call(lambda: self._store(cluster).watch_offers)
+
     # -- faults and the request log ------------------------------------------------------
 
     def set_fault(self, cluster: str, **fault: Any) -> None:
