@@ -54,6 +54,7 @@ class KubeSim:
         self.cert = make_serving_cert([advertise_host]) if tls else None
         self.tokens = Tokens.create()
         self.kubeconfig_dir: Path | None = None
+        self.bookmark_interval_s = 10.0  # how often watches that allow bookmarks get one
         self._clusters: dict[str, SimCluster] = {}
         self.deliveries = Deliveries()  # when each recent live watch event was sent
         self._loop = asyncio.new_event_loop()
@@ -79,6 +80,7 @@ class KubeSim:
         own by default): it gets no kubeconfig in `kubeconfig_dir`."""
         catalog = catalog or getattr(fleet, "catalog", None) or Catalog.default()
         sim = cls(fleet, host, advertise_host or _advertise(host), catalog, tls)
+        sim.bookmark_interval_s = bookmark_interval_s
         if management:
             if management not in fleet.cluster_names:
                 raise KeyError(f"kubesim serves no cluster {management!r}")
