@@ -22,6 +22,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -162,6 +163,45 @@ def summary(values: list[float]) -> dict[str, Any]:
     }
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def lag_buckets(ports: list[int]) -> dict[float, float]:
+    """The replicas' `fleetscope_watch_event_lag_seconds` cumulative buckets (le -> count)
+    and, under -1, the sum of the observations."""
+    out: dict[float, float] = {}
+    for port in ports:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for ln in text.splitlines():
+            if ln.startswith("fleetscope_watch_event_lag_seconds_bucket"):
+                le = ln.split('le="', 1)[1].split('"', 1)[0]
+                key = float("inf") if le == "+Inf" else float(le)
+                out[key] = out.get(key, 0.0) + float(ln.rsplit(" ", 1)[1])
+            elif ln.startswith("fleetscope_watch_event_lag_seconds_sum"):
+                out[-1.0] = out.get(-1.0, 0.0) + float(ln.rsplit(" ", 1)[1])
+    return out
+
+
+def lag_summary(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """The watcher's own share over the changes: each event's arrival in the watcher -> its
+    row committed in Redis (the queue and the writer), as the histogram's bucket bounds that
+    hold p50 and p99, and the mean."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    total = delta.get(float("inf"), 0.0)
+    if not total:
+        return {"n": 0}
+    bounds = sorted(k for k in delta if k >= 0)
+
+    def upper(p: float) -> float:
+        return next(b for b in bounds if delta[b] >= p * total)
+
+    mean = round(delta.get(-1.0, 0.0) / total, 4)
+    return {"n": int(total), "p50_le": upper(0.5), "p99_le": upper(0.99), "mean": mean}
+
+
 def object_changes(sim: KubeSim, base: str, n: int, rnd: random.Random) -> Timings:
     out = Timings()
     apps = len(sim.list(sim.clusters[0], "Namespace")) - 4  # default, kube-, flux-, istio-system
@@ -221,7 +261,7 @@ def main() -> None:
         gc.collect()
         gc.freeze()
         env = {**bench_env(server.url, 0), "FLEETSCOPE_CLUSTERS_DIR": str(kc)}
-        env["FLEETSCOPE_WATCH_METRICS_PORT"] = "0"
+        metrics_ports = [free_port() for _ in range(args.replicas)]
         env["FLEETSCOPE_LOG_LEVEL"] = "INFO"  # to their own files: see the warnings below
         watchers: list[subprocess.Popen[bytes]] = []
         logs: list[Path] = []  # each replica's log, its warnings shown at the end
@@ -231,7 +271,13 @@ def main() -> None:
             log_path = Path(tmp) / f"bench{i}.log"
             with log_path.open("wb") as log_file:
                 watchers.append(
-                    subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_file, stderr=log_file)
+                    subprocess.Popen(
+                        cmd,
+                        cwd=ROOT,
+                        env={**env, "FLEETSCOPE_WATCH_METRICS_PORT": str(metrics_ports[i])},
+                        stdout=log_file,
+                        stderr=log_file,
+                    )
                 )
             logs.append(log_path)
 
@@ -260,7 +306,9 @@ def main() -> None:
             with gunicorn("query.wsgi:app", server.url, "/healthz") as base:
                 t0 = time.monotonic()
                 cpu0 = [proc_stats(w.pid)["cpu_s"] for w in watchers]
+                lag0 = lag_buckets(metrics_ports)
                 changes = object_changes(sim, base, args.changes, rnd)
+                writer_lag = lag_summary(lag0, lag_buckets(metrics_ports))
                 revokes = revocations(sim, base, args.revokes, rnd)
                 steady_s = time.monotonic() - t0
                 steady = stats()
@@ -294,6 +342,7 @@ def main() -> None:
                 "watchers_idle_cpu_percent": idle_cpu_pct,
                 "bookmark_interval_s": sim.bookmark_interval_s,
                 "change_visible_s": changes.report(),
+                "watcher_arrival_to_committed_s": writer_lag,
                 "revoke_effective_s": revokes.report(),
                 "watchers_steady": steady,
                 "steady_seconds": round(steady_s, 1),
