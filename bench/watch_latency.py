@@ -4,11 +4,14 @@
 
 kubesim (in this process) serves the fleet; `--replicas` `fleetscope watch` processes (the first
 with `--reconcile`) build the index from lists and watches, sharing the clusters (the run waits
-until their shares settle, within one); the query service runs under gunicorn. Measured: an object
-change in kubesim -> visible in `GET /api/v1/objects` (p50/p99), a deleted RoleBinding -> its
-team no longer sees the namespace through the list API (p50/p99), and the watcher's CPU seconds
-and peak RSS (from /proc) for the initial build and for the steady state, per replica with the
-clusters it holds and its thread count.
+until their shares settle, within one); the query service runs under gunicorn. Measured, for
+changes on random clusters after the build with bookmarks at kubesim's default interval: an
+object change in kubesim -> visible in `GET /api/v1/objects` (p50/p99) and a deleted
+RoleBinding -> its team no longer sees the namespace through the list API (p50/p99), each split
+at the moment the leaf sent the watch event (kubesim's delivery stamp) into the simulator's own
+delay (`leaf_delivered_s`) and fleetscope's (`from_leaf_delivery_s`, what the freshness targets
+bound); and the watcher's CPU seconds and peak RSS (from /proc) for the initial build and for
+the steady state, per replica with the clusters it holds and its thread count.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,27 +117,114 @@ def until(cond: Any, timeout_s: float = 60.0) -> float:
     return time.monotonic() - t0
 
 
-def object_changes(sim: KubeSim, base: str, n: int, rnd: random.Random) -> list[float]:
-    out = []
+@dataclass
+class Timings:
+    """Per change: made -> visible in the list API (end to end), made -> the leaf (kubesim)
+    sent the watch event (and, within it, the store's write -> that send), and that send ->
+    visible (fleetscope's own share, the freshness figure)."""
+
+    end_to_end: list[float] = field(default_factory=list)
+    leaf: list[float] = field(default_factory=list)
+    leaf_after_write: list[float] = field(default_factory=list)
+    fleetscope: list[float] = field(default_factory=list)
+    unstamped: int = 0  # visible without a stamped delivery (e.g. seen by a re-list)
+
+    def add(self, sim: KubeSim, t0: float, visible: float, c: str, obj: dict[str, Any]) -> None:
+        self.end_to_end.append(visible - t0)
+        meta = obj["metadata"]
+        sent = sim.delivery(
+            c, obj["kind"], meta.get("namespace", ""), meta["name"], meta["resourceVersion"]
+        )
+        if sent is None:
+            self.unstamped += 1
+            return
+        self.leaf.append(sent.delivered_s - t0)
+        self.leaf_after_write.append(sent.delivered_s - sent.made_s)
+        self.fleetscope.append(visible - sent.delivered_s)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            **summary(self.end_to_end),
+            "leaf_delivered_s": summary(self.leaf),
+            "leaf_sent_after_its_write_s": summary(self.leaf_after_write),
+            "from_leaf_delivery_s": summary(self.fleetscope),
+            "unstamped": self.unstamped,
+        }
+
+
+def summary(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": pct(values, 0.5),
+        "p99": pct(values, 0.99),
+        "max": round(max(values), 3),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def lag_buckets(ports: list[int]) -> dict[float, float]:
+    """The replicas' `fleetscope_watch_event_lag_seconds` cumulative buckets (le -> count)
+    and, under -1, the sum of the observations."""
+    out: dict[float, float] = {}
+    for port in ports:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for ln in text.splitlines():
+            if ln.startswith("fleetscope_watch_event_lag_seconds_bucket"):
+                le = ln.split('le="', 1)[1].split('"', 1)[0]
+                key = float("inf") if le == "+Inf" else float(le)
+                out[key] = out.get(key, 0.0) + float(ln.rsplit(" ", 1)[1])
+            elif ln.startswith("fleetscope_watch_event_lag_seconds_sum"):
+                out[-1.0] = out.get(-1.0, 0.0) + float(ln.rsplit(" ", 1)[1])
+    return out
+
+
+def lag_summary(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """The watcher's own share over the changes: each event's arrival in the watcher -> its
+    row committed in Redis (the queue and the writer), as the histogram's bucket bounds that
+    hold p50 and p99, and the mean."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    total = delta.get(float("inf"), 0.0)
+    if not total:
+        return {"n": 0}
+    bounds = sorted(k for k in delta if k >= 0)
+
+    def upper(p: float) -> float:
+        return next(b for b in bounds if delta[b] >= p * total)
+
+    mean = round(delta.get(-1.0, 0.0) / total, 4)
+    return {"n": int(total), "p50_le": upper(0.5), "p99_le": upper(0.99), "mean": mean}
+
+
+def object_changes(sim: KubeSim, base: str, n: int, rnd: random.Random) -> Timings:
+    out = Timings()
     apps = len(sim.list(sim.clusters[0], "Namespace")) - 4  # default, kube-, flux-, istio-system
     for i in range(n):
         c = rnd.choice(sim.clusters)
         ns = f"app-{rnd.randrange(apps):04d}"
         msg = f"bench change {i}"
         t0 = time.monotonic()
-        sim.set_ready(c, "Kustomization", ns, "apps", False, reason="BuildFailed", message=msg)
+        obj = sim.set_ready(
+            c, "Kustomization", ns, "apps", False, reason="BuildFailed", message=msg
+        )
         params = {"cluster": c, "namespace": ns, "kind": "Kustomization"}
         until(
             lambda msg=msg, params=params: any(
                 x["message"] == msg for x in list_rows(base, "bench", ["fleet-admins"], **params)
             )
         )
-        out.append(time.monotonic() - t0)
+        out.add(sim, t0, time.monotonic(), c, obj)
     return out
 
 
-def revocations(sim: KubeSim, base: str, n: int, rnd: random.Random) -> list[float]:
-    out = []
+def revocations(sim: KubeSim, base: str, n: int, rnd: random.Random) -> Timings:
+    out = Timings()
     for _ in range(n):
         c = rnd.choice(sim.clusters)
         bindings = [b for b in sim.list(c, "RoleBinding") if b["metadata"]["name"] == "team-view"]
@@ -142,9 +234,9 @@ def revocations(sim: KubeSim, base: str, n: int, rnd: random.Random) -> list[flo
         params = {"cluster": c, "namespace": ns}
         assert list_rows(base, "dev", [group], **params), "the team should see its namespace"
         t0 = time.monotonic()
-        sim.delete(c, "RoleBinding", ns, "team-view")
+        obj = sim.delete(c, "RoleBinding", ns, "team-view")
         until(lambda g=group, p=params: not list_rows(base, "dev", [g], **p))
-        out.append(time.monotonic() - t0)
+        out.add(sim, t0, time.monotonic(), c, obj)
     return out
 
 
@@ -169,7 +261,7 @@ def main() -> None:
         gc.collect()
         gc.freeze()
         env = {**bench_env(server.url, 0), "FLEETSCOPE_CLUSTERS_DIR": str(kc)}
-        env["FLEETSCOPE_WATCH_METRICS_PORT"] = "0"
+        metrics_ports = [free_port() for _ in range(args.replicas)]
         env["FLEETSCOPE_LOG_LEVEL"] = "INFO"  # to their own files: see the warnings below
         watchers: list[subprocess.Popen[bytes]] = []
         logs: list[Path] = []  # each replica's log, its warnings shown at the end
@@ -179,7 +271,13 @@ def main() -> None:
             log_path = Path(tmp) / f"bench{i}.log"
             with log_path.open("wb") as log_file:
                 watchers.append(
-                    subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_file, stderr=log_file)
+                    subprocess.Popen(
+                        cmd,
+                        cwd=ROOT,
+                        env={**env, "FLEETSCOPE_WATCH_METRICS_PORT": str(metrics_ports[i])},
+                        stdout=log_file,
+                        stderr=log_file,
+                    )
                 )
             logs.append(log_path)
 
@@ -208,7 +306,9 @@ def main() -> None:
             with gunicorn("query.wsgi:app", server.url, "/healthz") as base:
                 t0 = time.monotonic()
                 cpu0 = [proc_stats(w.pid)["cpu_s"] for w in watchers]
+                lag0 = lag_buckets(metrics_ports)
                 changes = object_changes(sim, base, args.changes, rnd)
+                writer_lag = lag_summary(lag0, lag_buckets(metrics_ports))
                 revokes = revocations(sim, base, args.revokes, rnd)
                 steady_s = time.monotonic() - t0
                 steady = stats()
@@ -240,18 +340,10 @@ def main() -> None:
                 "shares_settled_s": round(settle_s, 1),
                 "watchers_after_build": after_build,
                 "watchers_idle_cpu_percent": idle_cpu_pct,
-                "change_visible_s": {
-                    "n": len(changes),
-                    "p50": pct(changes, 0.5),
-                    "p99": pct(changes, 0.99),
-                    "max": round(max(changes), 3),
-                },
-                "revoke_effective_s": {
-                    "n": len(revokes),
-                    "p50": pct(revokes, 0.5),
-                    "p99": pct(revokes, 0.99),
-                    "max": round(max(revokes), 3),
-                },
+                "bookmark_interval_s": sim.bookmark_interval_s,
+                "change_visible_s": changes.report(),
+                "watcher_arrival_to_committed_s": writer_lag,
+                "revoke_effective_s": revokes.report(),
                 "watchers_steady": steady,
                 "steady_seconds": round(steady_s, 1),
             },

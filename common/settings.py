@@ -129,7 +129,7 @@ class Settings:
     """A watch silent this long (no event or bookmark) is broken: reopened from its last version."""
 
     watch_rbac_debounce_s: float = 0.2
-    """Wait after an RBAC watch event before recompiling grants (later events join the batch)."""
+    """Least time between two recompiles of a watched cluster's grants: an RBAC event after a quiet window is compiled at once, later ones join the next batch."""
 
     watch_validate_debounce_s: float = 0.3
     """Wait after an Istio, Service or Namespace watch event before re-validating Istio config."""

@@ -13,6 +13,7 @@ from kubesim.catalog import Catalog
 from kubesim.faults import Fault, RequestRecord
 from kubesim.http import Listener, Request, Response
 from kubesim.store import ClusterStore
+from kubesim.watch import Deliveries
 
 Loader = Callable[[ClusterStore], None]
 
@@ -31,6 +32,7 @@ class SimCluster:
         bookmark_interval_s: float = 10.0,
         tls: ssl.SSLContext | None = None,
         log_size: int = 10_000,
+        deliveries: Deliveries | None = None,
     ) -> None:
         self.name, self.catalog, self.tokens = name, catalog, tokens
         self._loader: Loader | None = loader
@@ -40,6 +42,7 @@ class SimCluster:
         self.rng = random.Random(name)
         self.log: deque[RequestRecord] = deque(maxlen=log_size)
         self.bookmark_interval_s = bookmark_interval_s
+        self.deliveries = deliveries if deliveries is not None else Deliveries()
         self.listener = Listener(self._serve, host, port, tls)
 
     @property

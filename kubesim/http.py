@@ -112,7 +112,7 @@ class Listener:
             writer.transport.abort()
         self._writers.clear()
         tasks = list(self._tasks)
-        if tasks:  # aborted connections end by themselves (watches within a tick)
+        if tasks:  # aborted connections end by themselves (a watch as its reader sees the end)
             _, pending = await asyncio.wait(tasks, timeout=2.0)
             for task in pending:
                 task.cancel()

@@ -30,6 +30,7 @@ from kubesim.patch import merge_patch
 from kubesim.registration import Credentials, ManagementFleet, fill_credentials
 from kubesim.store import ClusterStore, Obj, now_iso
 from kubesim.tls import make_serving_cert
+from kubesim.watch import Deliveries, Delivery
 
 T = TypeVar("T")
 
@@ -53,7 +54,9 @@ class KubeSim:
         self.cert = make_serving_cert([advertise_host]) if tls else None
         self.tokens = Tokens.create()
         self.kubeconfig_dir: Path | None = None
+        self.bookmark_interval_s = 10.0  # how often watches that allow bookmarks get one
         self._clusters: dict[str, SimCluster] = {}
+        self.deliveries = Deliveries()  # when each recent live watch event was sent
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="kubesim", daemon=True)
 
@@ -77,6 +80,7 @@ class KubeSim:
         own by default): it gets no kubeconfig in `kubeconfig_dir`."""
         catalog = catalog or getattr(fleet, "catalog", None) or Catalog.default()
         sim = cls(fleet, host, advertise_host or _advertise(host), catalog, tls)
+        sim.bookmark_interval_s = bookmark_interval_s
         if management:
             if management not in fleet.cluster_names:
                 raise KeyError(f"kubesim serves no cluster {management!r}")
@@ -92,6 +96,7 @@ class KubeSim:
                 port + i if port else 0,
                 bookmark_interval_s,
                 context,
+                deliveries=sim.deliveries,
             )
         sim._thread.start()
         try:
@@ -328,6 +333,26 @@ class KubeSim:
 
     def resource_version(self, cluster: str) -> int:
         return self._call(lambda: self._store(cluster).rv)
+
+    def delivery(
+        self, cluster: str, kind: str, namespace: str, name: str, resource_version: int | str
+    ) -> Delivery | None:
+        """When the live watch event of this write was made and first sent to a watcher
+        (`time.monotonic()` of this process), or None if no watcher got it (yet).
+
+        Read without the event loop, so a benchmark polling it does not queue behind it."""
+        kind = self.resource(kind).kind
+        return self.deliveries.get(cluster, kind, namespace, name, int(resource_version))
+
+    def watch_streams(self, cluster: str) -> int:
+        """Watch streams open on one cluster (registered for live events)."""
+        store = self._store(cluster)
+        return self._call(lambda: sum(len(group) for group in store.watchers.values()))
+
+    def watch_offers(self, cluster: str) -> int:
+        """Live events handed to watch streams of one cluster so far (one per stream per
+        event of the resource it watches): the count guard for delivery's cost."""
+        return self._call(lambda: self._store(cluster).watch_offers)
 
     # -- faults and the request log ------------------------------------------------------
 

@@ -41,6 +41,12 @@ class Event:
     namespace: str
     name: str
     raw: bytes
+    at: float = 0.0  # time.monotonic() when the write was made (0 for synthetic events)
+
+
+def watch_line(kind: str, raw: bytes) -> bytes:
+    """One watch event as sent: a JSON line."""
+    return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
 
 
 @dataclass
@@ -80,7 +86,8 @@ class Table:
             yield keys[i]
 
 
-Watcher = Callable[[Event], None]
+Watcher = Callable[[Event, bytes], None]  # an event and its watch line, shared by all watchers
+WatchKey = tuple[tuple[str, str], str]  # (resource key, namespace; "" for every namespace)
 
 
 class ClusterStore:
@@ -93,7 +100,10 @@ class ClusterStore:
         self.compacted_rv = 0  # watches and continue tokens older than this answer 410
         self.tables: dict[tuple[str, str], Table] = {}
         self.events: deque[Event] = deque(maxlen=history)
-        self.watchers: set[Watcher] = set()
+        # Watchers by what they watch, so an event reaches only its resource's (and
+        # namespace's) watchers, never a pass over every stream of the cluster.
+        self.watchers: dict[WatchKey, set[Watcher]] = {}
+        self.watch_offers = 0  # events handed to watchers (a count guard for the indexing)
         self.rbac_generation = 0  # bumped on every RBAC write (the authorizer cache key)
 
     def table(self, res: Resource) -> Table:
@@ -148,6 +158,18 @@ class ClusterStore:
                 out.append(raw)
                 last = key
         return out, None
+
+    def watch(self, res: Resource, namespace: str, watcher: Watcher) -> None:
+        """Hand `watcher` every later event of `res` (within `namespace` if set)."""
+        self.watchers.setdefault((res.key, namespace), set()).add(watcher)
+
+    def unwatch(self, res: Resource, namespace: str, watcher: Watcher) -> None:
+        key = (res.key, namespace)
+        group = self.watchers.get(key)
+        if group is not None:
+            group.discard(watcher)
+            if not group:
+                del self.watchers[key]
 
     def compact(self) -> None:
         """Forget history like an etcd compaction: older continue tokens and watches get 410."""
@@ -274,10 +296,19 @@ class ClusterStore:
     def _emit(self, res: Resource, kind: str, namespace: str, name: str, raw: bytes) -> None:
         if res.key in RBAC_KEYS:
             self.rbac_generation += 1
-        event = Event(self.rv, res.key, kind, namespace, name, raw)
+        event = Event(self.rv, res.key, kind, namespace, name, raw, time.monotonic())
         self.events.append(event)
-        for watcher in list(self.watchers):
-            watcher(event)
+        if not self.watchers:
+            return
+        every = self.watchers.get((res.key, ""))
+        within = self.watchers.get((res.key, namespace)) if namespace else None
+        if not every and not within:
+            return
+        line = watch_line(kind, raw)  # serialized once, whatever the number of watchers
+        for group in (every, within):
+            for watcher in list(group or ()):
+                self.watch_offers += 1
+                watcher(event, line)
 
 
 def _string_data(secret: Obj) -> None:

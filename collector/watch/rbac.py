@@ -1,8 +1,8 @@
 """One watched cluster's RBAC objects, kept in memory, and the debounced recompile of its grants.
 
 RBAC objects are few next to rows (a RoleBinding per namespace), so the watcher keeps them and
-recompiles the whole cluster's grants (common.rbac.grants, the full RBAC sync's code path) at most
-once per debounce window after a change. Grants are first stored once all four resources were
+recompiles the whole cluster's grants (common.rbac.grants, the full RBAC sync's code path) at once
+after a change in a quiet window, then at most once per debounce window while changes go on. Grants are first stored once all four resources were
 listed: compiling a partial set would revoke access for a moment.
 """
 
@@ -82,6 +82,7 @@ class RbacState:
             redis_client.ERRORS,
             "store grants",
             self.cluster,
+            leading=True,  # a lone change (a revocation) is compiled at once
         )
 
     def compile_and_store(self) -> bool:
