@@ -102,16 +102,21 @@ class ClusterConfig:
     def __repr__(self) -> str:
         return f"ClusterConfig(name={self.name!r}, source={self.source!r}, server={self.server!r})"
 
-    @property
-    def server(self) -> str:
-        """The API server URL of the current context (not a credential)."""
+    def _cluster_field(self, key: str) -> str:
+        """A field of the current context's cluster entry ("" if absent or malformed)."""
         try:
             ctx_name = self.kubeconfig.get("current-context")
             ctx = _named(self.kubeconfig.get("contexts"), ctx_name)
             cluster = _named(self.kubeconfig.get("clusters"), ctx.get("context", {}).get("cluster"))
-            return str(cluster.get("cluster", {}).get("server", ""))
+            value = cluster.get("cluster", {}).get(key, "")
         except (AttributeError, TypeError):
             return ""
+        return value if isinstance(value, str) else ""
+
+    @property
+    def server(self) -> str:
+        """The API server URL of the current context (not a credential)."""
+        return self._cluster_field("server")
 
     def configuration(self) -> Configuration:
         """The kubernetes client Configuration (loaded once; the token refreshes itself)."""
@@ -136,6 +141,8 @@ class ClusterConfig:
                 f"cluster {self.name}: kubeconfig from {self.origin} is unusable "
                 f"({type(e).__name__}: {_cut(str(e))})"
             ) from None  # the loader's exception may carry config contents: do not chain
+        if not getattr(config, "proxy", None):  # the kubernetes client reads it from 30 on only
+            config.proxy = self._cluster_field("proxy-url") or None
         if plugin is not None:
             _ExecAuth(self, plugin).attach(config)
         if not config.verify_ssl:
