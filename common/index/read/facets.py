@@ -203,7 +203,7 @@ def count(
         return _flapping(reader, access, filters, confirm_version)
     if filters.labels or label_keys or filters.name:
         clusters = reader.candidates(access, filters, None)
-        gens, version = tally.generations(reader.r, clusters, confirm_version)
+        gens, version = tally.status_generations(reader.r, clusters, confirm_version)
         out = Facets(version=version)
         reader.extras.scanned(reader, access, filters, clusters, gens, label_keys, out)
         return out
@@ -219,7 +219,7 @@ def _from_tables(
     more. A cluster whose per-namespace counts are not complete yet is counted by scanning."""
     clusters = reader.candidates(access, filters, None)
     extras, tallies = reader.extras, reader.tallies
-    gens, version = tally.generations(reader.r, clusters, confirm_version)
+    gens, version = tally.status_generations(reader.r, clusters, confirm_version)
     key = (id(access), filters)
     hit = extras.answers.get(key, gens, access)
     if hit is not None and hit.clusters == clusters:

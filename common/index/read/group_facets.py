@@ -153,7 +153,7 @@ class GroupFacets:
         while no cluster was written; `confirm_version` as Reader.facets has it)."""
         wanted = set(filters.clusters)
         clusters = [c for c in sorted(access) if not wanted or c in wanted]
-        gens, version = tally.generations(self.r, clusters, confirm_version)
+        gens, version = tally.status_generations(self.r, clusters, confirm_version)
         # Keyed by the clusters' access objects (shared while the caller's grants hold), not
         # the mapping: a `cluster` filter narrows it to a new mapping on every request.
         mine = {c: access[c] for c in clusters}

@@ -324,7 +324,7 @@ class GroupReader:
         wanted = set(filters.clusters)
         clusters = [c for c in sorted(access) if not wanted or c in wanted]
         out = GroupPage([], None)
-        gens, out.version = tally.generations(self.r, clusters, confirm_version)
+        gens, out.version = tally.status_generations(self.r, clusters, confirm_version)
         out.round_trips = 1 if clusters or confirm_version else 0
         if not clusters:
             return out
