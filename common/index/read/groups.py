@@ -71,6 +71,8 @@ RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
 """A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
 PAGES_MAX = 1024  # remembered pages per process
 INDEXES_MAX = 4096  # remembered per-cluster reads (unhealthy indexes, namespaces, codes, counts)
+RUNS_MAX = 262_144
+"""Identities of the clusters' first chunks remembered for the merge (`_runs`, ~25 MB)."""
 REMEMBERED_PER_CLUSTER_MAX = 8192
 """Status codes (objects of pages shown) or namespace counts remembered per cluster."""
 DRAIN_MAX = 100_000
@@ -298,6 +300,9 @@ class GroupReader:
         """cluster -> namespace -> its per-namespace counts ("" for none)."""
         self._nsmembers: Memo[Any, dict[str, Member | None]] = Memo(INDEXES_MAX * 4)
         """(cluster, access, filters) -> namespace -> its Member."""
+        self._runs: Memo[Any, tuple[tuple[bytes, ...], bool]] = Memo(RUNS_MAX)
+        """(cluster, access, filters, after key) -> the identities of the cluster's first chunk
+        after that key, and whether they are all (weighted by identities)."""
         self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
         self._changes = Memo(INDEXES_MAX * 4)
         """(cluster, walk start, by) -> the groups changed there since."""
@@ -306,6 +311,8 @@ class GroupReader:
         """Unhealthy indexes and namespace lists read from Redis (not remembered): for tests."""
         self.lookups = 0
         """Clusters asked for the status codes (or counts) of a page's groups: for tests."""
+        self.streams_read = 0
+        """Clusters whose streams a merge read (not remembered): for tests."""
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -610,24 +617,42 @@ class GroupReader:
         want: int,
     ) -> list[bytes]:
         """The next `want` identities after `after_key` held by any of the clusters (visible,
-        passing the filters), but those in `skip`: a merge of the clusters' streams."""
+        passing the filters), but those in `skip`: a merge of the clusters' streams. What each
+        cluster's stream yielded after `after_key` is remembered per status generation
+        (`_runs`), so after a write only the written clusters' streams are read again."""
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
-        streams: list[Stream] = []
-        for c in clusters:
-            s = self.reader.stream(c, access[c], filters, after_key)
-            if s is not None:
-                streams.append(s)
-        bufs: list[deque[bytes]] = [deque() for _ in streams]
-        done = [False] * len(streams)
-        got: list[bytes] = []
         chunk = max(want, 16)
+        n = len(clusters)
+        seen: list[list[bytes]] = [[] for _ in range(n)]
+        done = [False] * n
+        read = [False] * n  # read from Redis by this merge: remembered at the end
+        streams: list[Stream | None] = [None] * n
+        for i, c in enumerate(clusters):
+            run = self._runs.get((c, id(access[c]), filters, after_key), q.gens[c], access[c])
+            if run is not None:
+                seen[i], done[i] = list(run[0]), run[1]
+        bufs = [deque(ids) for ids in seen]
+        got: list[bytes] = []
         while len(got) < want:
             empty = [i for i, b in enumerate(bufs) if not b and not done[i]]
             if empty:
-                chunks = self.reader.more([streams[i] for i in empty], filters, chunk)
+                for i in empty:
+                    if streams[i] is None:  # from the end of what is known of it
+                        c = clusters[i]
+                        start = seen[i][-1] if seen[i] else after_key
+                        streams[i] = self.reader.stream(c, access[c], filters, start)
+                        read[i] = True
+                        self.streams_read += 1
+                        done[i] = streams[i] is None
+                live = [i for i in empty if streams[i] is not None]
+                if not live:
+                    continue
+                chunks = self.reader.more([s for i in live if (s := streams[i])], filters, chunk)
                 out.round_trips += 1
-                for i, ch in zip(empty, chunks, strict=True):
-                    bufs[i].extend(rows.identity_bytes(m) for m in ch.members)
+                for i, ch in zip(live, chunks, strict=True):
+                    more = [rows.identity_bytes(m) for m in ch.members]
+                    bufs[i].extend(more)
+                    seen[i].extend(more)
                     done[i] = ch.done
                     out.scanned += ch.scanned
                 continue
@@ -640,6 +665,11 @@ class GroupReader:
                     b.popleft()
             if k not in skip:
                 got.append(k)
+        for i, c in enumerate(clusters):
+            if read[i]:
+                run = (tuple(seen[i]), done[i])
+                key = (c, id(access[c]), filters, after_key)
+                self._runs.put(key, run, q.gens[c], access[c], 1 + len(seen[i]))
         return got
 
     def _merge_namespaces(

@@ -139,6 +139,26 @@ def test_facets_keep_their_tables_after_a_reworded_row(fleet: redis.Redis) -> No
     assert reader.tallies.computed == computed + 1  # the written cluster's table only
 
 
+@pytest.mark.parametrize("who", ["admin", "team"])
+def test_facets_namespaces_are_moved_by_the_written_cluster_only(
+    fleet: redis.Redis, who: str
+) -> None:
+    access = ADMIN if who == "admin" else TEAM
+    reader = Reader(fleet, KINDS)
+    first = reader.facets(access, Filters())
+    summed = reader.extras.summed
+    assert summed == len(access)
+    assert reader.facets(access, Filters()).namespaces == first.namespaces
+    assert reader.extras.summed == summed  # a still fleet: nothing summed again
+    flipped(fleet, WRITTEN)
+    m = stored(fleet, WRITTEN)[-1]  # and a row leaves: its namespace's count moves
+    store_events.apply_changes(fleet, WRITTEN, [store_events.Change(rows.identity(m), None)])
+    moved = reader.facets(access, Filters())
+    assert reader.extras.summed == summed + 1
+    assert reader.extras.resummed <= 2  # the namespaces of the two rows written
+    assert moved.namespaces == Reader(fleet, KINDS).facets(access, Filters()).namespaces
+
+
 def test_list_pages_show_the_new_message(fleet: redis.Redis) -> None:
     """Rows carry the message: a remembered (sparse) list page is read again after it moves."""
     reader = Reader(fleet, KINDS)
@@ -151,3 +171,28 @@ def test_list_pages_show_the_new_message(fleet: redis.Redis) -> None:
     again = reader.page(ADMIN, req)
     messages = {rows.decode(WRITTEN, m)["message"] for _c, m in again.members}
     assert "brand new words" in messages
+
+
+@pytest.mark.parametrize("who", ["admin", "team"])
+def test_after_a_flip_the_merge_reads_the_written_clusters_stream_only(
+    fleet: redis.Redis, who: str
+) -> None:
+    """Groups without unhealthy clusters come from a merge of every cluster's stream: each
+    cluster's first chunk is remembered per status generation, so a page after a write reads
+    the written cluster's stream (and its statuses), not every cluster's."""
+    access = ADMIN if who == "admin" else TEAM
+    f = Filters(statuses=("healthy", "progressing"))
+    groups = GroupReader(Reader(fleet, KINDS))
+    groups.page(access, f, "object", 10)
+    streams = groups.streams_read
+    assert streams >= len(CLUSTERS) // 2
+    assert groups.page(access, f, "object", 10).round_trips == 1
+    flipped(fleet, WRITTEN)
+    topology.reset_stats(fleet)
+    page = groups.page(access, f, "object", 10)
+    assert groups.streams_read == streams + 1  # the written cluster's
+    assert page.round_trips <= 3  # the generations, its stream, its statuses
+    fresh = GroupReader(Reader(fleet, KINDS)).page(access, f, "object", 10)
+    assert [(g.key, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups] == [
+        (g.key, [(m.cluster, m.status) for m in g.clusters]) for g in fresh.groups
+    ]
