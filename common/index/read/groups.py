@@ -45,6 +45,7 @@ import bisect
 import dataclasses
 import functools
 import heapq
+import itertools
 import sys
 import threading
 import time
@@ -71,6 +72,8 @@ RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
 """A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
 PAGES_MAX = 1024  # remembered pages per process
 INDEXES_MAX = 4096  # remembered per-cluster reads (unhealthy indexes, namespaces, codes, counts)
+SHARES_MAX = 262_144
+"""Members of the clusters' shares of pages remembered (`_shares`)."""
 RUNS_MAX = 262_144
 """Identities of the clusters' first chunks remembered for the merge (`_runs`, ~25 MB)."""
 REMEMBERED_PER_CLUSTER_MAX = 8192
@@ -303,6 +306,11 @@ class GroupReader:
         self._runs: Memo[Any, tuple[tuple[bytes, ...], bool]] = Memo(RUNS_MAX)
         """(cluster, access, filters, after key) -> the identities of the cluster's first chunk
         after that key, and whether they are all (weighted by identities)."""
+        self._shares: Memo[Any, tuple[tuple[int, Member], ...]] = Memo(SHARES_MAX)
+        """(cluster, access, filters, page serial) -> the cluster's Members of that page's
+        groups, with their places (weighted by Members)."""
+        self._serials: Memo[tuple[bytes, ...], int] = Memo(PAGES_MAX)
+        self._next_serial = itertools.count()
         self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
         self._changes = Memo(INDEXES_MAX * 4)
         """(cluster, walk start, by) -> the groups changed there since."""
@@ -313,6 +321,8 @@ class GroupReader:
         """Clusters asked for the status codes (or counts) of a page's groups: for tests."""
         self.streams_read = 0
         """Clusters whose streams a merge read (not remembered): for tests."""
+        self.shares_built = 0
+        """Clusters' shares of object group pages built (not remembered): for tests."""
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -759,24 +769,29 @@ class GroupReader:
         page: list[tuple[int, bytes]],
     ) -> list[Group]:
         """The page's object groups, with the status of each on every cluster that holds it
-        (one script call per cluster, all in one round trip)."""
+        (one script call per cluster, all in one round trip). Each cluster's share of a page
+        (its Members of the page's groups) is remembered per status generation (`_shares`):
+        after a write, only the written clusters' shares are built again."""
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         if not page:
             return []
-        parts: list[tuple[bytes, str, str]] = []
-        for _n, k in page:
-            ns, kind, _name = rows.split_identity(k.decode())
-            parts.append((k, ns, kind))
-        allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
-        per_cluster: list[tuple[str, list[bytes], dict[bytes, str]]] = []
+        ids_of_page = tuple(k for _n, k in page)
+        serial = self._serial(ids_of_page)
+        shares: dict[str, tuple[tuple[int, Member], ...]] = {}
+        pending: list[tuple[str, list[bytes], dict[bytes, str]]] = []
         asked: list[tuple[str, list[bytes]]] = []
+        parts: list[tuple[bytes, str, str]] | None = None
         for c in clusters:
             a = access[c]
-            ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
-            if not ids:
+            hit = self._shares.get((c, id(a), filters, serial), q.gens.get(c), a)
+            if hit is not None:
+                shares[c] = hit
                 continue
+            if parts is None:
+                parts = [(k, *rows.split_identity(k.decode())[:2]) for k in ids_of_page]
+            ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
             known = self._codes.get(c, q.gens.get(c)) or {}  # read only
-            per_cluster.append((c, ids, known))
+            pending.append((c, ids, known))
             unknown = [k for k in ids if k not in known]
             if unknown:
                 asked.append((c, unknown))
@@ -786,27 +801,47 @@ class GroupReader:
             out.round_trips += 1
             self.lookups += len(asked)
         unknowns = dict(asked)
-        found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
-        for c, ids, known in per_cluster:
+        allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
+        place = {k: j for j, k in enumerate(ids_of_page)}
+        for c, ids, known in pending:
             if c in unknowns:
                 # interned: the same code and revision repeat across objects and clusters
                 new = {
                     k: sys.intern(code.decode())
                     for k, code in zip(unknowns[c], replies[c], strict=True)
                 }
-                known = {**known, **new} if len(known) < REMEMBERED_PER_CLUSTER_MAX else new
+                if len(known) >= REMEMBERED_PER_CLUSTER_MAX:  # start again with this page's
+                    known = {k: known[k] for k in ids if k in known}
+                known = {**known, **new}
                 if c in q.gens:
                     self._codes.put(c, known, q.gens[c])
-            for k in ids:
-                code = known[k]
-                if code[:1] in allowed:  # one Member per (cluster, code, revision): shared
-                    found[k].append(_member(c, code))
+            # one Member per (cluster, code, revision): shared
+            share = tuple((place[k], _member(c, known[k])) for k in ids if known[k][:1] in allowed)
+            shares[c] = share
+            self.shares_built += 1
+            if c in q.gens:
+                key = (c, id(access[c]), filters, serial)
+                self._shares.put(key, share, q.gens[c], access[c], 1 + len(share))
+        # Worst status first, clusters in name order within a status: bucketed, not sorted.
+        found: list[list[list[Member]]] = [[[], [], [], []] for _ in page]
+        for c in clusters:
+            for j, m in shares.get(c, ()):
+                found[j][RANK[m.status]].append(m)
         groups = []
-        for n, k in page:
+        for (n, k), ranked in zip(page, found, strict=True):
             ns, kind, name = rows.split_identity(k.decode())
-            members = sorted(found[k], key=_rank)  # stable: clusters stay in name order
-            groups.append(Group(k, ns, kind, name, members, n))
+            groups.append(Group(k, ns, kind, name, [m for b in ranked for m in b], n))
         return groups
+
+    def _serial(self, ids: tuple[bytes, ...]) -> int:
+        """A number for a page's groups (the same groups, the same number while remembered):
+        what the clusters' shares are keyed by, hashed once per page instead of per cluster."""
+        got = self._serials.get(ids)
+        if got is None:
+            with self._lock:
+                got = next(self._next_serial)
+            self._serials.put(ids, got)
+        return got
 
     def _namespace_groups(
         self,

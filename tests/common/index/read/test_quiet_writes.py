@@ -49,9 +49,9 @@ def reworded(r: redis.Redis, cluster: str, message: str, n: int = 5) -> list[str
     return [c.identity for c in changes]
 
 
-def flipped(r: redis.Redis, cluster: str) -> None:
-    """One row of `cluster` changes status through the watcher's writer."""
-    m = stored(r, cluster)[0]
+def flipped(r: redis.Redis, cluster: str, i: int = 0) -> None:
+    """One row of `cluster` (its `i`th) changes status through the watcher's writer."""
+    m = stored(r, cluster)[i]
     row = rows.decode(cluster, m)
     row["status"] = "healthy" if row["status"] == "unhealthy" else "unhealthy"
     store_events.apply_changes(
@@ -195,4 +195,26 @@ def test_after_a_flip_the_merge_reads_the_written_clusters_stream_only(
     fresh = GroupReader(Reader(fleet, KINDS)).page(access, f, "object", 10)
     assert [(g.key, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups] == [
         (g.key, [(m.cluster, m.status) for m in g.clusters]) for g in fresh.groups
+    ]
+
+
+@pytest.mark.parametrize("who", ["admin", "team"])
+def test_after_a_flip_a_page_rebuilds_the_written_clusters_share_only(
+    fleet: redis.Redis, who: str
+) -> None:
+    """A page's groups list every cluster's Member: each cluster's share is remembered per
+    status generation, so a page after a write builds the written cluster's share only."""
+    access = ADMIN if who == "admin" else TEAM
+    f = Filters(statuses=("healthy", "progressing"))
+    groups = GroupReader(Reader(fleet, KINDS))
+    groups.page(access, f, "object", 5)
+    built = groups.shares_built
+    assert built >= len(access) // 2
+    flipped(fleet, WRITTEN, -1)  # a row far after the page's: the same groups
+    page = groups.page(access, f, "object", 5)
+    assert groups.shares_built <= built + 1  # the written cluster's (when it holds one)
+    fresh = GroupReader(Reader(fleet, KINDS)).page(access, f, "object", 5)
+    shown = [(g.key, g.order, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups]
+    assert shown == [
+        (g.key, g.order, [(m.cluster, m.status) for m in g.clusters]) for g in fresh.groups
     ]
