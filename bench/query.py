@@ -602,11 +602,8 @@ def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs
             )
         )
     workers = os.environ.get("FLEETSCOPE_QUERY_WORKERS", "2 (default)")
-    title = f"query: list pages at fleet {args.preset}"
-    if model is not None:
-        title += f" under writes ({model.name})"
     report.record(
-        title,
+        f"query: list pages at fleet {args.preset}",
         {
             "benchmark": "query",
             "preset": args.preset,

@@ -6,11 +6,13 @@ trip reads the clusters' generations, the tables of clusters written since are r
 an answer is remembered per caller and moved by the changed clusters' tables. `namespaces` comes
 from the per-namespace counts (common.index.nscounts) the writer keeps, over the kinds the caller
 may list in each namespace: those its count tables were summed from, or (a caller with
-cluster-wide kinds) every namespace's, read once per cluster generation. What the tables cannot
+cluster-wide kinds) every namespace's, read once per cluster generation, and each caller's sum
+is moved by the written clusters' moved namespaces. What the tables cannot
 count (a label selector, `labelKeys`, a name substring, flapping rows) is counted from the rows:
 each cluster's visible rows read as a list page reads them (common.index.read.reader's streams),
 remembered per cluster generation, so an unchanged fleet costs one `MGET` of generations and a
-write re-reads only its cluster.
+write re-reads only its cluster. The generations are the status generations
+(common.index.keys.status_generation): a write that changes only rows' messages moves none.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ groups (as `GET /api/v1/groups` with the same `by` lists them) that value would 
 
 Counting distinct groups across clusters needs every visible row's identity, so each cluster's
 rows are held here as compact arrays, in identity order: an interned identity number and a
-status code per row, read once per cluster generation (a script returns identities and codes
+status code per row, read once per cluster status generation (a write that changes only rows'
+messages does not move it: common.index.keys.status_generation; a script returns identities and codes
 only, a chunk at a time: common.index.read.lua.IDENTS) and shared by every caller. Each
 caller's counts (per access, filters and grouping) are kept per group and moved cluster by
 cluster: a write to a cluster costs the next request that cluster's rows, read again, and the

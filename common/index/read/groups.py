@@ -32,11 +32,13 @@ there (the same script returns the status code and the revision: no second round
 by common.index.revisions; a drift page walks the same order and keeps the groups with two or
 more revisions (`_drift_page`).
 
-A page is remembered with the generations of the caller's clusters: while none of them was
-written, the same request is answered after one round trip (`MGET` of the generations). After a
-write, a page reads again only what the written clusters hold: the caller's unhealthy counts are
-moved cluster by cluster (their order kept by bisection), and the statuses, per-namespace counts
-and namespace members pages have used are remembered per cluster generation.
+A page is remembered with the status generations of the caller's clusters
+(common.index.keys.status_generation: a write that changes only rows' messages does not move
+them): while none moved, the same request is answered after one round trip (`MGET` of them).
+After a write, a page reads and builds again only what the written clusters hold: the caller's
+unhealthy counts are moved cluster by cluster (their order kept by bisection), and the statuses,
+per-namespace counts, namespace members, each cluster's run of the merge and each cluster's
+share of an object page's groups are remembered per cluster status generation.
 """
 
 from __future__ import annotations
