@@ -247,8 +247,16 @@ def _summed(
     return worst, suspended, sum(by_status.values()), by_status
 
 
-def _rank(m: Member) -> int:
-    return RANK[m.status]
+def _ranked(
+    clusters: Sequence[str], shares: Mapping[str, Sequence[tuple[int, Member]]], n: int
+) -> list[list[Member]]:
+    """The `n` groups' Members from the clusters' shares ((place, Member) pairs): worst status
+    first, clusters in name order within a status (bucketed in cluster order, not sorted)."""
+    found: list[list[list[Member]]] = [[[], [], [], []] for _ in range(n)]
+    for c in clusters:
+        for j, m in shares.get(c, ()):
+            found[j][RANK[m.status]].append(m)
+    return [[m for b in buckets for m in b] for buckets in found]
 
 
 def _key_of(identity: bytes, by: str) -> bytes:
@@ -311,7 +319,7 @@ class GroupReader:
         self._shares: Memo[Any, tuple[tuple[int, Member], ...]] = Memo(SHARES_MAX)
         """(cluster, access, filters, page serial) -> the cluster's Members of that page's
         groups, with their places (weighted by Members)."""
-        self._serials: Memo[tuple[bytes, ...], int] = Memo(PAGES_MAX)
+        self._serials: Memo[tuple[Any, ...], int] = Memo(PAGES_MAX)
         self._next_serial = itertools.count()
         self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
         self._changes = Memo(INDEXES_MAX * 4)
@@ -324,7 +332,7 @@ class GroupReader:
         self.streams_read = 0
         """Clusters whose streams a merge read (not remembered): for tests."""
         self.shares_built = 0
-        """Clusters' shares of object group pages built (not remembered): for tests."""
+        """Clusters' shares of group pages built (not remembered): for tests."""
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -824,18 +832,13 @@ class GroupReader:
             if c in q.gens:
                 key = (c, id(access[c]), filters, serial)
                 self._shares.put(key, share, q.gens[c], access[c], 1 + len(share))
-        # Worst status first, clusters in name order within a status: bucketed, not sorted.
-        found: list[list[list[Member]]] = [[[], [], [], []] for _ in page]
-        for c in clusters:
-            for j, m in shares.get(c, ()):
-                found[j][RANK[m.status]].append(m)
         groups = []
-        for (n, k), ranked in zip(page, found, strict=True):
+        for (n, k), members in zip(page, _ranked(clusters, shares, len(page)), strict=True):
             ns, kind, name = rows.split_identity(k.decode())
-            groups.append(Group(k, ns, kind, name, [m for b in ranked for m in b], n))
+            groups.append(Group(k, ns, kind, name, members, n))
         return groups
 
-    def _serial(self, ids: tuple[bytes, ...]) -> int:
+    def _serial(self, ids: tuple[Any, ...]) -> int:
         """A number for a page's groups (the same groups, the same number while remembered):
         what the clusters' shares are keyed by, hashed once per page instead of per cluster."""
         got = self._serials.get(ids)
@@ -863,15 +866,22 @@ class GroupReader:
         names: list[str],
     ) -> dict[str, list[Member]]:
         """Per namespace, the clusters where the caller may list rows there that pass the
-        filters, from the per-namespace counts (one round trip)."""
+        filters, from the per-namespace counts (one round trip). Each cluster's share of the
+        page is remembered per status generation (`_shares`, as for object groups)."""
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         if not names:
             return {}
+        serial = self._serial(tuple(names))
+        shares: dict[str, tuple[tuple[int, Member], ...]] = {}
         p = self.r.pipeline(transaction=False)
         spans = []
         held: list[tuple[str, dict[str, str]]] = []
         for c in clusters:
             a = access[c]
+            hit = self._shares.get((c, id(a), filters, serial), q.gens.get(c), a)
+            if hit is not None:
+                shares[c] = hit
+                continue
             mine = [ns for ns in names if a.cluster_wide or ns in a.namespaces]
             if not mine:
                 continue
@@ -891,7 +901,6 @@ class GroupReader:
             pos += len(groups)
         kinds = frozenset(filters.kinds)
         codes = frozenset(code for code in rows.CODE_STATUS if _code_ok(code, filters))
-        got: dict[str, list[Member]] = {}
         for c, known in held:
             if c in fresh:
                 known = (
@@ -908,7 +917,8 @@ class GroupReader:
                 shown = {}
                 if c in q.gens:
                     self._nsmembers.put(mkey, shown, q.gens[c], a)
-            for ns in names:
+            share: list[tuple[int, Member]] = []
+            for j, ns in enumerate(names):
                 if ns in shown:
                     m = shown[ns]
                 else:
@@ -922,10 +932,15 @@ class GroupReader:
                     if len(shown) < REMEMBERED_PER_CLUSTER_MAX:
                         shown[ns] = m
                 if m is not None:
-                    got.setdefault(ns, []).append(m)
-        for ms in got.values():
-            ms.sort(key=_rank)  # stable: clusters stay in name order
-        return got
+                    share.append((j, m))
+            shares[c] = tuple(share)
+            self.shares_built += 1
+            if c in q.gens:
+                self._shares.put(
+                    (c, id(a), filters, serial), shares[c], q.gens[c], a, 1 + len(share)
+                )
+        ranked = _ranked(clusters, shares, len(names))
+        return {ns: ms for ns, ms in zip(names, ranked, strict=True) if ms}
 
     # -- namespaces of name-filtered rows ------------------------------------------------------
 

@@ -198,22 +198,23 @@ def test_after_a_flip_the_merge_reads_the_written_clusters_stream_only(
     ]
 
 
+@pytest.mark.parametrize("by", ["object", "namespace"])
 @pytest.mark.parametrize("who", ["admin", "team"])
 def test_after_a_flip_a_page_rebuilds_the_written_clusters_share_only(
-    fleet: redis.Redis, who: str
+    fleet: redis.Redis, who: str, by: str
 ) -> None:
     """A page's groups list every cluster's Member: each cluster's share is remembered per
     status generation, so a page after a write builds the written cluster's share only."""
     access = ADMIN if who == "admin" else TEAM
     f = Filters(statuses=("healthy", "progressing"))
     groups = GroupReader(Reader(fleet, KINDS))
-    groups.page(access, f, "object", 5)
+    groups.page(access, f, by, 5)
     built = groups.shares_built
     assert built >= len(access) // 2
     flipped(fleet, WRITTEN, -1)  # a row far after the page's: the same groups
-    page = groups.page(access, f, "object", 5)
+    page = groups.page(access, f, by, 5)
     assert groups.shares_built <= built + 1  # the written cluster's (when it holds one)
-    fresh = GroupReader(Reader(fleet, KINDS)).page(access, f, "object", 5)
+    fresh = GroupReader(Reader(fleet, KINDS)).page(access, f, by, 5)
     shown = [(g.key, g.order, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups]
     assert shown == [
         (g.key, g.order, [(m.cluster, m.status) for m in g.clusters]) for g in fresh.groups
