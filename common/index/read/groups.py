@@ -248,14 +248,16 @@ def _summed(
 
 
 def _ranked(
-    clusters: Sequence[str], shares: Mapping[str, Sequence[tuple[int, Member]]], n: int
+    clusters: Sequence[str], shares: Mapping[str, Sequence[tuple[Any, Member]]], keys: Sequence[Any]
 ) -> list[list[Member]]:
-    """The `n` groups' Members from the clusters' shares ((place, Member) pairs): worst status
-    first, clusters in name order within a status (bucketed in cluster order, not sorted)."""
-    found: list[list[list[Member]]] = [[[], [], [], []] for _ in range(n)]
+    """The Members of the groups `keys` from the clusters' shares ((key, Member) pairs): worst
+    status first, clusters in name order within a status (bucketed in cluster order, not
+    sorted)."""
+    place = {k: j for j, k in enumerate(keys)}
+    found: list[list[list[Member]]] = [[[], [], [], []] for _ in keys]
     for c in clusters:
-        for j, m in shares.get(c, ()):
-            found[j][RANK[m.status]].append(m)
+        for k, m in shares.get(c, ()):
+            found[place[k]][RANK[m.status]].append(m)
     return [[m for b in buckets for m in b] for buckets in found]
 
 
@@ -316,10 +318,10 @@ class GroupReader:
         self._runs: Memo[Any, tuple[tuple[bytes, ...], bool]] = Memo(RUNS_MAX)
         """(cluster, access, filters, after key) -> the identities of the cluster's first chunk
         after that key, and whether they are all (weighted by identities)."""
-        self._shares: Memo[Any, tuple[tuple[int, Member], ...]] = Memo(SHARES_MAX)
+        self._shares: Memo[Any, tuple[tuple[Any, Member], ...]] = Memo(SHARES_MAX)
         """(cluster, access, filters, page serial) -> the cluster's Members of that page's
         groups, with their places (weighted by Members)."""
-        self._serials: Memo[tuple[Any, ...], int] = Memo(PAGES_MAX)
+        self._serials: Memo[frozenset[Any], int] = Memo(PAGES_MAX)
         self._next_serial = itertools.count()
         self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
         self._changes = Memo(INDEXES_MAX * 4)
@@ -786,8 +788,8 @@ class GroupReader:
         if not page:
             return []
         ids_of_page = tuple(k for _n, k in page)
-        serial = self._serial(ids_of_page)
-        shares: dict[str, tuple[tuple[int, Member], ...]] = {}
+        serial = self._serial(frozenset(ids_of_page))
+        shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
         pending: list[tuple[str, list[bytes], dict[bytes, str]]] = []
         asked: list[tuple[str, list[bytes]]] = []
         parts: list[tuple[bytes, str, str]] | None = None
@@ -812,7 +814,6 @@ class GroupReader:
             self.lookups += len(asked)
         unknowns = dict(asked)
         allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
-        place = {k: j for j, k in enumerate(ids_of_page)}
         for c, ids, known in pending:
             if c in unknowns:
                 # interned: the same code and revision repeat across objects and clusters
@@ -826,21 +827,22 @@ class GroupReader:
                 if c in q.gens:
                     self._codes.put(c, known, q.gens[c])
             # one Member per (cluster, code, revision): shared
-            share = tuple((place[k], _member(c, known[k])) for k in ids if known[k][:1] in allowed)
+            share = tuple((k, _member(c, known[k])) for k in ids if known[k][:1] in allowed)
             shares[c] = share
             self.shares_built += 1
             if c in q.gens:
                 key = (c, id(access[c]), filters, serial)
                 self._shares.put(key, share, q.gens[c], access[c], 1 + len(share))
         groups = []
-        for (n, k), members in zip(page, _ranked(clusters, shares, len(page)), strict=True):
+        for (n, k), members in zip(page, _ranked(clusters, shares, ids_of_page), strict=True):
             ns, kind, name = rows.split_identity(k.decode())
             groups.append(Group(k, ns, kind, name, members, n))
         return groups
 
-    def _serial(self, ids: tuple[Any, ...]) -> int:
-        """A number for a page's groups (the same groups, the same number while remembered):
-        what the clusters' shares are keyed by, hashed once per page instead of per cluster."""
+    def _serial(self, ids: frozenset[Any]) -> int:
+        """A number for a page's groups, whatever their order (the same groups, the same number
+        while remembered): what the clusters' shares are keyed by, hashed once per page instead
+        of per cluster."""
         got = self._serials.get(ids)
         if got is None:
             with self._lock:
@@ -871,8 +873,8 @@ class GroupReader:
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         if not names:
             return {}
-        serial = self._serial(tuple(names))
-        shares: dict[str, tuple[tuple[int, Member], ...]] = {}
+        serial = self._serial(frozenset(names))
+        shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
         p = self.r.pipeline(transaction=False)
         spans = []
         held: list[tuple[str, dict[str, str]]] = []
@@ -917,8 +919,8 @@ class GroupReader:
                 shown = {}
                 if c in q.gens:
                     self._nsmembers.put(mkey, shown, q.gens[c], a)
-            share: list[tuple[int, Member]] = []
-            for j, ns in enumerate(names):
+            share: list[tuple[str, Member]] = []
+            for ns in names:
                 if ns in shown:
                     m = shown[ns]
                 else:
@@ -932,14 +934,14 @@ class GroupReader:
                     if len(shown) < REMEMBERED_PER_CLUSTER_MAX:
                         shown[ns] = m
                 if m is not None:
-                    share.append((j, m))
+                    share.append((ns, m))
             shares[c] = tuple(share)
             self.shares_built += 1
             if c in q.gens:
                 self._shares.put(
                     (c, id(a), filters, serial), shares[c], q.gens[c], a, 1 + len(share)
                 )
-        ranked = _ranked(clusters, shares, len(names))
+        ranked = _ranked(clusters, shares, names)
         return {ns: ms for ns, ms in zip(names, ranked, strict=True) if ms}
 
     # -- namespaces of name-filtered rows ------------------------------------------------------
