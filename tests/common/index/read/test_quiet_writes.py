@@ -17,8 +17,7 @@ from common.index.read.groups import GroupReader
 from common.index.read.reader import Filters, PageRequest, Reader
 from common.index.write import store, store_events
 from common.redis_client import text
-from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM
-from tests.common.index.read.test_group_costs import members
+from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, members
 from tests.support import topology
 from tests.support.index_fleet import KINDS
 
