@@ -11,6 +11,13 @@ Targets (design.md): p99 <= 25 ms (name filter <= 100 ms), throughput >= 0.5 x o
 (issue #22) p99 <= 2 x the one-GET p99. Each profile and the one-GET endpoint are measured in
 alternating slices (`--slices`, default 10), so both see the same stretches of a drifting machine.
 
+Under writes (issue #38): `--churn-model steady` (20 status transitions a second plus 500
+status-unchanged updates) or `storm` (100 transitions a second), written through the watcher's
+writer while every profile runs (bench.churn states the models); each profile then also reports
+the p99 of the first request after a write (a probe asks it right after each write), and with
+`--compare-still` each profile is measured still first, then under the writes, in the same run
+(its ratio under writes against its still ratio). `--churn N [--churn-rows]`: the older models.
+
 Label selectors (issue #40): `label_profiles`. Besides the list pages: `/api/v1/facets` for the cluster admin, the team member and the
 single-namespace user, and the web view's page (its list call and its facets call, asked in
 turn by each connection) for the team member, measured per pair (see `measure_profile`).
@@ -20,26 +27,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import subprocess
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 import requests
 
-from bench import loadgen, report
+from bench import churn, loadgen, report
 from bench.fleetload import load_fleet
 from bench.ref_app import KEY as REF_KEY
 from bench.services import gunicorn
 from common import redis_client
-from common.index import keys, rows
-from common.index.write import store_events
+from common.index import keys
 from common.redis_client import text
 from common.redis_server import start_redis_server
 
@@ -336,9 +340,14 @@ def measure_profile(
     slices = max(1, args.slices)
     secs = args.seconds / slices
     ref_parts, parts = [], []
+    probe = getattr(args, "probe", None)
     for _ in range(slices):
         ref_parts.append(measure_slice(r, ref_urls, {}, secs, args, REF_APP))
+        if probe is not None:  # the first request after each write, while the profile runs
+            probe.aim(urls[0], headers)
         parts.append(measure_slice(r, urls, headers, secs, args, QUERY_APP))
+        if probe is not None:
+            probe.aim(None)
     one_get, res = combined(ref_parts, ref_body, ref_urls), combined(parts, body, urls)
     n = len(urls)
     if one_get["cpu_ms_per_req"] and res["cpu_ms_per_req"]:
@@ -351,6 +360,40 @@ def measure_profile(
     return {"profile": p.name, "p99_target_ms": p.p99_target_ms, **res}, one_get
 
 
+def measure_churned(
+    r: redis.Redis, base: str, ref: str, p: Profile, args: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`measure_profile` under the run's writes, with the latency of the first request after a
+    write (the probe's, while the profile's slices run) and, with `--compare-still`, the same
+    profile measured on a still fleet just before."""
+    writes: churn.Churn | None = getattr(args, "churner", None)
+    if writes is None:
+        return measure_profile(r, base, ref, p, args)
+    still = None
+    if args.compare_still:
+        writes.active.clear()
+        still, _ = measure_profile(r, base, ref, p, args)
+        writes.active.set()
+    args.probe = writes.probe
+    writes.probe.reset()
+    done, t0 = writes.done(), time.monotonic()
+    try:
+        res, one_get = measure_profile(r, base, ref, p, args)
+    finally:
+        args.probe = None
+    secs = time.monotonic() - t0
+    made = [round((b - a) / secs, 1) for a, b in zip(done, writes.done(), strict=True)]
+    res["churn_model"] = writes.model.name
+    res["write_rates"] = {"transitions": made[0], "updates": made[1]}
+    res.update(writes.probe.p99s())
+    if still is not None:
+        res["still_ratio"] = still["ratio_to_one_get"]
+        res["still_p99_ms"] = still["p99_ms"]
+        if still["ratio_to_one_get"]:
+            res["vs_still"] = round(res["ratio_to_one_get"] / still["ratio_to_one_get"], 2)
+    return res, one_get
+
+
 def run_profiles(
     r: redis.Redis, base: str, ref: str, chosen: Sequence[Profile], args: Any
 ) -> list[dict[str, Any]]:
@@ -360,7 +403,7 @@ def run_profiles(
     for p in chosen:
         if args.profiles and not any(p.name.startswith(x) for x in args.profiles):
             continue
-        res, one_get = measure_profile(r, base, ref, p, args)
+        res, one_get = measure_churned(r, base, ref, p, args)
         refs.append(one_get)
         results.append(res)
         print(results[-1], flush=True)
@@ -386,58 +429,19 @@ def served(redis_url: str) -> Iterator[tuple[redis.Redis, str, str]]:
 
 
 def run(args: Any, redis_url: str) -> list[dict[str, Any]]:
-    """Every profile, each interleaved with one-GET reference runs (`measure_profile`)."""
-    churn = churning(redis_url, args.churn, args.churn_rows)
-    with served(redis_url) as (r, base, ref), churn:
+    """Every profile, each interleaved with one-GET reference runs (`measure_profile`), under
+    the churn model asked for (bench.churn), if any."""
+    model = churn.model_of(args)
+    writes = churn.Churn(redis_url, model) if model is not None else None
+    with served(redis_url) as (r, base, ref), writes or nullcontext():
+        if writes is not None:
+            writes.active.clear()  # still while the tokens are walked
         token = deep_token(base)
         walked = profiles(token, related_object(base), groups_token(base))
+        args.churner = writes
+        if writes is not None:
+            writes.active.set()
         return run_profiles(r, base, ref, walked, args)
-
-
-@contextmanager
-def churning(redis_url: str, per_s: float, rows_too: bool = False) -> Iterator[None]:
-    """`per_s` > 0: a thread raises a random cluster's generation that many times a second
-    (what every write does, and what every remembered page, count table and facets answer is
-    checked against), so cached answers are read again as often as a fleet writing at that
-    rate would make them; the writes' own Redis work is not simulated. `rows_too`: each time,
-    a random row of that cluster transitions instead (its health flips, its lastTransitionTime
-    becomes now), written by the watcher's writer with everything derived from it."""
-    if per_s <= 0:
-        yield
-        return
-    r = redis_client.connect(redis_url)
-    clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
-    stop = threading.Event()
-
-    def churn() -> None:
-        rnd = random.Random(1)
-        while not stop.wait(1.0 / per_s):
-            cluster = rnd.choice(clusters)
-            if rows_too:
-                transition(r, cluster)
-            else:
-                r.incr(keys.generation(cluster))
-
-    t = threading.Thread(target=churn, daemon=True)
-    t.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        t.join()
-
-
-def transition(r: Any, cluster: str) -> None:
-    """A random row of `cluster` turns unhealthy (or healthy again) now."""
-    got = r.zrandmember(keys.rows(cluster))
-    if not got:
-        return
-    member = text(got)
-    row = rows.decode(cluster, member)
-    row["status"] = "healthy" if row["status"] == "unhealthy" else "unhealthy"
-    row["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    new = rows.encode(row, rows.edges_of(member))
-    store_events.apply_changes(r, cluster, [store_events.Change.of(new)])
 
 
 def verdict(res: dict[str, Any]) -> str:
@@ -484,6 +488,17 @@ def main() -> None:
         "--churn-rows",
         action="store_true",
         help="with --churn: each write is a real row transition through the writer",
+    )
+    ap.add_argument(
+        "--churn-model",
+        choices=sorted(churn.MODELS),
+        help="writes through the watcher's writer during the run (bench.churn): steady = 20 "
+        "transitions/s + 500 status-unchanged updates/s, storm = 100 transitions/s",
+    )
+    ap.add_argument(
+        "--compare-still",
+        action="store_true",
+        help="with a churn model: measure each profile still, then under the writes",
     )
     args = ap.parse_args()
     server = None if args.redis_url else start_redis_server()
@@ -541,7 +556,33 @@ def measured(res: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+CHURNED = (
+    "first after a transition: p99 ms (n)",
+    "first after an update: p99 ms (n)",
+    "still x one-GET",
+    "x still",
+    "writes/s",
+)
+"""Further columns under a churn model (bench.churn): the probe's and `--compare-still`'s."""
+
+
+def churned(res: dict[str, Any]) -> tuple[Any, ...]:
+    def probe(kind: str) -> str:
+        got = res.get(f"after_{kind}_p99_ms")
+        return "" if got is None else f"{got} ({res[f'after_{kind}_n']})"
+
+    rates = ", ".join(f"{k} {v:g}" for k, v in res.get("write_rates", {}).items())
+    return (
+        probe("transition"),
+        probe("update"),
+        res.get("still_ratio", ""),
+        res.get("vs_still", ""),
+        rates,
+    )
+
+
 def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs: float) -> None:
+    model = churn.model_of(args) if args.churn_model else None
     rows = []
     for res in results:
         target = res["p99_target_ms"]
@@ -557,6 +598,7 @@ def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs
                 res["errors"],
                 res["load_avg"].split()[0],
                 ok,
+                *(churned(res) if model is not None else ()),
             )
         )
     workers = os.environ.get("FLEETSCOPE_QUERY_WORKERS", "2 (default)")
@@ -577,6 +619,7 @@ def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs
             "errors",
             "load 1m",
             "ok: p99 target / ratio >= 0.5 / p99 <= 2x one-GET p99",
+            *(CHURNED if model is not None else ()),
         ),
         rows,
         notes=f"{args.connections} connections ({tool(results)}), {args.seconds:g} s per "

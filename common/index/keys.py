@@ -19,6 +19,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:h:<identity>  | str  | days | collector, watcher         | query (history)          |
 | fs:{c:<cluster>}:hk            | hash | -    | collector, watcher         | collector, watcher       |
 | fs:{c:<cluster>}:gen           | int  | -    | collector, watcher (INCR)  | collector (WATCH fence)  |
+| fs:{c:<cluster>}:sgen          | int  | -    | collector, watcher (INCR)  | query (groups, facets)   |
 | fs:{c:<cluster>}:feed          | stream| -   | collector, watcher         | query (watch streams)    |
 | fs:{c:<cluster>}:sync          | hash | -    | collector, watcher         | query (status, freshness)|
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
@@ -58,6 +59,11 @@ windows in use with their versions, and each window's entries scored by transiti
 `<generation>-<n>` (the write's new generation, the change's place in it), capped at
 `FLEETSCOPE_WATCH_FEED_MAX` entries; it and `gen` outlive the cluster leaving the registry (its
 rows' DELETED entries are the feed's last), so a position in it stays comparable.
+`sgen` (the status generation) is INCRed with `gen` by the writes that change what groups and
+counts depend on (rows appearing or leaving, a status, reason, revision, transition time, labels
+or transitions: `rows.status_part`), not by those that change only a row's text (its message,
+warnings, edges, `blockedBy`): readers whose answers depend only on those key their memos on it
+(common.index.read.tally.status_generations); it stays with `gen` when the cluster leaves.
 `h:<identity>` is one object's transition history (common.index.history: its identity is the
 row's sort key, NUL-separated; it expires `FLEETSCOPE_HISTORY_DAYS` after its newest entry, so
 it outlives a deleted row for that window) and `hk` the kinds (fields; values `1`) whose rows'
@@ -242,6 +248,12 @@ def generation(cluster: str) -> str:
     return f"{_tag(cluster)}:gen"
 
 
+def status_generation(cluster: str) -> str:
+    """Raised with `generation` by the writes that change a row's `rows.status_part` (or the
+    rows present); not by a write that changes only rows' text (see the table)."""
+    return f"{_tag(cluster)}:sgen"
+
+
 def sync(cluster: str) -> str:
     return f"{_tag(cluster)}:sync"
 
@@ -286,7 +298,7 @@ def alert_candidates(cluster: str) -> str:
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry),
     but the time index's windows (named in its directory, `timeline`), the histories
-    (found with `history_pattern`), and the generation and change feed (they stay: `feed`)."""
+    (found with `history_pattern`), and the generations and change feed (they stay: `feed`)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
     fixed += [sync(cluster), timeline(cluster), history_kinds(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]

@@ -835,6 +835,18 @@ def suspended_of(member: str | bytes) -> bool:
     return member.split(SEP, 4)[3] in SUSPENDED_CODES
 
 
+_STATUS_PART = (3, FIELDS.index("reason"), _LTT, _REVISION, _RECENT, _LABELS)
+
+
+def status_part(member: str) -> tuple[str, ...]:
+    """What groups, facets and count tables read of a member besides its identity: the status
+    code, reason, transition time, revision, transitions and labels (not the message, warnings,
+    apiVersion, uiUrl, edges nor `blockedBy`): a write that changes only those leaves the
+    cluster's status generation alone (common.index.keys.status_generation)."""
+    f = member.split(SEP)
+    return tuple(f[i] if i < len(f) else "" for i in _STATUS_PART)
+
+
 def decode_reason(stored: str) -> str:
     """A reason as stored in a member (coded or escaped) made plain again."""
     return _reason(stored)

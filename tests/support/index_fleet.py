@@ -129,7 +129,7 @@ def _count_field(row: Row) -> str:
 
 def reindex_names(r: redis.Redis, clusters: Iterable[str]) -> None:
     """Rebuild the name index and per-namespace counts of `clusters` from their rows (as the
-    writer keeps them) and bump their generation."""
+    writer keeps them) and bump their generations (the status one too: rows moved)."""
     for c in clusters:
         members = [m.decode() for m in r.zrange(keys.rows(c), 0, -1)]
         index = name_index.build(members)
@@ -140,6 +140,7 @@ def reindex_names(r: redis.Redis, clusters: Iterable[str]) -> None:
         nscounts.queue_write(r, c, per_ns, [])
         r.hset(keys.sync(c), nscounts.READY, nscounts.READY_VALUE)
         r.incr(keys.generation(c))
+        r.incr(keys.status_generation(c))
 
 
 def order(row: Row) -> tuple[str, bytes]:

@@ -6,15 +6,18 @@ trip reads the clusters' generations, the tables of clusters written since are r
 an answer is remembered per caller and moved by the changed clusters' tables. `namespaces` comes
 from the per-namespace counts (common.index.nscounts) the writer keeps, over the kinds the caller
 may list in each namespace: those its count tables were summed from, or (a caller with
-cluster-wide kinds) every namespace's, read once per cluster generation. What the tables cannot
+cluster-wide kinds) every namespace's, read once per cluster generation, and each caller's sum
+is moved by the written clusters' moved namespaces. What the tables cannot
 count (a label selector, `labelKeys`, a name substring, flapping rows) is counted from the rows:
 each cluster's visible rows read as a list page reads them (common.index.read.reader's streams),
 remembered per cluster generation, so an unchanged fleet costs one `MGET` of generations and a
-write re-reads only its cluster.
+write re-reads only its cluster. The generations are the status generations
+(common.index.keys.status_generation): a write that changes only rows' messages moves none.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -35,6 +38,7 @@ LABEL_KEYS_MAX = 10
 """Label keys one facets request may ask for (`labelKeys`)."""
 MEMO_MAX = 65536  # remembered (cluster, access, filters) parts per process
 ANSWERS_MAX = 4096  # remembered answers (caller's access, filters) per process
+SUMS_MAX = 65536  # clusters of the remembered per-namespace sums (`Extras.namespaces`)
 
 
 @dataclass
@@ -77,6 +81,17 @@ class Part:
     scanned: int = 0
 
 
+@dataclass
+class _Sums:
+    """One caller's rows per namespace (`Extras.namespaces`): each cluster's share and the
+    generations they are at."""
+
+    gens: list[Any] = field(default_factory=list)
+    parts: dict[str, dict[str, int]] = field(default_factory=dict)
+    out: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
 class Extras:
     """Per-process memos of facets, by cluster generation: answers summed from the count
     tables, namespace counts, scanned parts (thread-safe)."""
@@ -85,12 +100,21 @@ class Extras:
         self.r = r
         self.answers: Memo[tuple[int, Filters], _Summed] = Memo(ANSWERS_MAX)
         """(caller's access, filters) -> the last answer, at the generations it was summed at."""
-        self._ns: Memo[tuple[str, int, Filters], dict[str, int]] = Memo(MEMO_MAX)
+        self._ns: Memo[tuple[str, int, Filters], _Shares] = Memo(MEMO_MAX)
+        """(cluster, access, filters) -> the cluster's rows per namespace, with the counts
+        they were summed from (the next generation's re-sums only the namespaces that moved)."""
         self._parts: Memo[tuple[Any, ...], Part] = Memo(MEMO_MAX)
         self._raw: Memo[str, dict[str, str]] = Memo(MEMO_MAX)
         """Every namespace's counts of a cluster (encoded), by generation: for wide callers."""
+        self._sums: Memo[tuple[int, Filters, tuple[str, ...]], _Sums] = Memo(SUMS_MAX)
+        """(caller's access, filters, clusters) -> rows per namespace, moved cluster by cluster."""
+        self._lock = threading.Lock()
         self.reads = 0
         """Clusters whose rows or counts were read (not answered from memory): for tests."""
+        self.summed = 0
+        """Clusters' shares of a caller's per-namespace sums moved (`namespaces`): for tests."""
+        self.resummed = 0
+        """Namespaces re-summed from a cluster's moved counts (`_shares`): for tests."""
 
     # -- namespaces from the per-namespace counts --------------------------------------------
 
@@ -106,15 +130,50 @@ class Extras:
         selector or flapping filter: those are counted from rows). A caller who sees only some
         namespaces is summed from the per-namespace counts its count table was read from (no
         read of its own); one with cluster-wide kinds from every namespace's counts, read once
-        per cluster generation and shared by every such caller."""
-        out: dict[str, int] = {}
+        per cluster generation and shared by every such caller. The caller's sum is kept and
+        moved by the clusters whose (status) generation moved since: a request after a write
+        re-sums the written clusters only, one on a still fleet none."""
+        key = (id(access), filters, tuple(clusters))
+        with self._lock:
+            st = self._sums.get(key, owner=access)
+            if st is None:
+                st = _Sums()
+                self._sums.put(key, st, owner=access, weight=len(clusters))
+        with st.lock:
+            old = st.gens
+            moved = [i for i, g in enumerate(gens) if len(old) != len(gens) or old[i] != g]
+            if moved:
+                parts = self._cluster_namespaces(
+                    [(clusters[i], gens[i]) for i in moved], access, filters, tallies
+                )
+                for i in moved:
+                    c = clusters[i]
+                    gone = st.parts.get(c)
+                    if gone is not None:
+                        _sub_all(st.out, gone)
+                    _add_all(st.out, parts[c])
+                    st.parts[c] = parts[c]
+                st.gens = list(gens)
+                self.summed += len(moved)
+            return dict(st.out)
+
+    def _cluster_namespaces(
+        self,
+        wanted: Sequence[tuple[str, Any]],
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        tallies: tally.Tallies,
+    ) -> dict[str, dict[str, int]]:
+        """Each cluster's visible rows per namespace (`namespaces`), remembered per cluster
+        generation; those not remembered are read in one round trip."""
+        out: dict[str, dict[str, int]] = {}
         ns_key = tuple(sorted(set(filters.namespaces)))
         todo: list[tuple[str, int]] = []
-        for c, g in zip(clusters, gens, strict=True):
+        for c, g in wanted:
             gen, a = int(g or 0), access[c]
-            mine = self._ns.get((c, id(a), filters), gen, a)
-            if mine is not None:
-                _add_all(out, mine)
+            hit = self._ns.get((c, id(a), filters), gen, a)
+            if hit is not None:
+                out[c] = hit[1]
                 continue
             entry = None if tally.view(a, ns_key).cluster_wide else tallies.entry(c, a, ns_key, gen)
             values: Mapping[str, str] | None
@@ -122,9 +181,7 @@ class Extras:
             if values is None:
                 todo.append((c, gen))
                 continue
-            mine = _namespace_rows(a, filters, values)
-            self._ns.put((c, id(a), filters), mine, gen, a)
-            _add_all(out, mine)
+            out[c] = self._shares(c, gen, a, filters, values)
         if not todo:
             return out
         p = self.r.pipeline(transaction=False)
@@ -136,10 +193,31 @@ class Extras:
             values = nscounts.collect_all(replies[pos : pos + n])
             pos += n
             self._raw.put(c, values, gen)
-            mine = _namespace_rows(access[c], filters, values)
-            self._ns.put((c, id(access[c]), filters), mine, gen, access[c])
-            _add_all(out, mine)
+            out[c] = self._shares(c, gen, access[c], filters, values)
         return out
+
+    def _shares(
+        self, c: str, gen: int, a: AccessLike, filters: Filters, values: Mapping[str, str]
+    ) -> dict[str, int]:
+        """The cluster's rows per namespace from its per-namespace counts `values`: from the
+        previous generation's, re-summing only the namespaces whose counts moved."""
+        key = (c, id(a), filters)
+        prev = self._ns.peek(key, a)
+        if prev is None:
+            mine = _namespace_rows(a, filters, values)
+        else:
+            old_values, mine = prev[1][0], dict(prev[1][1])
+            moved = [ns for ns, v in values.items() if old_values.get(ns) != v]
+            moved += [ns for ns in old_values if ns not in values]
+            fresh = _namespace_rows(a, filters, values, moved)
+            for ns in moved:
+                if ns in fresh:
+                    mine[ns] = fresh[ns]
+                else:
+                    mine.pop(ns, None)
+            self.resummed += len(moved)
+        self._ns.put(key, (values, mine), gen, a)
+        return mine
 
     # -- counted from rows ---------------------------------------------------------------------
 
@@ -203,7 +281,7 @@ def count(
         return _flapping(reader, access, filters, confirm_version)
     if filters.labels or label_keys or filters.name:
         clusters = reader.candidates(access, filters, None)
-        gens, version = tally.generations(reader.r, clusters, confirm_version)
+        gens, version = tally.status_generations(reader.r, clusters, confirm_version)
         out = Facets(version=version)
         reader.extras.scanned(reader, access, filters, clusters, gens, label_keys, out)
         return out
@@ -219,7 +297,7 @@ def _from_tables(
     more. A cluster whose per-namespace counts are not complete yet is counted by scanning."""
     clusters = reader.candidates(access, filters, None)
     extras, tallies = reader.extras, reader.tallies
-    gens, version = tally.generations(reader.r, clusters, confirm_version)
+    gens, version = tally.status_generations(reader.r, clusters, confirm_version)
     key = (id(access), filters)
     hit = extras.answers.get(key, gens, access)
     if hit is not None and hit.clusters == clusters:
@@ -415,15 +493,24 @@ def _merge(out: Facets, more: Facets) -> None:
             mine[k] = mine.get(k, 0) + n
 
 
+_Shares = tuple[Mapping[str, str], dict[str, int]]
+"""A cluster's per-namespace counts (encoded) and the caller's rows per namespace from them."""
+
+
 def _namespace_rows(
-    access: AccessLike, filters: Filters, values: Mapping[str, str]
+    access: AccessLike,
+    filters: Filters,
+    values: Mapping[str, str],
+    only: Sequence[str] | None = None,
 ) -> dict[str, int]:
+    """Visible rows per namespace of `values` (those of `only` when given) under `filters`."""
     kinds = frozenset(filters.kinds)
     statuses = frozenset(filters.statuses)
     wanted = frozenset(filters.namespaces)
     out: dict[str, int] = {}
-    for ns, value in values.items():
-        if wanted and ns not in wanted:
+    pairs = values.items() if only is None else ((ns, values.get(ns, "")) for ns in only)
+    for ns, value in pairs:
+        if (wanted and ns not in wanted) or not value:
             continue
         own = access.cluster_wide | access.namespaces.get(ns, frozenset())
         n = 0
@@ -460,6 +547,15 @@ def _count(part: Part, members: list[bytes], label_keys: tuple[str, ...]) -> Non
 def _add_all(out: dict[str, int], more: Mapping[str, int]) -> None:
     for k, n in more.items():
         out[k] = out.get(k, 0) + n
+
+
+def _sub_all(out: dict[str, int], less: Mapping[str, int]) -> None:
+    for k, n in less.items():
+        left = out.get(k, 0) - n
+        if left > 0:
+            out[k] = left
+        else:
+            out.pop(k, None)
 
 
 def _add_part(out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...]) -> None:

@@ -11,7 +11,8 @@ groups (as `GET /api/v1/groups` with the same `by` lists them) that value would 
 
 Counting distinct groups across clusters needs every visible row's identity, so each cluster's
 rows are held here as compact arrays, in identity order: an interned identity number and a
-status code per row, read once per cluster generation (a script returns identities and codes
+status code per row, read once per cluster status generation (a write that changes only rows'
+messages does not move it: common.index.keys.status_generation; a script returns identities and codes
 only, a chunk at a time: common.index.read.lua.IDENTS) and shared by every caller. Each
 caller's counts (per access, filters and grouping) are kept per group and moved cluster by
 cluster: a write to a cluster costs the next request that cluster's rows, read again, and the
@@ -153,7 +154,7 @@ class GroupFacets:
         while no cluster was written; `confirm_version` as Reader.facets has it)."""
         wanted = set(filters.clusters)
         clusters = [c for c in sorted(access) if not wanted or c in wanted]
-        gens, version = tally.generations(self.r, clusters, confirm_version)
+        gens, version = tally.status_generations(self.r, clusters, confirm_version)
         # Keyed by the clusters' access objects (shared while the caller's grants hold), not
         # the mapping: a `cluster` filter narrows it to a new mapping on every request.
         mine = {c: access[c] for c in clusters}

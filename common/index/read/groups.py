@@ -32,11 +32,13 @@ there (the same script returns the status code and the revision: no second round
 by common.index.revisions; a drift page walks the same order and keeps the groups with two or
 more revisions (`_drift_page`).
 
-A page is remembered with the generations of the caller's clusters: while none of them was
-written, the same request is answered after one round trip (`MGET` of the generations). After a
-write, a page reads again only what the written clusters hold: the caller's unhealthy counts are
-moved cluster by cluster (their order kept by bisection), and the statuses, per-namespace counts
-and namespace members pages have used are remembered per cluster generation.
+A page is remembered with the status generations of the caller's clusters
+(common.index.keys.status_generation: a write that changes only rows' messages does not move
+them): while none moved, the same request is answered after one round trip (`MGET` of them).
+After a write, a page reads and builds again only what the written clusters hold: the caller's
+unhealthy counts are moved cluster by cluster (their order kept by bisection), and the statuses,
+per-namespace counts, namespace members, each cluster's run of the merge and each cluster's
+share of an object page's groups are remembered per cluster status generation.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import bisect
 import dataclasses
 import functools
 import heapq
+import itertools
 import sys
 import threading
 import time
@@ -71,6 +74,10 @@ RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
 """A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
 PAGES_MAX = 1024  # remembered pages per process
 INDEXES_MAX = 4096  # remembered per-cluster reads (unhealthy indexes, namespaces, codes, counts)
+SHARES_MAX = 262_144
+"""Members of the clusters' shares of pages remembered (`_shares`)."""
+RUNS_MAX = 262_144
+"""Identities of the clusters' first chunks remembered for the merge (`_runs`, ~25 MB)."""
 REMEMBERED_PER_CLUSTER_MAX = 8192
 """Status codes (objects of pages shown) or namespace counts remembered per cluster."""
 DRAIN_MAX = 100_000
@@ -240,8 +247,18 @@ def _summed(
     return worst, suspended, sum(by_status.values()), by_status
 
 
-def _rank(m: Member) -> int:
-    return RANK[m.status]
+def _ranked(
+    clusters: Sequence[str], shares: Mapping[str, Sequence[tuple[Any, Member]]], keys: Sequence[Any]
+) -> list[list[Member]]:
+    """The Members of the groups `keys` from the clusters' shares ((key, Member) pairs): worst
+    status first, clusters in name order within a status (bucketed in cluster order, not
+    sorted)."""
+    place = {k: j for j, k in enumerate(keys)}
+    found: list[list[list[Member]]] = [[[], [], [], []] for _ in keys]
+    for c in clusters:
+        for k, m in shares.get(c, ()):
+            found[place[k]][RANK[m.status]].append(m)
+    return [[m for b in buckets for m in b] for buckets in found]
 
 
 def _key_of(identity: bytes, by: str) -> bytes:
@@ -298,6 +315,14 @@ class GroupReader:
         """cluster -> namespace -> its per-namespace counts ("" for none)."""
         self._nsmembers: Memo[Any, dict[str, Member | None]] = Memo(INDEXES_MAX * 4)
         """(cluster, access, filters) -> namespace -> its Member."""
+        self._runs: Memo[Any, tuple[tuple[bytes, ...], bool]] = Memo(RUNS_MAX)
+        """(cluster, access, filters, after key) -> the identities of the cluster's first chunk
+        after that key, and whether they are all (weighted by identities)."""
+        self._shares: Memo[Any, tuple[tuple[Any, Member], ...]] = Memo(SHARES_MAX)
+        """(cluster, access, filters, page serial) -> the cluster's Members of that page's
+        groups, with their places (weighted by Members)."""
+        self._serials: Memo[frozenset[Any], int] = Memo(PAGES_MAX)
+        self._next_serial = itertools.count()
         self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
         self._changes = Memo(INDEXES_MAX * 4)
         """(cluster, walk start, by) -> the groups changed there since."""
@@ -306,6 +331,10 @@ class GroupReader:
         """Unhealthy indexes and namespace lists read from Redis (not remembered): for tests."""
         self.lookups = 0
         """Clusters asked for the status codes (or counts) of a page's groups: for tests."""
+        self.streams_read = 0
+        """Clusters whose streams a merge read (not remembered): for tests."""
+        self.shares_built = 0
+        """Clusters' shares of group pages built (not remembered): for tests."""
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -324,7 +353,7 @@ class GroupReader:
         wanted = set(filters.clusters)
         clusters = [c for c in sorted(access) if not wanted or c in wanted]
         out = GroupPage([], None)
-        gens, out.version = tally.generations(self.r, clusters, confirm_version)
+        gens, out.version = tally.status_generations(self.r, clusters, confirm_version)
         out.round_trips = 1 if clusters or confirm_version else 0
         if not clusters:
             return out
@@ -610,24 +639,42 @@ class GroupReader:
         want: int,
     ) -> list[bytes]:
         """The next `want` identities after `after_key` held by any of the clusters (visible,
-        passing the filters), but those in `skip`: a merge of the clusters' streams."""
+        passing the filters), but those in `skip`: a merge of the clusters' streams. What each
+        cluster's stream yielded after `after_key` is remembered per status generation
+        (`_runs`), so after a write only the written clusters' streams are read again."""
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
-        streams: list[Stream] = []
-        for c in clusters:
-            s = self.reader.stream(c, access[c], filters, after_key)
-            if s is not None:
-                streams.append(s)
-        bufs: list[deque[bytes]] = [deque() for _ in streams]
-        done = [False] * len(streams)
-        got: list[bytes] = []
         chunk = max(want, 16)
+        n = len(clusters)
+        seen: list[list[bytes]] = [[] for _ in range(n)]
+        done = [False] * n
+        read = [False] * n  # read from Redis by this merge: remembered at the end
+        streams: list[Stream | None] = [None] * n
+        for i, c in enumerate(clusters):
+            run = self._runs.get((c, id(access[c]), filters, after_key), q.gens[c], access[c])
+            if run is not None:
+                seen[i], done[i] = list(run[0]), run[1]
+        bufs = [deque(ids) for ids in seen]
+        got: list[bytes] = []
         while len(got) < want:
             empty = [i for i, b in enumerate(bufs) if not b and not done[i]]
             if empty:
-                chunks = self.reader.more([streams[i] for i in empty], filters, chunk)
+                for i in empty:
+                    if streams[i] is None:  # from the end of what is known of it
+                        c = clusters[i]
+                        start = seen[i][-1] if seen[i] else after_key
+                        streams[i] = self.reader.stream(c, access[c], filters, start)
+                        read[i] = True
+                        self.streams_read += 1
+                        done[i] = streams[i] is None
+                live = [i for i in empty if streams[i] is not None]
+                if not live:
+                    continue
+                chunks = self.reader.more([s for i in live if (s := streams[i])], filters, chunk)
                 out.round_trips += 1
-                for i, ch in zip(empty, chunks, strict=True):
-                    bufs[i].extend(rows.identity_bytes(m) for m in ch.members)
+                for i, ch in zip(live, chunks, strict=True):
+                    more = [rows.identity_bytes(m) for m in ch.members]
+                    bufs[i].extend(more)
+                    seen[i].extend(more)
                     done[i] = ch.done
                     out.scanned += ch.scanned
                 continue
@@ -640,6 +687,11 @@ class GroupReader:
                     b.popleft()
             if k not in skip:
                 got.append(k)
+        for i, c in enumerate(clusters):
+            if read[i]:
+                run = (tuple(seen[i]), done[i])
+                key = (c, id(access[c]), filters, after_key)
+                self._runs.put(key, run, q.gens[c], access[c], 1 + len(seen[i]))
         return got
 
     def _merge_namespaces(
@@ -729,24 +781,29 @@ class GroupReader:
         page: list[tuple[int, bytes]],
     ) -> list[Group]:
         """The page's object groups, with the status of each on every cluster that holds it
-        (one script call per cluster, all in one round trip)."""
+        (one script call per cluster, all in one round trip). Each cluster's share of a page
+        (its Members of the page's groups) is remembered per status generation (`_shares`):
+        after a write, only the written clusters' shares are built again."""
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         if not page:
             return []
-        parts: list[tuple[bytes, str, str]] = []
-        for _n, k in page:
-            ns, kind, _name = rows.split_identity(k.decode())
-            parts.append((k, ns, kind))
-        allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
-        per_cluster: list[tuple[str, list[bytes], dict[bytes, str]]] = []
+        ids_of_page = tuple(k for _n, k in page)
+        serial = self._serial(frozenset(ids_of_page))
+        shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
+        pending: list[tuple[str, list[bytes], dict[bytes, str]]] = []
         asked: list[tuple[str, list[bytes]]] = []
+        parts: list[tuple[bytes, str, str]] | None = None
         for c in clusters:
             a = access[c]
-            ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
-            if not ids:
+            hit = self._shares.get((c, id(a), filters, serial), q.gens.get(c), a)
+            if hit is not None:
+                shares[c] = hit
                 continue
+            if parts is None:
+                parts = [(k, *rows.split_identity(k.decode())[:2]) for k in ids_of_page]
+            ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
             known = self._codes.get(c, q.gens.get(c)) or {}  # read only
-            per_cluster.append((c, ids, known))
+            pending.append((c, ids, known))
             unknown = [k for k in ids if k not in known]
             if unknown:
                 asked.append((c, unknown))
@@ -756,27 +813,42 @@ class GroupReader:
             out.round_trips += 1
             self.lookups += len(asked)
         unknowns = dict(asked)
-        found: dict[bytes, list[Member]] = {k: [] for _n, k in page}
-        for c, ids, known in per_cluster:
+        allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
+        for c, ids, known in pending:
             if c in unknowns:
                 # interned: the same code and revision repeat across objects and clusters
                 new = {
                     k: sys.intern(code.decode())
                     for k, code in zip(unknowns[c], replies[c], strict=True)
                 }
-                known = {**known, **new} if len(known) < REMEMBERED_PER_CLUSTER_MAX else new
+                if len(known) >= REMEMBERED_PER_CLUSTER_MAX:  # start again with this page's
+                    known = {k: known[k] for k in ids if k in known}
+                known = {**known, **new}
                 if c in q.gens:
                     self._codes.put(c, known, q.gens[c])
-            for k in ids:
-                code = known[k]
-                if code[:1] in allowed:  # one Member per (cluster, code, revision): shared
-                    found[k].append(_member(c, code))
+            # one Member per (cluster, code, revision): shared
+            share = tuple((k, _member(c, known[k])) for k in ids if known[k][:1] in allowed)
+            shares[c] = share
+            self.shares_built += 1
+            if c in q.gens:
+                key = (c, id(access[c]), filters, serial)
+                self._shares.put(key, share, q.gens[c], access[c], 1 + len(share))
         groups = []
-        for n, k in page:
+        for (n, k), members in zip(page, _ranked(clusters, shares, ids_of_page), strict=True):
             ns, kind, name = rows.split_identity(k.decode())
-            members = sorted(found[k], key=_rank)  # stable: clusters stay in name order
             groups.append(Group(k, ns, kind, name, members, n))
         return groups
+
+    def _serial(self, ids: frozenset[Any]) -> int:
+        """A number for a page's groups, whatever their order (the same groups, the same number
+        while remembered): what the clusters' shares are keyed by, hashed once per page instead
+        of per cluster."""
+        got = self._serials.get(ids)
+        if got is None:
+            with self._lock:
+                got = next(self._next_serial)
+            self._serials.put(ids, got)
+        return got
 
     def _namespace_groups(
         self,
@@ -796,15 +868,22 @@ class GroupReader:
         names: list[str],
     ) -> dict[str, list[Member]]:
         """Per namespace, the clusters where the caller may list rows there that pass the
-        filters, from the per-namespace counts (one round trip)."""
+        filters, from the per-namespace counts (one round trip). Each cluster's share of the
+        page is remembered per status generation (`_shares`, as for object groups)."""
         access, clusters, filters, out = q.access, q.clusters, q.filters, q.out
         if not names:
             return {}
+        serial = self._serial(frozenset(names))
+        shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
         p = self.r.pipeline(transaction=False)
         spans = []
         held: list[tuple[str, dict[str, str]]] = []
         for c in clusters:
             a = access[c]
+            hit = self._shares.get((c, id(a), filters, serial), q.gens.get(c), a)
+            if hit is not None:
+                shares[c] = hit
+                continue
             mine = [ns for ns in names if a.cluster_wide or ns in a.namespaces]
             if not mine:
                 continue
@@ -824,7 +903,6 @@ class GroupReader:
             pos += len(groups)
         kinds = frozenset(filters.kinds)
         codes = frozenset(code for code in rows.CODE_STATUS if _code_ok(code, filters))
-        got: dict[str, list[Member]] = {}
         for c, known in held:
             if c in fresh:
                 known = (
@@ -841,6 +919,7 @@ class GroupReader:
                 shown = {}
                 if c in q.gens:
                     self._nsmembers.put(mkey, shown, q.gens[c], a)
+            share: list[tuple[str, Member]] = []
             for ns in names:
                 if ns in shown:
                     m = shown[ns]
@@ -855,10 +934,15 @@ class GroupReader:
                     if len(shown) < REMEMBERED_PER_CLUSTER_MAX:
                         shown[ns] = m
                 if m is not None:
-                    got.setdefault(ns, []).append(m)
-        for ms in got.values():
-            ms.sort(key=_rank)  # stable: clusters stay in name order
-        return got
+                    share.append((ns, m))
+            shares[c] = tuple(share)
+            self.shares_built += 1
+            if c in q.gens:
+                self._shares.put(
+                    (c, id(a), filters, serial), shares[c], q.gens[c], a, 1 + len(share)
+                )
+        ranked = _ranked(clusters, shares, names)
+        return {ns: ms for ns, ms in zip(names, ranked, strict=True) if ms}
 
     # -- namespaces of name-filtered rows ------------------------------------------------------
 

@@ -513,7 +513,7 @@ class Reader:
             group = walks[i : i + batch]
             calls, spans = self._page_calls(group, filters, need - len(got))
             checked = [w for w in group if w.expect_gen is not None]
-            gen_keys = [keys.generation(w.cluster) for w in checked]
+            gen_keys = [keys.status_generation(w.cluster) for w in checked]  # the tables' own
             lead_now = None if result.round_trips else lead
             replies = self.run(calls, "" if result.round_trips else check_key, gen_keys, lead_now)
             if check_key and not result.round_trips:

@@ -1,6 +1,7 @@
 """Count tables: a caller's visible rows on one cluster counted by (kind, status code), summed
 from counts the writer keeps (never by scanning rows), and remembered while the cluster's
-generation is unchanged.
+status generation is unchanged (common.index.keys.status_generation: a write that changes only
+rows' messages leaves it, and the tables, alone).
 
 A table is the cluster-wide `counts` hash restricted to the caller's cluster-wide kinds, plus
 the per-namespace counts (common.index.nscounts) of each namespace where the caller has more
@@ -70,8 +71,8 @@ class Entry:
 
 
 class Tallies:
-    """Tables per (cluster, access, namespace filter), valid while the cluster's generation is
-    the one they were read at (one per process; thread-safe)."""
+    """Tables per (cluster, access, namespace filter), valid while the cluster's status
+    generation is the one they were read at (one per process; thread-safe)."""
 
     def __init__(self, r: Any) -> None:
         self.r = r
@@ -129,7 +130,7 @@ class Tallies:
         p = pipe if pipe is not None else self.r.pipeline(transaction=False)
         spans: list[tuple[int, Groups]] = []
         for c, _a, _ns, v in todo:
-            p.get(keys.generation(c))  # first: a write landing after it makes the table look older
+            p.get(keys.status_generation(c))  # first: a write after it makes the table look older
             p.hget(keys.sync(c), nscounts.READY)
             if v.cluster_wide:
                 p.hgetall(keys.counts(c))
@@ -203,29 +204,44 @@ def live_namespaces(
     return out
 
 
-_GEN_MGETS: Memo[tuple[str, ...], redis_client.Packed] = Memo(TABLES_MAX)
+_GEN_MGETS: Memo[tuple[bool, tuple[str, ...]], redis_client.Packed] = Memo(TABLES_MAX)
 
 
-def generations_command(clusters: Sequence[str]) -> Any:
-    """The packed `MGET` of the clusters' generations (packed once per list of clusters: the
-    same callers ask for the same clusters), for `redis_client.pipelined`."""
-    names = tuple(clusters)
+def generations_command(clusters: Sequence[str], status: bool = False) -> Any:
+    """The packed `MGET` of the clusters' generations (their status generations when `status`;
+    packed once per list of clusters: the same callers ask for the same clusters), for
+    `redis_client.pipelined`."""
+    names = (status, tuple(clusters))
     mget = _GEN_MGETS.get(names)
     if mget is None:
-        mget = redis_client.packed("MGET", *(keys.generation(c) for c in clusters))
+        key = keys.status_generation if status else keys.generation
+        mget = redis_client.packed("MGET", *(key(c) for c in clusters))
         _GEN_MGETS.put(names, mget)
     return mget
 
 
-def generations(r: Any, clusters: Sequence[str], version: bool = False) -> tuple[list[Any], Any]:
+def generations(
+    r: Any, clusters: Sequence[str], version: bool = False, status: bool = False
+) -> tuple[list[Any], Any]:
     """The clusters' generations in one round trip (MGET), as Redis returns them (bytes, or
     None for a cluster never written: `int(g or 0)` reads one), and the grants version when asked
-    (`keys.GrantsVersion`, else None). Equal lists mean no cluster was written in between."""
+    (`keys.GrantsVersion`, else None). Equal lists mean no cluster was written in between.
+    `status`: their status generations instead (`status_generations`)."""
     if not clusters and not version:
         return [], None
     commands: list[Any] = [("GET", keys.VERSION)] if version else []
     if clusters:
-        commands.append(generations_command(clusters))
+        commands.append(generations_command(clusters, status))
     replies = redis_client.pipelined(r, commands)
     got = keys.GrantsVersion(replies.pop(0)) if version else None
     return (replies[0] if clusters else []), got
+
+
+def status_generations(
+    r: Any, clusters: Sequence[str], version: bool = False
+) -> tuple[list[Any], Any]:
+    """`generations`, of the clusters' status generations: what answers built only from rows'
+    identities, statuses, revisions, transitions and labels (count tables, facets, groups and
+    their facets) are remembered at, so writes that change only rows' messages cost them no
+    read."""
+    return generations(r, clusters, version, status=True)

@@ -121,7 +121,7 @@ def mark_pending(r: redis.Redis, cluster: str) -> None:
 def delete_cluster(r: redis.Redis, cluster: str, feed_max: int = feed.DEFAULT_MAX) -> int:
     """Delete every key of a cluster (rows, indexes, counts, grants, status, locks and their
     owner keys, histories; the watch lease is its holder's to release). Its rows leave through
-    the change feed as DELETED entries, in the same transaction; the feed and the generation
+    the change feed as DELETED entries, in the same transaction; the feed and the generations
     stay (common.index.feed: positions in it stay comparable if the cluster comes back)."""
     locks = [keys.lock(cluster, work) for work in keys.LOCK_WORK]
     owners = [keys.owner(k) for k in locks]
@@ -139,6 +139,7 @@ def delete_cluster(r: redis.Redis, cluster: str, feed_max: int = feed.DEFAULT_MA
                     entries = feed.changes(members, [])
                     feed.queue_write(tx, cluster, entries, gen + 1, feed_max)
                     tx.incr(keys.generation(cluster))
+                    tx.incr(keys.status_generation(cluster))
                 tx.delete(*keys.cluster_keys(cluster), *locks, *owners, *tt)
                 done = int(tx.execute()[-1])
                 break

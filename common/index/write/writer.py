@@ -7,7 +7,9 @@ policy. The full sync (common.index.write.store) and the watcher (common.index.w
 what to read and how to turn it into a delta (a `Plan`).
 
 Every effective write INCRs the generation, so a writer that read before it retries instead of
-undoing it; readers see the state before a write or after it, never a mix.
+undoing it; readers see the state before a write or after it, never a mix. A write that changes
+more than rows' text also INCRs the status generation (`status_moved`: what groups and counts
+key their memos on, common.index.keys.status_generation).
 """
 
 from __future__ import annotations
@@ -240,6 +242,9 @@ def _write(
             if kinds_new:
                 tx.hset(keys.history_kinds(cluster), mapping=dict.fromkeys(sorted(kinds_new), 1))
             tx.incr(keys.generation(cluster))
+            counted = counts_set or counts_gone or ns_set or ns_gone or tt_build
+            if counted or delta.snapshot is not None or status_moved(delta):
+                tx.incr(keys.status_generation(cluster))
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
@@ -247,6 +252,15 @@ def _write(
     return Written(
         len(delta.removed), len(delta.added), sum(kinds.values()), kinds, graph_reads=graph_reads
     )
+
+
+def status_moved(delta: Delta) -> bool:
+    """Whether a delta changes what status readers depend on: rows appearing or leaving, or a
+    row's `rows.status_part` (a watch event that changes only a message does not)."""
+    if len(delta.removed) != len(delta.added):
+        return True
+    old = {rows.identity(m): rows.status_part(m) for m in delta.removed}
+    return old != {rows.identity(m): rows.status_part(m) for m in delta.added}
 
 
 def _read_history(r: Any, cluster: str, found: list[history.Transition]) -> dict[str, str]:

@@ -14,6 +14,7 @@ def test_exact_key_strings() -> None:
     assert keys.counts("east-1") == "fs:{c:east-1}:counts"
     assert keys.names("east-1") == "fs:{c:east-1}:names"
     assert keys.generation("east-1") == "fs:{c:east-1}:gen"
+    assert keys.status_generation("east-1") == "fs:{c:east-1}:sgen"
     assert keys.sync("east-1") == "fs:{c:east-1}:sync"
     assert keys.rbac("east-1") == "fs:{c:east-1}:rbac"
     assert keys.lock("east-1") == "fs:{c:east-1}:lock:objects"

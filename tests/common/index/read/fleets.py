@@ -1,11 +1,13 @@
 """What the reader tests share: who asks the random fleet of tests.support.index_fleet
 (ACCESSES, per-cluster accesses) and a walk of the reader's pages; the group-cost fleet's
-clusters, each object's status on each, and its admin and team callers."""
+clusters, each object's status on each, its rows (`members`), and its admin and team callers."""
 
 from __future__ import annotations
 
+from common.index import rows
 from common.index.read.reader import Filters, PageRequest, Reader
 from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.rowfactory import row
 
 ALL = frozenset(KINDS)
 ACCESSES = {
@@ -42,6 +44,20 @@ NAMESPACED = KINDS[:-1]
 def status_of(cluster: str, i: int) -> str:
     k = (i * 7 + int(cluster[1:]) * 3) % 23
     return "unhealthy" if k < 3 else "progressing" if k == 3 else "healthy"
+
+
+def members(cluster: str, flip: int | None = None) -> list[str]:
+    """About 30 objects per cluster, most on every cluster (so groups span clusters)."""
+    out = []
+    for i in range(34):
+        if (i + int(cluster[1:])) % 9 == 0:
+            continue  # not every object is everywhere
+        status = status_of(cluster, i)
+        if i == flip:
+            status = "healthy" if status == "unhealthy" else "unhealthy"
+        r = row(cluster, f"team-{i % 4:02d}", NAMESPACED[i % 5], f"app-{i % 11}", status)
+        out.append(rows.encode(r))
+    return out
 
 
 ADMIN = {c: FakeAccess(frozenset(KINDS)) for c in CLUSTERS}

@@ -16,24 +16,10 @@ from common.index import keys, rows, timeline
 from common.index.read.groups import RANK, GroupCursor, GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
-from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of
+from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, members
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
-
-
-def members(cluster: str, flip: int | None = None) -> list[str]:
-    """About 30 objects per cluster, most on every cluster (so groups span clusters)."""
-    out = []
-    for i in range(34):
-        if (i + int(cluster[1:])) % 9 == 0:
-            continue  # not every object is everywhere
-        status = status_of(cluster, i)
-        if i == flip:
-            status = "healthy" if status == "unhealthy" else "unhealthy"
-        r = row(cluster, f"team-{i % 4:02d}", NAMESPACED[i % 5], f"app-{i % 11}", status)
-        out.append(rows.encode(r))
-    return out
 
 
 @pytest.fixture

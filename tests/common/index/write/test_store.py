@@ -79,11 +79,12 @@ def test_status_change_and_deletion_are_diffed(r: redis.Redis) -> None:
     unhealthy = r.zrange(keys.by_status("c1", "unhealthy"), 0, -1)
     assert [rows.without_recent(m) for m in unhealthy] == [new[0]]
     assert r.hget(keys.counts("c1"), keys.counts_field("Kustomization", "healthy")) == "3"
-    # ZREM rows, ZADD rows, ZADD index, HDEL the deleted namespace's counts, INCR gen; in the
+    # ZREM rows, ZADD rows, ZADD index, HDEL the deleted namespace's counts, INCR gen and the
+    # status generation (statuses moved); in the
     # time index (these rows have no transition time: windows by identity), ZREM from the two
     # old rows' windows, ZADD to the new row's, HINCRBY the three windows' versions, and HDEL
     # + DEL the window only the deleted row was in
-    assert write_calls(r) == 1 + 1 + 1 + 1 + 1 + (2 + 1 + 3 + 2)
+    assert write_calls(r) == 1 + 1 + 1 + 1 + 2 + (2 + 1 + 3 + 2)
 
 
 def test_empty_snapshot_removes_everything(r: redis.Redis) -> None:

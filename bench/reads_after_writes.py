@@ -1,0 +1,98 @@
+"""Benchmark (issue #38): what the first read after a write costs, in the reader itself.
+
+    .venv/bin/python -m bench.reads_after_writes [--preset M] [--redis-url URL] [--n 40]
+
+Loads the fleet (or uses `--redis-url`), then for groups (by object, by object with
+`status=healthy`, by namespace), group facets (by object, by namespace) and facets, as a cluster
+admin: the process CPU and Redis commands of one request on a still fleet, right after a
+status-unchanged update (bench.churn: a new message on one row) and right after a status
+transition on a random cluster, averaged over `--n` of each. No HTTP and no load: the reader's
+own cost, steadier than a load run on a busy machine (a request costs this plus the service's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.churn import transition, unchanged_updates
+from bench.fleetload import load_fleet
+from common import redis_client
+from common.index import keys
+from common.index.read.group_facets import GroupFacets
+from common.index.read.groups import GroupReader
+from common.index.read.reader import Filters, Reader
+from common.kinds.registry import load_registry
+from common.redis_client import text
+from common.redis_server import start_redis_server
+from tests.support import topology
+from tests.support.index_fleet import FakeAccess
+
+
+def cases(r: Any, clusters: list[str]) -> dict[str, Callable[[], Any]]:
+    kinds = load_registry().keys()
+    reader = Reader(r, kinds)
+    admin = {c: FakeAccess(frozenset(kinds)) for c in clusters}
+    groups, group_facets = GroupReader(reader), GroupFacets(reader)
+    healthy = Filters(statuses=("healthy",))
+    return {
+        "groups by object": lambda: groups.page(admin, Filters(), "object", 50),
+        "groups by object, status=healthy": lambda: groups.page(admin, healthy, "object", 50),
+        "groups by namespace": lambda: groups.page(admin, Filters(), "namespace", 50),
+        "group facets by object": lambda: group_facets.facets(admin, Filters(), "object"),
+        "group facets by namespace": lambda: group_facets.facets(admin, Filters(), "namespace"),
+        "facets": lambda: reader.facets(admin, Filters()),
+    }
+
+
+def measure(r: Any, n: int) -> list[tuple[str, str, float, float]]:
+    """(request, write before it, CPU ms, Redis commands) per case and kind of write."""
+    clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
+    rnd = random.Random(1)
+    writes: dict[str, Callable[[], Any]] = {
+        "still": lambda: None,
+        "after a message-only update": lambda: unchanged_updates(r, clusters, 1, rnd),
+        "after a transition": lambda: transition(r, rnd.choice(clusters)),
+    }
+    out = []
+    for name, ask in cases(r, clusters).items():
+        ask()  # the first answer in a process reads everything: not what is measured
+        for what, write in writes.items():
+            cpu = cmds = 0.0
+            for _ in range(n):
+                write()
+                topology.reset_stats(r)
+                t0 = time.process_time()
+                ask()
+                cpu += time.process_time() - t0
+                stats = topology.commandstats(r)
+                stats.pop("config|resetstat", None)
+                cmds += sum(stats.values())
+            out.append((name, what, round(cpu / n * 1e3, 2), round(cmds / n, 1)))
+            print(f"| {name} | {what} | {out[-1][2]} | {out[-1][3]} |", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--preset", default="M")
+    ap.add_argument("--redis-url", default="", help="a Redis already holding the fleet")
+    ap.add_argument("--n", type=int, default=40, help="requests per case and kind of write")
+    args = ap.parse_args()
+    server = None if args.redis_url else start_redis_server()
+    url = args.redis_url or server.url  # type: ignore[union-attr]
+    try:
+        if not args.redis_url:
+            print(load_fleet(url, args.preset), flush=True)
+        print("| request | before it | CPU ms | Redis commands |\n|---|---|---|---|", flush=True)
+        measure(redis_client.connect(url), args.n)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
