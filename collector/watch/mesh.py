@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from collector import mesh
-from collector.debounce import run_debounced
+from collector.debounce import Debounced
 from common import redis_client
 from common.errors import FleetscopeError
 from common.index import rows
@@ -54,7 +54,8 @@ class MeshState:
         self._relisted: set[str] = set()  # kinds whose rows are replaced wholesale next run
         self._emitted: dict[str, str] = {}  # identity -> member last handed to the writer
         self._lock = threading.Lock()
-        self._dirty = threading.Event()
+        self._validate: Debounced | None = None  # set by `start`
+        self._dirty = False  # changed before `start`
 
     @property
     def resources(self) -> set[str]:
@@ -77,14 +78,14 @@ class MeshState:
                 self.objects[resource] = {_key(o): mesh.slim(kind, o) for o in items}
                 self._relisted.add(resource)
             self.listed.add(resource)
-        self._dirty.set()
+        self.touch()
 
     def unavailable(self, resource: str) -> None:
         """Services or Namespaces cannot be listed: rows are built without validation."""
         with self._lock:
             self.context_ok = False
             self.listed.add(resource)
-        self._dirty.set()
+        self.touch()
 
     def event(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
         key = _key(obj)
@@ -97,7 +98,7 @@ class MeshState:
                     self.namespaces.discard(key[1])
                 else:
                     self.namespaces.add(key[1])
-                self._dirty.set()
+                self.touch()
                 return
             else:
                 table, value = self.objects[resource], mesh.slim(self.kinds[resource][0], obj)
@@ -105,24 +106,30 @@ class MeshState:
                 table.pop(key, None)
             else:
                 table[key] = value
-        self._dirty.set()
+        self.touch()
 
     def touch(self) -> None:
         """Recompute at the next chance (what was held back while not allowed to write)."""
-        self._dirty.set()
+        validate = self._validate
+        if validate is None:
+            self._dirty = True
+        else:
+            validate.mark()
 
-    def run(self, stop: threading.Event, may_write: Callable[[], bool]) -> None:
-        """Validate after changes, at most once per debounce window, once everything is listed."""
-        run_debounced(
-            stop,
-            self._dirty,
+    def start(self, stopped: Callable[[], bool], may_write: Callable[[], bool]) -> None:
+        """Validate after changes, at most once per debounce window, once everything is listed
+        (on the process's shared recompute pool, collector.debounce), until `stopped()`."""
+        self._validate = Debounced(
             self.debounce_s,
             lambda: self.complete and may_write(),
             self.validate,
             (FleetscopeError, *redis_client.ERRORS),
             "re-validate Istio config",
             self.cluster,
+            stopped,
         )
+        if self._dirty:
+            self._validate.mark()
 
     def validate(self) -> int:
         """Validate the whole config and hand the writer the rows that changed; returns their

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from collector.debounce import run_debounced
+from collector.debounce import Debounced
 from common import redis_client
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
@@ -46,14 +46,15 @@ class RbacState:
         self.listed: set[str] = set()
         self.compiles = 0
         self._lock = threading.Lock()
-        self._dirty = threading.Event()
+        self._recompile: Debounced | None = None  # set by `start`
+        self._dirty = False  # changed before `start`
 
     def replace(self, plural: str, items: list[dict[str, Any]]) -> None:
         """A (re)list of one resource."""
         with self._lock:
             self.objects[plural] = {_key(o): _slim(o) for o in items}
             self.listed.add(plural)
-        self._dirty.set()
+        self.touch()
 
     def event(self, plural: str, kind: str, obj: dict[str, Any]) -> None:
         with self._lock:
@@ -61,7 +62,7 @@ class RbacState:
                 self.objects[plural].pop(_key(obj), None)
             else:
                 self.objects[plural][_key(obj)] = _slim(obj)
-        self._dirty.set()
+        self.touch()
 
     @property
     def complete(self) -> bool:
@@ -69,20 +70,26 @@ class RbacState:
 
     def touch(self) -> None:
         """Recompute at the next chance (what was held back while not allowed to write)."""
-        self._dirty.set()
+        recompile = self._recompile
+        if recompile is None:
+            self._dirty = True
+        else:
+            recompile.mark()
 
-    def run(self, stop: threading.Event) -> None:
-        """Recompile and store the grants after changes, at most once per debounce window."""
-        run_debounced(
-            stop,
-            self._dirty,
+    def start(self, stopped: Callable[[], bool]) -> None:
+        """Recompile and store the grants after changes, at most once per debounce window (on
+        the process's shared recompute pool, collector.debounce), until `stopped()`."""
+        self._recompile = Debounced(
             self.debounce_s,
             lambda: self.complete and self.may_write(),
             self.compile_and_store,
             redis_client.ERRORS,
             "store grants",
             self.cluster,
+            stopped,
         )
+        if self._dirty:
+            self._recompile.mark()
 
     def compile_and_store(self) -> bool:
         with self._lock:
