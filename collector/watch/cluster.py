@@ -121,7 +121,7 @@ class ClusterWatch:
         self._expected: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._tasks: list[concurrent.futures.Future[None]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # notified when a stream is let go of
         self._async = async_watch.supported(client)
         self._ssl = async_watch.ssl_context(client) if self._async else None
         self._writers = writers.shared()
@@ -225,6 +225,8 @@ class ClusterWatch:
         deadline = time.monotonic() + timeout_s
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:  # the watch loop unwinds the cancelled streams: let them go first
+            self._lock.wait_for(lambda: not self._streams, max(0.0, deadline - time.monotonic()))
 
     def owned(self) -> bool:
         return self.gate.is_set() and not (self.lost or self.stop_event.is_set())
@@ -330,6 +332,7 @@ class ClusterWatch:
             stream.close()
             with self._lock:
                 self._streams.discard(stream)
+                self._lock.notify_all()
 
     def _event(
         self,
@@ -447,6 +450,7 @@ class ClusterWatch:
         finally:
             with self._lock:
                 self._streams.discard(stream)
+                self._lock.notify_all()
 
     def _mark_down(self, res: str) -> None:
         with self._lock:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 
 from collector.debounce import Debounced
+from collector.watch.packed import Packed, pack, unpack
 from common import redis_client
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
@@ -42,7 +43,8 @@ class RbacState:
         self.r, self.cluster, self.kinds = r, cluster, kinds
         self.debounce_s = debounce_s
         self.may_write = may_write
-        self.objects: dict[str, dict[Key, dict[str, Any]]] = {p: {} for p in RESOURCES}
+        # slimmed, and packed (collector.watch.packed) until the next compile
+        self.objects: dict[str, dict[Key, Packed]] = {p: {} for p in RESOURCES}
         self.listed: set[str] = set()
         self.compiles = 0
         self._lock = threading.Lock()
@@ -52,7 +54,7 @@ class RbacState:
     def replace(self, plural: str, items: list[dict[str, Any]]) -> None:
         """A (re)list of one resource."""
         with self._lock:
-            self.objects[plural] = {_key(o): _slim(o) for o in items}
+            self.objects[plural] = {_key(o): pack(_slim(o)) for o in items}
             self.listed.add(plural)
         self.touch()
 
@@ -61,7 +63,7 @@ class RbacState:
             if kind == "DELETED":
                 self.objects[plural].pop(_key(obj), None)
             else:
-                self.objects[plural][_key(obj)] = _slim(obj)
+                self.objects[plural][_key(obj)] = pack(_slim(obj))
         self.touch()
 
     @property
@@ -92,13 +94,17 @@ class RbacState:
             self._recompile.mark()
 
     def compile_and_store(self) -> bool:
-        with self._lock:
-            snapshot = RbacObjects(
-                roles=list(self.objects["roles"].values()),
-                cluster_roles=list(self.objects["clusterroles"].values()),
-                role_bindings=list(self.objects["rolebindings"].values()),
-                cluster_role_bindings=list(self.objects["clusterrolebindings"].values()),
-            )
+        with self._lock:  # unpacked outside the lock: events wait for the copy only
+            packed = {p: list(self.objects[p].values()) for p in RESOURCES}
+        objs: dict[str, list[Mapping[str, Any]]] = {
+            p: [unpack(o) for o in packed[p]] for p in RESOURCES
+        }
+        snapshot = RbacObjects(
+            roles=objs["roles"],
+            cluster_roles=objs["clusterroles"],
+            role_bindings=objs["rolebindings"],
+            cluster_role_bindings=objs["clusterrolebindings"],
+        )
         compiled = compile_grants(snapshot, self.kinds)
         self.compiles += 1
         changed = store_grants(self.r, self.cluster, compiled, synced_at=round(time.time(), 3))
