@@ -1,13 +1,21 @@
 """One leaf cluster, watched: per served kind (and the 4 RBAC resources) list, then watch from the
 list's resourceVersion with bookmarks; relist on 410 or a broken stream, re-watch when the server
-ends a watch cleanly. Row changes go through one writer thread per cluster, in batches, to
-common.index.write.store_events; RBAC changes recompile the grants (collector.watch.rbac); the checked
-Istio kinds, with Services and Namespaces, are re-validated together (collector.watch.mesh).
+ends a watch cleanly. Row changes queue per cluster and the process's writer threads
+(collector.watch.writers) write them in order, in batches, to common.index.write.store_events;
+RBAC changes recompile the grants (collector.watch.rbac); the checked Istio kinds, with Services
+and Namespaces, are re-validated together (collector.watch.mesh), both on the shared recompute
+pool (collector.debounce).
 
-Each resource's list-then-watch loop is a coroutine on the process's watch loop
-(collector.watch.loop: one thread for every stream, lists on its small pool), not a thread, also
-through an HTTP proxy; only a cluster behind a SOCKS or https:// proxy keeps a thread per watch
-(common.leaf.async_watch.supported).
+The first build (every kind's first list, and the first validation's Istio rows) is held in
+memory and written once, as a full sync writes a snapshot: `blockedBy` is settled in memory
+once for the cluster (common.index.graph.Snapshot), not read back from Redis per kind. Later
+lists and events are batches settled against what is stored (common.index.graph.settle).
+
+Each resource's list-then-watch loop, and the cluster's start (discovery), is a coroutine on the
+process's watch loop (collector.watch.loop: one thread for every stream, lists on its small
+pool), not a thread, also through an HTTP proxy; only a cluster behind a SOCKS or https:// proxy
+keeps a thread per watch (common.leaf.async_watch.supported). No thread is the cluster's own
+otherwise.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import queue
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +37,7 @@ from redis.exceptions import RedisClusterException
 from collector import mesh
 from collector.watch import loop as watch_loop
 from collector.watch import metrics as watch_metrics
+from collector.watch import writers
 from collector.watch.mesh import CONTEXT, MeshState
 from collector.watch.rbac import RBAC_API, RESOURCES, RbacState
 from common.errors import ClusterError, ClusterUnreachable, FleetscopeError, LockBusy
@@ -43,6 +53,9 @@ log = logging.getLogger(__name__)
 BATCH_MAX = 1000  # changes per MULTI/EXEC
 QUEUE_MAX = 20_000  # encoded rows waiting for the writer (back-pressure on the watch threads)
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+BUILD_CUT_FAILURES = (
+    3  # a resource's first list failing this often: the build is written without it
+)
 
 
 class _Validated:
@@ -109,12 +122,42 @@ class ClusterWatch:
         self._expected: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._tasks: list[concurrent.futures.Future[None]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # notified when a stream is let go of
         self._async = async_watch.supported(client)
         self._ssl = async_watch.ssl_context(client) if self._async else None
+        self._writers = writers.shared()
+        # The first build, held until every served kind was listed (and the Istio rows
+        # validated once): kind key -> identity -> member; None once written.
+        self._build: dict[str, dict[str, str]] | None = {}
+        self._build_kinds: set[str] | None = None  # what the build waits for (after discovery)
+        self._build_cut = False  # a resource's first list keeps failing: write without it
+        self._build_validated = False  # the first validation's rows are in the build
+        self._build_arrived: list[float] = []  # when the build's watch events arrived (lag)
 
     def start(self) -> None:
-        self._spawn(self._start_all, "start")
+        if not self._async:
+            self._spawn(self._start_all, "start")
+            return
+        with self._lock:
+            if not self.stop_event.is_set():
+                self._tasks.append(watch_loop.shared().submit(self._start_async()))
+
+    async def _start_async(self) -> None:
+        """`_start_all` on the event loop: discovery on the loop's list pool."""
+        loop = asyncio.get_running_loop()
+        for attempt in range(1_000_000):
+            try:
+                served = await loop.run_in_executor(None, self.client.discover, self.kinds)
+                break
+            except FleetscopeError as e:
+                log.warning("discovery failed: %s", e, extra={"cluster": self.cluster})
+                await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+                if self.stop_event.is_set():
+                    return
+        else:
+            return
+        if not self.stop_event.is_set():
+            self._begin(served)
 
     def _spawn(self, target: Any, name: str, *args: Any) -> None:
         t = threading.Thread(target=target, args=args, daemon=True, name=f"{self.cluster}:{name}")
@@ -133,8 +176,12 @@ class ClusterWatch:
 
     def _start_all(self) -> None:
         served = self._discover()
-        if served is None:
-            return
+        if served is not None:
+            self._begin(served)
+
+    def _begin(self, served: dict[str, str]) -> None:
+        """Discovery done: keep the Istio state, start the recomputations and the watches."""
+        self._build_kinds = set(served)
         self._expected = {k for k in served} | set(RESOURCES)
         checked = mesh.held_kinds(self.kinds, served)
         if checked:
@@ -147,10 +194,9 @@ class ClusterWatch:
                 lambda: self._put(_Validated()),
             )
             self._expected |= set(CONTEXT)
-        self._spawn(self._writer, "writer")
-        self._spawn(self.rbac.run, "rbac", self.stop_event)
+        self.rbac.start(self.stop_event.is_set)
         if self.mesh is not None:
-            self._spawn(self.mesh.run, "mesh", self.stop_event, self.owned)
+            self.mesh.start(self.stop_event.is_set, self.owned)
             for res in CONTEXT:
                 self._spawn_watch(res, mesh.CORE_API, None)
         for kind in self.kinds:
@@ -180,6 +226,8 @@ class ClusterWatch:
         deadline = time.monotonic() + timeout_s
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:  # the watch loop unwinds the cancelled streams: let them go first
+            self._lock.wait_for(lambda: not self._streams, max(0.0, deadline - time.monotonic()))
 
     def owned(self) -> bool:
         return self.gate.is_set() and not (self.lost or self.stop_event.is_set())
@@ -187,6 +235,7 @@ class ClusterWatch:
     def open_gate(self) -> None:
         """The lease is ours now: write what was listed and watched meanwhile, then go on."""
         self.gate.set()
+        self._writers.wake(self)
         self.rbac.touch()
         if self.mesh is not None:
             self.mesh.touch()
@@ -277,12 +326,14 @@ class ClusterWatch:
                     try:
                         self._queue.put_nowait(item)
                         item = None
+                        self._writers.wake(self)
                     except queue.Full:  # the writer is behind: wait, without stalling the loop
                         await asyncio.sleep(0.05)
         finally:
             stream.close()
             with self._lock:
                 self._streams.discard(stream)
+                self._lock.notify_all()
 
     def _event(
         self,
@@ -329,6 +380,9 @@ class ClusterWatch:
             return failures, None
         failures += 1
         self._broken(res, e)
+        if failures >= BUILD_CUT_FAILURES and res not in RESOURCES and res not in self._listed:
+            self._build_cut = True  # its rows, if any, stay as stored: write the rest
+            self._writers.wake(self)
         return failures, BACKOFF_S[min(failures - 1, len(BACKOFF_S) - 1)]
 
     def _broken(self, res: str, e: FleetscopeError) -> None:
@@ -397,6 +451,7 @@ class ClusterWatch:
         finally:
             with self._lock:
                 self._streams.discard(stream)
+                self._lock.notify_all()
 
     def _mark_down(self, res: str) -> None:
         with self._lock:
@@ -406,43 +461,98 @@ class ClusterWatch:
         while not self.stop_event.is_set():
             try:
                 self._queue.put(item, timeout=0.5)
-                return
             except queue.Full:
                 continue
+            self._writers.wake(self)
+            return
 
-    # -- the writer: batches of changes, one MULTI/EXEC each ------------------------------------
+    # -- writing: batches of changes, one MULTI/EXEC each, by the shared writers -------------
 
-    def _writer(self) -> None:
-        pending: list[store_events.Change | _Arrived] = []
-        while not self.gate.wait(0.5):  # a take-over: nothing is written before the lease
-            if self.stop_event.is_set():
-                return
-        while not self.stop_event.is_set():
+    def pending(self) -> bool:
+        """Something is queued and may be written now (collector.watch.writers)."""
+        return self.gate.is_set() and not self.stop_event.is_set() and not self._queue.empty()
+
+    def drain(self) -> bool:
+        """Write one batch of what is queued, in order (a take-over writes nothing before the
+        lease is ours: `open_gate` wakes the writers); True when more is waiting."""
+        if not self.gate.is_set() or self.stop_event.is_set():
+            return False
+        items: list[store_events.Change | _Arrived | _Replace | _Validated] = []
+        while len(items) < BATCH_MAX:
             try:
-                item = self._queue.get(timeout=0.5)
+                items.append(self._queue.get_nowait())
             except queue.Empty:
+                break
+        if self._build is not None:
+            items = self._hold(items)
+        self._write_items(items)
+        return self.pending()
+
+    def _hold(
+        self, items: list[store_events.Change | _Arrived | _Replace | _Validated]
+    ) -> list[store_events.Change | _Arrived | _Replace | _Validated]:
+        """Fold `items` into the first build while it is held; write it once complete. What
+        the build cannot hold (a change of a kind not listed yet) writes the build first; the
+        items from there on are returned, to be written as batches."""
+        build = self._build
+        assert build is not None
+        for n, it in enumerate(items):
+            if isinstance(it, _Replace):
+                build[it.kind_key] = {rows.identity(m): m for m in it.members}
                 continue
-            items = [item]
-            while len(items) < BATCH_MAX:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            for it in items:
-                if isinstance(it, _Replace):
-                    self._write_arrived(pending)
-                    pending = []
-                    self._write(
-                        store_events.kind_changes(self.r, self.cluster, it.kind_key, it.members)
-                    )
-                elif isinstance(it, _Validated):
-                    self._write_arrived(pending)
-                    pending = []
-                    self.mesh_written = True
-                else:
-                    pending.append(it)
-            self._write_arrived(pending)
-            pending = []
+            if isinstance(it, _Validated):
+                self._build_validated = True
+                continue
+            change = it.change if isinstance(it, _Arrived) else it
+            kind = build.get(rows.split_identity(change.identity)[1])
+            if kind is None:
+                self._flush_build()
+                return items[n:]
+            if change.member is None:
+                kind.pop(change.identity, None)
+            else:
+                kind[change.identity] = change.member
+            if isinstance(it, _Arrived):
+                self._build_arrived.append(it.at)
+        want = self._build_kinds
+        if want is not None and (self._build_cut or build.keys() >= want):
+            self._flush_build()
+        return []
+
+    def _flush_build(self) -> None:
+        """Write the first build in one write (store_events.first_build); batches from now on."""
+        build, self._build = self._build, None
+        arrived, self._build_arrived = self._build_arrived, []
+        if build and not self._written(
+            lambda: store_events.first_build(
+                self.r, self.cluster, build, self.fence, self.retention
+            )
+        ):
+            return
+        if self._build_validated:
+            self.mesh_written = True
+        now = time.monotonic()
+        for at in arrived:
+            watch_metrics.LAG.observe(now - at)
+
+    def _write_items(
+        self, items: list[store_events.Change | _Arrived | _Replace | _Validated]
+    ) -> None:
+        pending: list[store_events.Change | _Arrived] = []
+        for it in items:
+            if isinstance(it, _Replace):
+                self._write_arrived(pending)
+                pending = []
+                self._write(
+                    store_events.kind_changes(self.r, self.cluster, it.kind_key, it.members)
+                )
+            elif isinstance(it, _Validated):
+                self._write_arrived(pending)
+                pending = []
+                self.mesh_written = True
+            else:
+                pending.append(it)
+        self._write_arrived(pending)
 
     def _write_arrived(self, pending: list[store_events.Change | _Arrived]) -> None:
         """Write `pending`; the lag of those that came from watch events (validated Istio rows
@@ -456,11 +566,17 @@ class ClusterWatch:
 
     def _write(self, changes: list[store_events.Change]) -> bool:
         """Apply `changes` (retried until written or stopped); True once written."""
-        while changes and not self.stop_event.is_set():
+        return bool(changes) and self._written(
+            lambda: store_events.apply_changes(
+                self.r, self.cluster, changes, self.fence, None, self.retention
+            )
+        )
+
+    def _written(self, write: Callable[[], store_events.EventStats]) -> bool:
+        """Run `write` until it is done or the watch stops; True once written."""
+        while not self.stop_event.is_set():
             try:
-                stats = store_events.apply_changes(
-                    self.r, self.cluster, changes, self.fence, None, self.retention
-                )
+                stats = write()
                 self.stats["written"] += stats.added + stats.removed + stats.updated
                 self.stats["batches"] += 1
                 return True

@@ -3,8 +3,8 @@ stream of the process (common.leaf.async_watch), and a small thread pool for the
 is seconds of blocking HTTP and parsing: it must not stall the loop).
 
 A replica watching 100 clusters keeps ~3,000 streams open; on threads that was ~3,000 threads
-(and their stacks); here it is one thread, plus `LIST_WORKERS` for lists and a writer, an RBAC
-and (with Istio kinds) a validation thread per cluster.
+(and their stacks); here it is one thread, plus `LIST_WORKERS` for lists (the writers and the
+recomputations are shared too: collector.watch.writers, collector.debounce).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 LIST_WORKERS = 8  # list threads a process (a replica also bounds its lists: LIST_CONCURRENCY)
-TLS_READ_BUFFER = 32 * 1024
+TLS_READ_BUFFER = 8 * 1024
 """Bytes of asyncio's receive buffer per TLS connection (its default, 256 KiB, zero-filled per
 connection, made each watched cluster's streams cost megabytes of resident memory:
-docs/benchmarks.md, "watch_latency"); a watch event rarely fills 32 KiB, and a bigger one is
-read in several calls."""
+docs/benchmarks.md, "watch_latency"; at 32 KiB, a replica holding 50 clusters of fleet M kept
+62 MiB of them for ~2,000 streams); a watch event rarely fills 8 KiB, and a bigger one is read
+in several calls."""
 T = TypeVar("T")
 
 _lock = threading.Lock()

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from collector import mesh
-from collector.debounce import run_debounced
+from collector.debounce import Debounced
+from collector.watch.packed import Packed, pack, unpack
 from common import redis_client
 from common.errors import FleetscopeError
 from common.index import rows
@@ -45,16 +46,20 @@ class MeshState:
         self.kinds = {k.key: (k, v) for k, v in kinds}
         self.debounce_s = debounce_s
         self._replace, self._change, self._done = replace, change, done
-        self.objects: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in self.kinds}
-        self.services: dict[Key, dict[str, Any]] = {}
+        # slimmed, and packed (collector.watch.packed) until the next validation
+        self.objects: dict[str, dict[Key, Packed]] = {k: {} for k in self.kinds}
+        self.services: dict[Key, Packed] = {}
         self.namespaces: set[str] = set()
         self.listed: set[str] = set()
         self.validations = 0
         self.context_ok = True  # False: Services or Namespaces cannot be listed
         self._relisted: set[str] = set()  # kinds whose rows are replaced wholesale next run
-        self._emitted: dict[str, str] = {}  # identity -> member last handed to the writer
+        # identity -> hash of the member last handed to the writer (not the member: a copy of
+        # every Istio row per cluster was most of a replica's memory after the build)
+        self._emitted: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._dirty = threading.Event()
+        self._validate: Debounced | None = None  # set by `start`
+        self._dirty = False  # changed before `start`
 
     @property
     def resources(self) -> set[str]:
@@ -69,60 +74,66 @@ class MeshState:
         """A (re)list of one kind (by key) or context resource."""
         with self._lock:
             if resource == mesh.SERVICES:
-                self.services = {_key(o): mesh.service_slim(o) for o in items}
+                self.services = {_key(o): pack(mesh.service_slim(o)) for o in items}
             elif resource == mesh.NAMESPACES:
                 self.namespaces = {mesh.namespace_name(o) for o in items}
             else:
                 kind = self.kinds[resource][0]
-                self.objects[resource] = {_key(o): mesh.slim(kind, o) for o in items}
+                self.objects[resource] = {_key(o): pack(mesh.slim(kind, o)) for o in items}
                 self._relisted.add(resource)
             self.listed.add(resource)
-        self._dirty.set()
+        self.touch()
 
     def unavailable(self, resource: str) -> None:
         """Services or Namespaces cannot be listed: rows are built without validation."""
         with self._lock:
             self.context_ok = False
             self.listed.add(resource)
-        self._dirty.set()
+        self.touch()
 
     def event(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
         key = _key(obj)
         with self._lock:
             if resource == mesh.SERVICES:
                 table: dict[Key, Any] = self.services
-                value: Any = mesh.service_slim(obj)
+                value: Any = pack(mesh.service_slim(obj))
             elif resource == mesh.NAMESPACES:
                 if event_type == "DELETED":
                     self.namespaces.discard(key[1])
                 else:
                     self.namespaces.add(key[1])
-                self._dirty.set()
+                self.touch()
                 return
             else:
-                table, value = self.objects[resource], mesh.slim(self.kinds[resource][0], obj)
+                table, value = self.objects[resource], pack(mesh.slim(self.kinds[resource][0], obj))
             if event_type == "DELETED":
                 table.pop(key, None)
             else:
                 table[key] = value
-        self._dirty.set()
+        self.touch()
 
     def touch(self) -> None:
         """Recompute at the next chance (what was held back while not allowed to write)."""
-        self._dirty.set()
+        validate = self._validate
+        if validate is None:
+            self._dirty = True
+        else:
+            validate.mark()
 
-    def run(self, stop: threading.Event, may_write: Callable[[], bool]) -> None:
-        """Validate after changes, at most once per debounce window, once everything is listed."""
-        run_debounced(
-            stop,
-            self._dirty,
+    def start(self, stopped: Callable[[], bool], may_write: Callable[[], bool]) -> None:
+        """Validate after changes, at most once per debounce window, once everything is listed
+        (on the process's shared recompute pool, collector.debounce), until `stopped()`."""
+        self._validate = Debounced(
             self.debounce_s,
             lambda: self.complete and may_write(),
             self.validate,
             (FleetscopeError, *redis_client.ERRORS),
             "re-validate Istio config",
             self.cluster,
+            stopped,
         )
+        if self._dirty:
+            self._validate.mark()
 
     def validate(self) -> int:
         """Validate the whole config and hand the writer the rows that changed; returns their
@@ -131,9 +142,9 @@ class MeshState:
             held = [
                 mesh.Held(kind, api_version, obj)
                 for key, (kind, api_version) in self.kinds.items()
-                for obj in self.objects[key].values()
+                for obj in map(unpack, self.objects[key].values())
             ]
-            services = list(self.services.values()) if self.context_ok else None
+            services = list(map(unpack, self.services.values())) if self.context_ok else None
             namespaces = set(self.namespaces) if self.context_ok else None
             relisted, self._relisted = self._relisted, set()
         members = mesh.members(self.cluster, held, services, namespaces)
@@ -145,17 +156,16 @@ class MeshState:
             self._replace(key, mine)
             changed += len(mine)
         for identity, member in new.items():
-            if (
-                rows.split_identity(identity)[1] not in relisted
-                and self._emitted.get(identity) != member
-            ):
+            if rows.split_identity(identity)[1] not in relisted and self._emitted.get(
+                identity
+            ) != hash(member):
                 self._change(store_events.Change(identity, member))
                 changed += 1
         for identity in self._emitted.keys() - new.keys():
             if rows.split_identity(identity)[1] not in relisted:
                 self._change(store_events.Change(identity, None))
                 changed += 1
-        self._emitted = new
+        self._emitted = {identity: hash(member) for identity, member in new.items()}
         if self._done is not None:
             self._done()
         return changed

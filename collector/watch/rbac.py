@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 
-from collector.debounce import run_debounced
+from collector.debounce import Debounced
+from collector.watch.packed import Packed, pack, unpack
 from common import redis_client
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
@@ -42,26 +43,28 @@ class RbacState:
         self.r, self.cluster, self.kinds = r, cluster, kinds
         self.debounce_s = debounce_s
         self.may_write = may_write
-        self.objects: dict[str, dict[Key, dict[str, Any]]] = {p: {} for p in RESOURCES}
+        # slimmed, and packed (collector.watch.packed) until the next compile
+        self.objects: dict[str, dict[Key, Packed]] = {p: {} for p in RESOURCES}
         self.listed: set[str] = set()
         self.compiles = 0
         self._lock = threading.Lock()
-        self._dirty = threading.Event()
+        self._recompile: Debounced | None = None  # set by `start`
+        self._dirty = False  # changed before `start`
 
     def replace(self, plural: str, items: list[dict[str, Any]]) -> None:
         """A (re)list of one resource."""
         with self._lock:
-            self.objects[plural] = {_key(o): _slim(o) for o in items}
+            self.objects[plural] = {_key(o): pack(_slim(o)) for o in items}
             self.listed.add(plural)
-        self._dirty.set()
+        self.touch()
 
     def event(self, plural: str, kind: str, obj: dict[str, Any]) -> None:
         with self._lock:
             if kind == "DELETED":
                 self.objects[plural].pop(_key(obj), None)
             else:
-                self.objects[plural][_key(obj)] = _slim(obj)
-        self._dirty.set()
+                self.objects[plural][_key(obj)] = pack(_slim(obj))
+        self.touch()
 
     @property
     def complete(self) -> bool:
@@ -69,30 +72,40 @@ class RbacState:
 
     def touch(self) -> None:
         """Recompute at the next chance (what was held back while not allowed to write)."""
-        self._dirty.set()
+        recompile = self._recompile
+        if recompile is None:
+            self._dirty = True
+        else:
+            recompile.mark()
 
-    def run(self, stop: threading.Event) -> None:
-        """Recompile and store the grants after changes, at most once per debounce window."""
-        run_debounced(
-            stop,
-            self._dirty,
+    def start(self, stopped: Callable[[], bool]) -> None:
+        """Recompile and store the grants after changes, at most once per debounce window (on
+        the process's shared recompute pool, collector.debounce), until `stopped()`."""
+        self._recompile = Debounced(
             self.debounce_s,
             lambda: self.complete and self.may_write(),
             self.compile_and_store,
             redis_client.ERRORS,
             "store grants",
             self.cluster,
+            stopped,
             leading=True,  # a lone change (a revocation) is compiled at once
         )
+        if self._dirty:
+            self._recompile.mark()
 
     def compile_and_store(self) -> bool:
-        with self._lock:
-            snapshot = RbacObjects(
-                roles=list(self.objects["roles"].values()),
-                cluster_roles=list(self.objects["clusterroles"].values()),
-                role_bindings=list(self.objects["rolebindings"].values()),
-                cluster_role_bindings=list(self.objects["clusterrolebindings"].values()),
-            )
+        with self._lock:  # unpacked outside the lock: events wait for the copy only
+            packed = {p: list(self.objects[p].values()) for p in RESOURCES}
+        objs: dict[str, list[Mapping[str, Any]]] = {
+            p: [unpack(o) for o in packed[p]] for p in RESOURCES
+        }
+        snapshot = RbacObjects(
+            roles=objs["roles"],
+            cluster_roles=objs["clusterroles"],
+            role_bindings=objs["rolebindings"],
+            cluster_role_bindings=objs["clusterrolebindings"],
+        )
         compiled = compile_grants(snapshot, self.kinds)
         self.compiles += 1
         changed = store_grants(self.r, self.cluster, compiled, synced_at=round(time.time(), 3))

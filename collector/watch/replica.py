@@ -11,6 +11,7 @@ a slow or hung plugin never holds up the round, nor so the other clusters.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -39,6 +40,7 @@ TICKS_PER_TTL = 4
 CLAIM_TICKS = 4 * TICKS_PER_TTL  # a claim the holder does not let go of is dropped after this
 HANDOVER_MAX_S = 20.0  # a leaving replica waits at most this long for its clusters' claimants
 LIST_CONCURRENCY = 4
+RETIRE_WORKERS = 2  # threads stopping dropped watches (each stop is bounded: ClusterWatch.stop)
 
 
 class WatchReplica:
@@ -69,7 +71,11 @@ class WatchReplica:
         self.claim_ticks: dict[str, int] = {}
         self.live: set[str] = set()  # tokens of the live replicas, as of the last round
         self._reconciled_at = float("-inf")
-        self._retiring: list[threading.Thread] = []  # stopping watches (`drop`)
+        # Stopping dropped watches, off the round (`drop`): a few threads, however many drop.
+        self._retirer = concurrent.futures.ThreadPoolExecutor(
+            RETIRE_WORKERS, thread_name_prefix="watch-retire"
+        )
+        self._retiring: list[concurrent.futures.Future[None]] = []
         self._free_seen: set[str] = set()  # free clusters left to the others last round
         self._loading: dict[str, _Load] = {}  # exec plugins running (`_client`)
 
@@ -354,9 +360,8 @@ class WatchReplica:
             watch.stop()
             watch.client.close()
 
-        t = threading.Thread(target=retire, name=f"{watch.cluster}:retire", daemon=True)
-        t.start()
-        self._retiring = [x for x in self._retiring if x.is_alive()] + [t]
+        done = self._retirer.submit(retire)
+        self._retiring = [x for x in self._retiring if not x.done()] + [done]
 
     def close(self) -> None:
         """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
@@ -374,8 +379,10 @@ class WatchReplica:
                 self.drop(name, release=True)
             except redis_client.ERRORS:
                 log.warning("could not release a lease; it expires", extra={"cluster": name})
-        for t in self._retiring:  # each stop is bounded (ClusterWatch.stop)
-            t.join()
+        for done in self._retiring:  # each stop is bounded (ClusterWatch.stop)
+            if (e := done.exception()) is not None:
+                log.warning("could not stop a watch: %s", e)
+        self._retirer.shutdown()
 
 
 class _Loading(FleetscopeError):

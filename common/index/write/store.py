@@ -55,13 +55,21 @@ class _Snapshot:
         reads.zrange(keys.rows(cluster), 0, -1)
 
     def delta(self, replies: list[Any]) -> writer.Delta:
-        # Stored rows carry what the writer adds from their history (`recent`): compared
-        # without it, so only what the leaf changed is a difference (the writer carries it on).
-        # Most rows never transitioned: their member is kept as it is (no copy).
-        current = {rows.without_recent(m): m for m in map(text, replies[0])}
-        removed = [m for bare, m in current.items() if bare not in self.members]
-        added = self.members - current.keys()
-        return writer.Delta(removed, added, self.members, self.dependents)
+        return snapshot_delta([text(m) for m in replies[0]], self.members, self.dependents)
+
+
+def snapshot_delta(
+    stored: list[str], members: set[str], dependents: dict[str, str]
+) -> writer.Delta:
+    """The writer's delta that makes `members` (their `blockedBy` computed, `dependents` their
+    graph) the cluster's rows, `stored` being the rows there now."""
+    # Stored rows carry what the writer adds from their history (`recent`): compared
+    # without it, so only what the leaf changed is a difference (the writer carries it on).
+    # Most rows never transitioned: their member is kept as it is (no copy).
+    current = {rows.without_recent(m): m for m in stored}
+    removed = [m for bare, m in current.items() if bare not in members]
+    added = members - current.keys()
+    return writer.Delta(removed, added, members, dependents)
 
 
 def replace_rows(

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from common.index import history, keys, rows, syncstatus
+from common.index import graph, history, keys, rows, syncstatus
 from common.index.lease import Fence
-from common.index.write import writer
+from common.index.write import store, writer
 from common.redis_client import text
 
 _TOP = b"\xff"  # sorts after every UTF-8 byte that follows a row's sort-key prefix
@@ -103,6 +103,44 @@ def apply_changes(
     done = writer.write(r, cluster, plan, fence, sync_fields, retention=retention)
     st = plan.stats
     return EventStats(st["added"], st["removed"], st["updated"], done.total, done.graph_reads)
+
+
+class _Build:
+    """The writer plan of a watched cluster's first build: the listed kinds' rows as a
+    snapshot (the other kinds' rows as stored), `blockedBy` settled in memory once, as the full
+    sync settles it (common.index.write.store)."""
+
+    names = None  # the whole name index is compared with the snapshot's
+    source = "watch"
+
+    def __init__(self, kinds: Mapping[str, Mapping[str, str]]) -> None:
+        self.kinds = kinds
+
+    def queue_reads(self, cluster: str, reads: Any) -> None:
+        reads.zrange(keys.rows(cluster), 0, -1)
+
+    def delta(self, replies: list[Any]) -> writer.Delta:
+        stored = [text(m) for m in replies[0]]
+        kept = (rows.without_recent(m) for m in stored if rows.kind_of(m) not in self.kinds)
+        listed = (m for members in self.kinds.values() for m in members.values())
+        parsed = graph.Snapshot([*listed, *kept])
+        return store.snapshot_delta(stored, parsed.members(), parsed.dependents())
+
+
+def first_build(
+    r: redis.Redis,
+    cluster: str,
+    kinds: Mapping[str, Mapping[str, str]],
+    fence: Fence | None = None,
+    retention: history.Retention = history.DEFAULT,
+) -> EventStats:
+    """Write a watched cluster's first build in one write: each kind of `kinds` (kind key ->
+    identity -> member) gets exactly those rows, other kinds' rows stay; every `blockedBy` is
+    computed in memory from the whole cluster and the derived structures rebuilt from it, as a
+    full sync writes (no `dependents` read back per batch: `graph_reads` is 0). Raises LockBusy
+    when the fence is no longer ours."""
+    done = writer.write(r, cluster, _Build(kinds), fence, None, retention=retention)
+    return EventStats(done.added, done.removed, 0, done.total, done.graph_reads)
 
 
 def kind_changes(
