@@ -156,7 +156,7 @@ def register(app: Celery, settings: Settings) -> None:
     runtime = functools.cache(lambda: AlertRuntime(settings))
     interval = settings.alert_interval_s
 
-    @app.task(name=DELIVER, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(shared=False, name=DELIVER, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def deliver_alerts(task: Any, only: list[int] | None = None) -> None:
         result = runtime().deliver(only)
         if not result.failed:
@@ -167,7 +167,7 @@ def register(app: Celery, settings: Settings) -> None:
         except MaxRetriesExceededError:
             log.warning("alert delivery given up until the next evaluation")
 
-    @app.task(name=EVALUATE, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(shared=False, name=EVALUATE, ignore_result=True)  # type: ignore[untyped-decorator]
     def evaluate_alerts() -> None:
         if runtime().evaluate() is not None and settings.alertmanager_url:
             deliver_alerts.apply_async(expires=interval)

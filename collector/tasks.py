@@ -49,23 +49,23 @@ def register(app: Celery, settings: Settings) -> Callable[[], Collector]:
     """Register the tasks on `app`; returns the process's Collector getter."""
     runtime = runtime_factory(settings)
 
-    @app.task(name=SYNC_OBJECTS, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(shared=False, name=SYNC_OBJECTS, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def sync_objects(task: Any, cluster: str) -> None:
         _sync(task, runtime(), Work.OBJECTS, cluster)
 
-    @app.task(name=SYNC_RBAC, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(shared=False, name=SYNC_RBAC, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def sync_rbac(task: Any, cluster: str) -> None:
         _sync(task, runtime(), Work.RBAC, cluster)
 
-    @app.task(name=FAN_OUT_OBJECTS, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(shared=False, name=FAN_OUT_OBJECTS, ignore_result=True)  # type: ignore[untyped-decorator]
     def schedule_object_syncs() -> int:
         return _fan_out(sync_objects, runtime(), settings.sync_interval_s)
 
-    @app.task(name=FAN_OUT_RBAC, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(shared=False, name=FAN_OUT_RBAC, ignore_result=True)  # type: ignore[untyped-decorator]
     def schedule_rbac_syncs() -> int:
         return _fan_out(sync_rbac, runtime(), settings.rbac_sync_interval_s)
 
-    @app.task(name=RECONCILE, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(shared=False, name=RECONCILE, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def reconcile_registry(task: Any) -> None:
         try:
             result = runtime().reconcile()
