@@ -97,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, sim: KubeSim, stack: Stack, fleet: Any) -> dict[str, Any]:
     admin = soak_load.ADMIN
     t0 = time.monotonic()
-    ready = lambda: http_json(stack.bases[0] + "/api/v1/status", admin)[1] or {}  # noqa: E731
+
+    def ready() -> dict[str, Any]:
+        return http_json(stack.bases[0] + "/api/v1/status", admin)[1] or {}
+
     if not soak_faults.wait_until(lambda: collected(stack, sim), 3600, 2):
         raise RuntimeError(f"the stack did not collect the fleet: {ready()}")
     soak_faults.wait_until(lambda: ready().get("state") == "ready", 120, 2)

@@ -102,11 +102,10 @@ def inject(stack: Stack, fault: Fault, now_s: Any) -> Injected:
     else:
         cluster = stack.sim.clusters[fault.target % len(stack.sim.clusters)]
         rec.target = cluster
-        start, stop = _leaf_fault(stack, fault.kind, cluster)
-        start()
+        start_leaf_fault(stack, fault.kind, cluster)
 
         def end() -> None:
-            stop()
+            end_leaf_fault(stack, fault.kind, cluster)
             rec.ended_s = round(now_s(), 1)
 
         timer = threading.Timer(fault.hold_s, end)
@@ -118,24 +117,21 @@ def inject(stack: Stack, fault: Fault, now_s: Any) -> Injected:
     return rec
 
 
-def _leaf_fault(stack: Stack, kind: str, cluster: str) -> tuple[Any, Any]:
-    def clear() -> None:
-        stack.leaf_faults.pop(cluster, None)
-
+def start_leaf_fault(stack: Stack, kind: str, cluster: str) -> None:
     if kind == "leaf-down":
-        return (
-            lambda: stack.sim.set_fault(cluster, down=True),
-            lambda: (stack.sim.set_fault(cluster), clear()),
-        )
-    if kind == "leaf-slow":
-        return (
-            lambda: stack.sim.set_fault(cluster, latency_s=SLOW_LATENCY_S),
-            lambda: (stack.sim.set_fault(cluster), clear()),
-        )
-    return (
-        lambda: stack.unregister(cluster),
-        lambda: (stack.register(cluster), clear()),
-    )
+        stack.sim.set_fault(cluster, down=True)
+    elif kind == "leaf-slow":
+        stack.sim.set_fault(cluster, latency_s=SLOW_LATENCY_S)
+    else:
+        stack.unregister(cluster)
+
+
+def end_leaf_fault(stack: Stack, kind: str, cluster: str) -> None:
+    if kind == "leaf-removed":
+        stack.register(cluster)
+    else:
+        stack.sim.set_fault(cluster)
+    stack.leaf_faults.pop(cluster, None)
 
 
 def kill9(pid: int) -> None:

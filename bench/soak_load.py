@@ -239,12 +239,13 @@ class RbacChurn(Looping):
         self.sim.delete(c, "RoleBinding", ns, "team-view")
         rec["revoked_s"] = self._until_gone(h, path, t0)
         rec["seen_after_bound"] = self._watch_gone(h, path, self.every_s)
+        if not self.stop_event.is_set():  # one cut short by the run's end measured nothing
+            self.record.revocations.append(rec)
         restored = {k: v for k, v in b.items() if k != "status"}
         restored["metadata"] = {"name": "team-view", "namespace": ns}
         if "labels" in b["metadata"]:
             restored["metadata"]["labels"] = b["metadata"]["labels"]
         self.sim.apply(c, restored)
-        self.record.revocations.append(rec)
 
     def _until_gone(self, h: dict[str, str], path: str, t0: float) -> float | None:
         while time.monotonic() - t0 < 60 and not self.stop_event.is_set():

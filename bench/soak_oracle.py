@@ -13,7 +13,7 @@ import redis
 from bench.soak_load import headers, walk
 from common.index import rows
 from common.kinds.registry import builtin_registry
-from common.rbac.authorizer import Authorizer, RbacObjects, UserInfo
+from common.rbac.authorizer import Authorizer, Obj, RbacObjects, UserInfo
 from kubesim.server import KubeSim
 from tests.watch.harness import consistent, full_sync_members, stored
 
@@ -74,12 +74,9 @@ def expected_rows(sim: KubeSim, users: dict[str, UserInfo]) -> dict[str, set[Key
 
 
 def rbac(sim: KubeSim, cluster: str) -> RbacObjects:
-    return RbacObjects(
-        sim.list(cluster, "Role"),
-        sim.list(cluster, "ClusterRole"),
-        sim.list(cluster, "RoleBinding"),
-        sim.list(cluster, "ClusterRoleBinding"),
-    )
+    kinds = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
+    lists: list[list[Obj]] = [list(sim.list(cluster, k)) for k in kinds]
+    return RbacObjects(*lists)
 
 
 def walks_against_oracle(
