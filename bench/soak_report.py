@@ -72,3 +72,50 @@ def plot(
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def cells(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rows of docs/operations.md's table of soak runs, filled from one soak.json."""
+    fresh, hist = result["freshness"], result["history"]
+    served = {k: sum(v.values()) for k, v in result["requests_by_kind"].items()}
+    revs = [r["revoked_s"] for r in result["revocations"] if r["revoked_s"] is not None]
+    inv = result["invariants"]
+    oracle = len(result["oracle_walks"])
+    rss = ", ".join(f"{n} {v['slope_pct_per_10min']}" for n, v in result["rss"].items())
+    return [
+        ("requests served (by kind)", f"{result['requests']:,}: " + _pairs(served)),
+        (
+            "faults injected / survived",
+            f"{result['faults_injected']} / {result['faults_survived']}",
+        ),
+        ("rows lost", str(result["rows_lost"])),
+        ("errors by class", _pairs(result["errors"]) or "none"),
+        (
+            "freshness p50 / p99 (p99 with failovers)",
+            f"{fresh['p50_s']} / {fresh['p99_s']} s ({fresh['p99_all_s']} s), n={fresh['n']}",
+        ),
+        (
+            "revocations (max, violations)",
+            f"{len(revs)}: max {max(revs, default=0)} s, {inv['revocation_violations']['value']}",
+        ),
+        (
+            "walks, rows twice; oracle walks differing",
+            f"{len(result['walks'])}, {inv['walk_rows_twice']['value']}; "
+            f"{inv['walks_differ_from_oracle']['value']} of {oracle} users",
+        ),
+        ("history duplicate transitions", f"{hist['duplicates']} of {hist['entries']} entries"),
+        ("RSS slope per process (% per 10 min)", rss),
+        ("failed invariants", ", ".join(verdicts(inv)) or "none"),
+    ]
+
+
+def _pairs(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in counts.items())
+
+
+if __name__ == "__main__":  # print a soak.json's column of the table: python -m bench.soak_report
+    import json
+    import sys
+
+    for label, cell in cells(json.loads(Path(sys.argv[1]).read_text())):
+        print(f"| {label} | {cell} |")

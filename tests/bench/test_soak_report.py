@@ -34,3 +34,33 @@ def test_the_plot_is_a_png(tmp_path: Path) -> None:
     )
     data = path.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+def test_the_docs_table_column_comes_from_soak_json() -> None:
+    ok = {"value": 0, "ok": True}
+    result = {
+        "requests": 3,
+        "requests_by_kind": soak_report.requests_by_kind(ANSWERS),
+        "faults_injected": 7,
+        "faults_survived": 7,
+        "rows_lost": 0,
+        "errors": {"503 json during redis failover": 1},
+        "freshness": {"p50_s": 0.1, "p99_s": 0.5, "p99_all_s": 3.0, "n": 100},
+        "revocations": [{"revoked_s": 0.3}, {"revoked_s": None}],
+        "invariants": {
+            "revocation_violations": {"value": 1, "ok": False},
+            "walk_rows_twice": ok,
+            "walks_differ_from_oracle": ok,
+        },
+        "walks": [{}, {}],
+        "oracle_walks": {"a": {}, "b": {}},
+        "history": {"duplicates": 0, "entries": 40},
+        "rss": {"beat": {"slope_pct_per_10min": 0.1}},
+    }
+    table = dict(soak_report.cells(result))
+    assert table["requests served (by kind)"] == "3: facets 1, list 2"
+    assert table["faults injected / survived"] == "7 / 7"
+    assert table["freshness p50 / p99 (p99 with failovers)"] == "0.1 / 0.5 s (3.0 s), n=100"
+    assert table["revocations (max, violations)"] == "1: max 0.3 s, 1"
+    assert table["walks, rows twice; oracle walks differing"] == "2, 0; 0 of 2 users"
+    assert table["failed invariants"] == "revocation_violations"
