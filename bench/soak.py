@@ -208,7 +208,10 @@ def finish(
         r.close()
     users = {u.name: UserInfo(u.name, u.groups) for u in fleet_users(fleet)}
     users[soak_load.WIDE_USER] = UserInfo(soak_load.WIDE_USER)
+    t0 = time.monotonic()
     walks = soak_oracle.walks_against_oracle(sim, stack.bases, users)
+    oracle_s = round(time.monotonic() - t0, 1)
+    print(f"settled in {settle_s} s, oracle walks in {oracle_s} s", flush=True)
     history = history_duplicates(stack.bases[0], sorted(rec.probed))
     spans = soak_invariants.failovers(faults)
     errors = soak_invariants.errors_by_class(rec.requests, faults)
@@ -242,12 +245,14 @@ def finish(
         "requests_by_kind": soak_report.requests_by_kind(rec.requests),
         "requests": len(rec.requests),
         "errors": errors,
+        "answers_not_200": rec.failed,
         "faults": faults,
         "faults_injected": len(injected),
         "faults_survived": sum(1 for f in injected if f.survived),
         "rows_lost": diff["lost"],
         "settle": {"seconds": settle_s, **diff},
         "oracle_walks": walks,
+        "oracle_walks_s": oracle_s,
         "history": history,
         "freshness": fresh,
         "revocations": rec.revocations,

@@ -52,14 +52,22 @@ class Record:
     streams: Counter[str] = field(default_factory=Counter)
     churn: Counter[str] = field(default_factory=Counter)
     probed: set[tuple[str, str]] = field(default_factory=set)
+    failed: list[dict[str, Any]] = field(default_factory=list)
 
     def now_s(self) -> float:
         return time.monotonic() - self.started
 
     def get(self, base: str, path: str, h: dict[str, str], kind: str) -> tuple[int, Any]:
+        """GET and record the answer at the time it was asked (a fault's window holds the
+        requests made during it, however long they then took)."""
+        asked = self.now_s()
         code, body = http_json(base + path, h)
         err = (body or {}).get("error", "") if isinstance(body, dict) and code != 200 else ""
-        self.requests.append((round(self.now_s(), 2), kind, code, err or ""))
+        self.requests.append((round(asked, 2), kind, code, err or ""))
+        if code != 200:
+            took = round(self.now_s() - asked, 2)
+            self.failed.append({"at_s": round(asked, 2), "took_s": took, "path": path,
+                                "code": code, "error": err or "", "base": base})  # fmt: skip
         return code, body
 
 
@@ -206,6 +214,8 @@ class Freshness(Looping):
                 seen = time.monotonic() - t0
                 break
             time.sleep(POLL_S)
+        if seen is None and self.stop_event.is_set():
+            return  # cut short by the run's end: nothing measured
         self.record.freshness.append((round(at, 2), None if seen is None else round(seen, 3), c))
         self.stop_event.wait(max(0.0, self.every_s - (time.monotonic() - t0)))
 

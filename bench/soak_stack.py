@@ -61,7 +61,7 @@ class Stack:
     bases: list[str] = field(default_factory=list)
     leaf_faults: dict[str, str] = field(default_factory=dict)
     spare_servers: list[RedisServer] = field(default_factory=list)
-    killed: list[str] = field(default_factory=list)  # children killed on purpose, restarted
+    killed: list[int] = field(default_factory=list)  # pids of children killed on purpose
 
     @property
     def clusters_dir(self) -> Path:
@@ -85,7 +85,7 @@ class Stack:
         pid = self.by_name(name).process.pid
         kill9(pid)
         self.by_name(name).process.wait(10)
-        self.killed.append(name)
+        self.killed.append(pid)
         start_watcher(self.sup, name)  # as a Deployment's kubelet would
         return name, pid
 
@@ -123,7 +123,7 @@ class Stack:
 
     def whole(self) -> bool:
         """Every process there with its children, and every query process answering."""
-        if self.sup.dead() and any(c.name not in self.killed for c in self.sup.dead()):
+        if any(c.process.pid not in self.killed for c in self.sup.dead()):
             return False
         for i in range(WORKERS):
             if len(children(self.by_name(f"worker-{i}").process.pid)) < 2:
