@@ -175,7 +175,7 @@ def recover(stack: Stack, injected: list[Any], rec: Any, ready: Any) -> int:
 
 def progress(rec: soak_load.Record) -> str:
     codes: dict[int, int] = {}
-    for _, _, code, _ in rec.requests:
+    for _, _, code, *_ in rec.requests:
         codes[code] = codes.get(code, 0) + 1
     fresh = [s for _, s, _ in rec.freshness[-20:] if s is not None]
     return (

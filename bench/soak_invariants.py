@@ -38,42 +38,49 @@ def failovers(faults: Sequence[dict[str, Any]]) -> list[Window]:
     )
 
 
-def inside(t: float, spans: Iterable[Window]) -> bool:
-    return any(a <= t <= b for a, b in spans)
+def inside(t: float, spans: Iterable[Window], until: float | None = None) -> bool:
+    """`t` (or the span from `t` to `until`) meets one of `spans`."""
+    end = t if until is None else until
+    return any(a <= end and t <= b for a, b in spans)
 
 
 def classify(
-    t: float, kind: str, code: int, error: str, faults: Sequence[dict[str, Any]]
+    t: float,
+    kind: str,
+    code: int,
+    error: str,
+    faults: Sequence[dict[str, Any]],
+    done: float | None = None,
 ) -> str | None:
-    """The class of an answer that is not a 200 (None for a 200); classes starting with
+    """The class of an answer that is not a 200 (None for a 200), asked at `t` and answered
+    at `done` (in flight when a fault began counts as during it); classes starting with
     `unexpected` break the invariant."""
     if code == 200:
         return None
-    if (
-        code == 503
-        and error
-        and inside(t, windows(faults, "redis-primary", REDIS_FAILOVER_GRACE_S))
-    ):
+    failover = windows(faults, "redis-primary", REDIS_FAILOVER_GRACE_S)
+    if code == 503 and error and inside(t, failover, done):
         return "503 json during redis failover"
-    if code == 0 and inside(t, windows(faults, "query-worker", KILLED_WORKER_S)):
+    if code == 0 and inside(t, windows(faults, "query-worker", KILLED_WORKER_S), done):
         return "connection lost to a killed query worker"
     leaf = [w for k in ("leaf-down", "leaf-slow") for w in windows(faults, k, 5.0)]
-    if kind in ("detail", "relations") and code in (502, 504) and inside(t, leaf):
+    if kind in ("detail", "relations") and code in (502, 504) and inside(t, leaf, done):
         return f"{code} {kind} of a faulted leaf"
     removed = windows(faults, "leaf-removed", 30.0)
-    if kind in ("detail", "relations", "history") and code == 404 and inside(t, removed):
+    if kind in ("detail", "relations", "history") and code == 404 and inside(t, removed, done):
         return "404 of an unregistered leaf"
     if code == 0 or code >= 500:
         return f"unexpected {code} {error}".strip()
     return f"unexpected {code} {kind} {error}".strip()
 
 
-def errors_by_class(
-    requests: Iterable[tuple[float, str, int, str]], faults: Sequence[dict[str, Any]]
-) -> dict[str, int]:
+Answer = tuple[float, str, int, str, float]
+"""(asked at s, kind, status, error, answered at s)"""
+
+
+def errors_by_class(requests: Iterable[Answer], faults: Sequence[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for t, kind, code, error in requests:
-        c = classify(t, kind, code, error, faults)
+    for t, kind, code, error, done in requests:
+        c = classify(t, kind, code, error, faults, done)
         if c:
             out[c] = out.get(c, 0) + 1
     return out

@@ -45,7 +45,7 @@ class Record:
     """Everything measured, appended from many threads (list.append is atomic)."""
 
     started: float = field(default_factory=time.monotonic)
-    requests: list[tuple[float, str, int, str]] = field(default_factory=list)
+    requests: list[tuple[float, str, int, str, float]] = field(default_factory=list)
     freshness: list[tuple[float, float | None, str]] = field(default_factory=list)
     revocations: list[dict[str, Any]] = field(default_factory=list)
     walks: list[dict[str, Any]] = field(default_factory=list)
@@ -63,9 +63,10 @@ class Record:
         asked = self.now_s()
         code, body = http_json(base + path, h)
         err = (body or {}).get("error", "") if isinstance(body, dict) and code != 200 else ""
-        self.requests.append((round(asked, 2), kind, code, err or ""))
+        done = self.now_s()
+        self.requests.append((round(asked, 2), kind, code, err or "", round(done, 2)))
         if code != 200:
-            took = round(self.now_s() - asked, 2)
+            took = round(done - asked, 2)
             self.failed.append({"at_s": round(asked, 2), "took_s": took, "path": path,
                                 "code": code, "error": err or "", "base": base})  # fmt: skip
         return code, body

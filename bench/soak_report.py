@@ -12,20 +12,22 @@ from typing import Any
 BUCKET_S = 10.0
 
 
-def requests_by_kind(requests: Sequence[tuple[float, str, int, str]]) -> dict[str, dict[str, int]]:
+def requests_by_kind(
+    requests: Sequence[tuple[float, str, int, str, float]],
+) -> dict[str, dict[str, int]]:
     out: dict[str, Counter[str]] = {}
-    for _, kind, code, _ in requests:
+    for _, kind, code, *_ in requests:
         out.setdefault(kind, Counter())[str(code)] += 1
     return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
 
 def error_rate(
-    requests: Sequence[tuple[float, str, int, str]], bucket_s: float = BUCKET_S
+    requests: Sequence[tuple[float, str, int, str, float]], bucket_s: float = BUCKET_S
 ) -> list[tuple[float, float]]:
     """(bucket start s, share of answers that were not 200) per bucket."""
     total: Counter[int] = Counter()
     bad: Counter[int] = Counter()
-    for t, _, code, _ in requests:
+    for t, _, code, *_ in requests:
         b = int(t // bucket_s)
         total[b] += 1
         bad[b] += code != 200

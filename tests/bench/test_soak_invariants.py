@@ -22,6 +22,8 @@ def test_json_503s_are_expected_only_while_redis_fails_over() -> None:
     assert inv.classify(105, "list", 503, "", FAULTS).startswith("unexpected")  # not JSON
     assert inv.classify(105, "list", 500, "internal", FAULTS).startswith("unexpected")
     assert inv.classify(105, "list", 200, "", FAULTS) is None
+    assert inv.classify(99, "list", 503, "u", FAULTS).startswith("unexpected")
+    assert inv.classify(99, "list", 503, "u", FAULTS, done=100.5).startswith("503 json")
 
 
 def test_fault_effects_are_classed_by_fault() -> None:
@@ -33,9 +35,14 @@ def test_fault_effects_are_classed_by_fault() -> None:
 
 
 def test_errors_by_class_and_the_unexpected_count() -> None:
-    answers = [(105.0, "list", 503, "u"), (1.0, "list", 200, ""), (2.0, "facets", 500, "boom")]
+    answers = [
+        (105.0, "list", 503, "u", 105.1),
+        (1.0, "list", 200, "", 1.1),
+        (2.0, "facets", 500, "boom", 2.1),
+        (99.5, "list", 503, "u", 100.2),  # asked before the kill, answered after it
+    ]
     errors = inv.errors_by_class(answers, FAULTS)
-    assert errors == {"503 json during redis failover": 1, "unexpected 500 boom": 1}
+    assert errors == {"503 json during redis failover": 2, "unexpected 500 boom": 1}
     assert inv.unexpected(errors) == 1
 
 

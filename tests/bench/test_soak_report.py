@@ -7,7 +7,11 @@ from pathlib import Path
 
 from bench import soak_report
 
-ANSWERS = [(1.0, "list", 200, ""), (2.0, "list", 503, "x"), (12.0, "facets", 200, "")]
+ANSWERS = [
+    (1.0, "list", 200, "", 1.1),
+    (2.0, "list", 503, "x", 2.1),
+    (12.0, "facets", 200, "", 12.1),
+]
 
 
 def test_requests_by_kind_and_status() -> None:
