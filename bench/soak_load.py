@@ -20,7 +20,9 @@ from tests.reliability.stack import http_json
 from tests.support.sse import Stream
 
 WIDE_USER = "wide-user"
-WIDE_EVERY = 4  # the many-namespace user may list every 4th app namespace of every cluster
+WIDE_NAMESPACES = 25
+"""The many-namespace user may list this many app namespaces of every cluster, evenly spread
+(5,000 namespaces at L: a fixed count, so its walks stay a few dozen pages at any preset)."""
 POLL_S = 0.05
 
 
@@ -82,12 +84,14 @@ def app_namespaces(sim: KubeSim) -> list[str]:
 
 
 def add_wide_user(sim: KubeSim) -> None:
-    """RoleBindings giving `wide-user` the team role in every WIDE_EVERY-th app namespace."""
+    """RoleBindings giving `wide-user` the team role in WIDE_NAMESPACES app namespaces of
+    every cluster."""
+    namespaces = app_namespaces(sim)
+    wide = namespaces[:: max(1, len(namespaces) // WIDE_NAMESPACES)][:WIDE_NAMESPACES]
     for c in sim.clusters:
-        team_view = next(
-            b for b in sim.list(c, "RoleBinding") if b["metadata"]["name"] == "team-view"
-        )
-        for ns in app_namespaces(sim)[::WIDE_EVERY]:
+        bindings = sim.list(c, "RoleBinding")
+        team_view = next(b for b in bindings if b["metadata"]["name"] == "team-view")
+        for ns in wide:
             sim.apply(c, wide_binding(ns, team_view["roleRef"]))
 
 
