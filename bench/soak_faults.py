@@ -10,6 +10,7 @@ shuffled order, repeated while the window lasts.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import signal
@@ -90,7 +91,7 @@ class Injected:
 
 def inject(stack: Stack, fault: Fault, now_s: Any) -> Injected:
     """Start `fault`; a held one ends `hold_s` later in a timer thread (run seconds: `now_s()`)."""
-    rec = Injected(fault.kind, round(now_s(), 1))
+    rec = Injected(fault.kind, math.floor(now_s() * 100) / 100)  # never after the kill
     if fault.kind == "worker-child":
         rec.target, rec.detail["pid"] = stack.kill_worker_child(fault.target)
     elif fault.kind == "watcher":
