@@ -1,211 +1,286 @@
-"""Soak: the whole stack for a while (default 10 minutes) at a steady request rate, with an
-object sync every 10 s and one leaf cluster flapping (down/up), recording every answer's status
-and the memory (RSS) of every process over time.
+"""Soak, "a day in the life" (issue #41): the whole stack at a fleet preset under load, churn and
+a seeded series of faults, checked by invariants throughout and at the end.
 
-    ./dev bench soak [--duration-s 600] [--rate 20] [--flap-period-s 30] [--out soak.json]
+    ./dev bench soak [--preset L] [--duration-s 1800] [--out soak.json]
 
-Expected errors: detail reads of the flapping cluster while it is down (502). Anything else
-(5xx, connection errors, a process exiting) is counted as unexpected; exit status 1 if any.
+Stack (bench.soak_stack): Redis with a replica and three Sentinels, two prefork Celery workers,
+beat, two `fleetscope watch` replicas, two query processes, kubesim's fleet in this process.
+Load, churn, freshness probes, RBAC changes, watch streams and walks: bench.soak_load. Faults,
+one every 2-3 minutes scaled to the duration: bench.soak_faults. Invariants: bench.soak_invariants
+and, at the end, bench.soak_oracle. Writes `--out` (JSON) and a PNG next to it; exit status 1
+if any invariant fails.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import gc
 import json
 import tempfile
-import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from common.redis_server import start_redis_server
-from fleetscope.supervisor import Supervisor
-from kubesim.gen.fleet import generate_fleet
+from bench import soak_faults, soak_invariants, soak_load, soak_oracle, soak_report
+from bench.soak_stack import Stack, rss_kib, start_stack
+from common.index import syncstatus
+from common.rbac.authorizer import UserInfo
+from common.redis_client import connect
+from kubesim.gen.fleet import preset_fleet
+from kubesim.gen.users import fleet_users
 from kubesim.server import KubeSim
-from tests.reliability.stack import (
-    http_json,
-    stack_env,
-    start_beat,
-    start_query,
-    start_worker,
-    wait_for,
-)
+from tests.reliability.stack import http_json
 
-FLAP = "cluster-001"
-CALLERS = {
-    "admin": {"X-Remote-User": "admin-0", "X-Remote-Group": "fleet-admins"},
-    "team": {"X-Remote-User": "dev-team-00", "X-Remote-Group": "team-00"},
-    "nobody": {"X-Remote-User": "nobody"},
-}
+HARNESS = "kubesim+loadgen"
+"""This process: kubesim's fleet and every record of the run (growing with the run by design):
+sampled and reported, not held to the RSS invariant."""
 
 
-def rss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="S", help="kubesim fleet preset: S, M or L")
+    p.add_argument("--duration-s", type=float, default=1800)
+    p.add_argument("--seed", type=int, default=1, help="fleet and fault order")
+    p.add_argument("--rate", type=float, default=20, help="API requests per second")
+    p.add_argument("--transitions-per-s", type=float, default=20)
+    p.add_argument("--unchanged-per-s", type=float, default=20, help="status-unchanged updates")
+    p.add_argument("--rbac-every-s", type=float, default=60, help="a RoleBinding removed/added")
+    p.add_argument("--walk-every-s", type=float, default=20)
+    p.add_argument("--sample-every-s", type=float, default=10, help="RSS samples")
+    p.add_argument("--revocation-bound-s", type=float, default=5.0)
+    p.add_argument("--freshness-target-s", type=float, default=2.0)
+    p.add_argument("--settle-timeout-s", type=float, default=300)
+    p.add_argument("--out", default="soak.json")
+    return p.parse_args(argv)
 
 
-def children(pid: int) -> list[int]:
-    try:
-        raw = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in raw.split()]
-
-
-def sample(sup: Supervisor, redis_pid: int, self_pid: int) -> dict[str, int]:
-    """RSS (KiB) of every process: redis, kubesim (this process), and each child's tree."""
-    out = {"redis": rss_kib(redis_pid), "kubesim+loadgen": rss_kib(self_pid)}
-    for child in sup.children:
-        out[child.name] = rss_kib(child.process.pid)
-        for i, pid in enumerate(sorted(children(child.process.pid))):
-            out[f"{child.name}.child{i}"] = rss_kib(pid)
-    return out
-
-
-def requests_cycle(sim: KubeSim) -> itertools.cycle[tuple[str, str, dict[str, str]]]:
-    targets = []
-    for cluster in sim.clusters:
-        obj = sim.list(cluster, "Kustomization")[0]["metadata"]
-        path = f"/api/v1/objects/{cluster}/{obj['namespace']}/Kustomization/{obj['name']}"
-        targets.append(("detail", path, CALLERS["admin"]))
-    for who, headers in CALLERS.items():
-        targets += [
-            ("list", "/api/v1/objects?limit=50", headers),
-            ("list-unhealthy", "/api/v1/objects?status=unhealthy&limit=50", headers),
-            ("facets", "/api/v1/facets", headers),
-            ("status", "/api/v1/status", headers),
-        ]
-        del who
-    return itertools.cycle(targets)
-
-
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     workdir = Path(tempfile.mkdtemp(prefix="fleetscope-soak-"))
-    redis_server = start_redis_server()
-    sim = KubeSim.start(
-        generate_fleet(args.clusters, args.namespaces, seed=3), kubeconfig_dir=workdir / "clusters"
-    )
-    sim.warm()
-    env = stack_env(
-        redis_server.url,
-        workdir / "clusters",
-        workdir,
-        sync_interval_s=args.sync_interval_s,
-        rbac_sync_interval_s=args.sync_interval_s,
-        registry_interval_s=30,
-    )
-    sup = Supervisor(workdir, env)
-    statuses: Counter[str] = Counter()
-    unexpected: Counter[str] = Counter()
-    memory: list[dict[str, Any]] = []
-    flap_down = threading.Event()
+    fleet = preset_fleet(args.preset, args.seed)
+    sim = KubeSim.start(fleet, kubeconfig_dir=workdir / "clusters")
     try:
-        start_worker(sup, pool="prefork")
-        start_beat(sup, workdir)
-        _, base = start_query(sup)
-        admin = CALLERS["admin"]
-        wait_for(
-            lambda: http_json(base + "/api/v1/status", admin)[1].get("state") == "ready",
-            120,
-            "ready",
+        sim.warm()
+        soak_load.add_wide_user(sim)
+        gc.collect()
+        gc.freeze()  # kubesim's fleet lives here: no full collections pausing it (and the probes)
+        stack = start_stack(
+            sim,
+            workdir,
+            registry_interval_s=10,
+            watch_bookmark_s=5,
+            leaf_timeout_s=2,
+            log_level="WARNING",
         )
-        targets = requests_cycle(sim)
-        started = time.monotonic()
-        next_flap, next_sample, sent = started + args.flap_period_s, started, 0
-        while (now := time.monotonic()) - started < args.duration_s:
-            if now >= next_flap:
-                flap_down.set() if not flap_down.is_set() else flap_down.clear()
-                sim.set_fault(FLAP, down=flap_down.is_set())
-                next_flap += args.flap_period_s
-            if now >= next_sample:
-                memory.append(
-                    {"t_s": round(now - started), **sample(sup, redis_server.process.pid, _pid())}
-                )
-                next_sample += args.sample_every_s
-                print(
-                    f"[{now - started:5.0f}s] sent {sent}, statuses {dict(statuses)}, "
-                    f"unexpected {dict(unexpected)}",
-                    flush=True,
-                )
-            what, path, headers = next(targets)
-            code, body = http_json(base + path, headers)
-            statuses[f"{what} {code}"] += 1
-            sent += 1
-            expected_502 = what == "detail" and FLAP in path and code == 502
-            if (
-                code == 0
-                or (code >= 500 and not expected_502)
-                or (code >= 400 and what != "detail")
-            ):
-                unexpected[f"{what} {code} {(body or {}).get('error', '')}"] += 1
-            for child in sup.dead():
-                unexpected[f"process exited: {child.name}"] += 1
-            time.sleep(max(0.0, started + sent / args.rate - time.monotonic()))
+        try:
+            result = run(args, sim, stack, fleet)
+        finally:
+            stack.stop()
     finally:
-        sup.stop_all()
         sim.stop()
-        redis_server.stop()
-    return summarize(args, statuses, unexpected, memory, sent)
+    out = Path(args.out)
+    result["plot"] = str(
+        soak_report.plot(
+            out.with_suffix(".png"),
+            [tuple(f) for f in result["freshness_samples"]],
+            result["error_rate"],
+            result["faults"],
+        )
+    )
+    out.write_text(json.dumps(result, indent=1))
+    failed = soak_report.verdicts(result["invariants"])
+    print(json.dumps({k: result[k] for k in ("invariants", "faults", "errors")}, indent=1))
+    print(f"soak: {'FAILED ' + ', '.join(failed) if failed else 'every invariant held'}; {out}")
+    return 1 if failed else 0
 
 
-def _pid() -> int:
+def run(args: argparse.Namespace, sim: KubeSim, stack: Stack, fleet: Any) -> dict[str, Any]:
+    admin = soak_load.ADMIN
+    t0 = time.monotonic()
+
+    def ready() -> dict[str, Any]:
+        return http_json(stack.bases[0] + "/api/v1/status", admin)[1] or {}
+
+    if not soak_faults.wait_until(lambda: collected(stack, sim), 3600, 2):
+        raise RuntimeError(f"the stack did not collect the fleet: {ready()}")
+    soak_faults.wait_until(lambda: ready().get("state") == "ready", 120, 2)
+    print(f"ready after {time.monotonic() - t0:.0f} s", flush=True)
+    namespaces = soak_load.app_namespaces(sim)
+    probe_ns, churn_ns = namespaces[1::5], [n for i, n in enumerate(namespaces) if i % 5 != 1]
+    rec = soak_load.Record()
+    threads: list[soak_load.Looping] = [
+        soak_load.Load(rec, stack.bases, soak_load.targets(sim, probe_ns), args.rate),
+        soak_load.Churn(rec, sim, churn_ns, args.transitions_per_s, args.unchanged_per_s),
+        soak_load.Freshness(rec, sim, stack.bases, probe_ns, stack.leaf_faults),
+        soak_load.RbacChurn(
+            rec, sim, stack.bases, stack.leaf_faults, args.rbac_every_s, args.revocation_bound_s
+        ),
+        soak_load.Walks(rec, stack.bases, args.walk_every_s),
+    ]
+    threads += [
+        soak_load.Streams(rec, stack.bases[i % len(stack.bases)], who, soak_load.CALLERS[who])
+        for i, who in enumerate(("admin", "team-00", "wide"))
+    ]
+    for t in threads:
+        t.start()
+    faults = soak_faults.schedule(args.duration_s, args.seed)
+    injected: list[soak_faults.Injected] = []
+    samples: list[dict[str, Any]] = []
+    next_sample = next_check = 0.0
+    while (now := rec.now_s()) < args.duration_s:
+        if faults and faults[0].at_s <= now:
+            f = faults.pop(0)
+            injected.append(soak_faults.inject(stack, f, rec.now_s))
+            print(f"[{now:6.0f}s] fault {f.kind} -> {injected[-1].target}", flush=True)
+        if now >= next_check:
+            next_check = now + 2
+            recover(stack, injected, rec, ready)
+        if now >= next_sample:
+            next_sample = now + args.sample_every_s
+            procs = {n: [p, rss_kib(p)] for n, p in stack.processes().items()}
+            procs[HARNESS] = [0, rss_kib(_self_pid())]
+            samples.append({"t_s": round(now, 1), "procs": procs})
+            print(f"[{now:6.0f}s] {progress(rec)}", flush=True)
+        time.sleep(0.2)
+    for t in threads:
+        t.stop()
+    for t in threads:
+        t.join(90)
+    soak_faults.wait_until(lambda: not recover(stack, injected, rec, ready), 120, 2)
+    return finish(args, sim, stack, fleet, rec, injected, samples)
+
+
+def collected(stack: Stack, sim: KubeSim) -> bool:
+    """Every cluster registered, its objects and RBAC synced."""
+    r = connect(stack.redis.url, 10)
+    try:
+        syncs = syncstatus.read_all(r, syncstatus.registered_clusters(r))
+    finally:
+        r.close()
+    return len(syncs) == len(sim.clusters) and all(
+        s.state == "ok" and s.last_success and s.rbac_synced_at for s in syncs.values()
+    )
+
+
+def recover(stack: Stack, injected: list[Any], rec: Any, ready: Any) -> int:
+    """Marks the faults the stack came back from (ended, every process whole, ready); returns
+    how many are still pending."""
+    pending = [f for f in injected if f.recovered_s is None and f.ended_s is not None]
+    if pending and stack.whole() and ready().get("state") == "ready":
+        for f in pending:
+            f.recovered_s, f.survived = round(rec.now_s(), 1), True
+        return 0
+    return len(pending) + sum(1 for f in injected if f.ended_s is None)
+
+
+def progress(rec: soak_load.Record) -> str:
+    codes: dict[int, int] = {}
+    for _, _, code, *_ in rec.requests:
+        codes[code] = codes.get(code, 0) + 1
+    fresh = [s for _, s, _ in rec.freshness[-20:] if s is not None]
+    return (
+        f"requests {codes}, churn {dict(rec.churn)}, freshness last20 max "
+        f"{max(fresh, default=0):.2f}s, walks {len(rec.walks)}, streams {rec.streams['connects']}"
+    )
+
+
+def _self_pid() -> int:
     import os
 
     return os.getpid()
 
 
-def summarize(
+def finish(
     args: argparse.Namespace,
-    statuses: Counter[str],
-    unexpected: Counter[str],
-    memory: list[dict[str, Any]],
-    sent: int,
+    sim: KubeSim,
+    stack: Stack,
+    fleet: Any,
+    rec: soak_load.Record,
+    injected: list[soak_faults.Injected],
+    samples: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    half = memory[len(memory) // 2] if memory else {}
-    last = memory[-1] if memory else {}
-    growth = {
-        k: {
-            "first_kib": memory[0].get(k, 0),
-            "half_kib": half.get(k, 0),
-            "last_kib": last.get(k, 0),
-        }
-        for k in (memory[0] if memory else {})
-        if k != "t_s"
+    """The end checks and the report, every invariant a number with its verdict."""
+    faults = [f.to_json() for f in injected]
+    r = connect(stack.redis.url, 10)
+    try:
+        diff, settle_s = soak_oracle.wait_settled(sim, r, args.settle_timeout_s)
+    finally:
+        r.close()
+    users = {u.name: UserInfo(u.name, u.groups) for u in fleet_users(fleet)}
+    users[soak_load.WIDE_USER] = UserInfo(soak_load.WIDE_USER)
+    t0 = time.monotonic()
+    walks = soak_oracle.walks_against_oracle(sim, stack.bases, users)
+    oracle_s = round(time.monotonic() - t0, 1)
+    print(f"settled in {settle_s} s, oracle walks in {oracle_s} s", flush=True)
+    history = history_duplicates(stack.bases[0], sorted(rec.probed))
+    spans = soak_invariants.failovers(faults)
+    errors = soak_invariants.errors_by_class(rec.requests, faults)
+    fresh = soak_invariants.freshness(rec.freshness, spans, soak_invariants.leaf_spans(faults))
+    rss = soak_invariants.rss_flat(samples, warmup_s=args.duration_s * 0.2, skip=[HARNESS])
+    harness = soak_invariants.rss_flat(samples, warmup_s=args.duration_s * 0.2)[HARNESS]
+    revoked = soak_invariants.revocation_violations(rec.revocations, args.revocation_bound_s, spans)
+    p99 = fresh["p99_s"]
+    inv = {
+        "unexpected_errors": _inv(soak_invariants.unexpected(errors), 0),
+        "walk_rows_twice": _inv(soak_invariants.walk_duplicates(rec.walks), 0),
+        "revocation_violations": _inv(revoked, 0),
+        "freshness_p99_s": {
+            "value": p99,
+            "ok": p99 is not None and p99 <= args.freshness_target_s,
+        },
+        "rows_lost": _inv(diff["lost"], 0),
+        "index_differs_from_leaves": _inv(
+            diff["wrong"] + diff["extra"] + len(diff["inconsistent"]), 0
+        ),
+        "walks_differ_from_oracle": _inv(soak_oracle.oracle_failures(walks), 0),
+        "history_duplicate_transitions": _inv(history["duplicates"], 0),
+        "processes_rss_growing": _inv(sum(1 for v in rss.values() if not v["flat"]), 0),
+        "faults_not_survived": _inv(sum(1 for f in injected if not f.survived), 0),
     }
     return {
+        "preset": args.preset,
         "duration_s": args.duration_s,
-        "rate_per_s": args.rate,
-        "requests": sent,
-        "statuses": dict(statuses),
-        "unexpected": dict(unexpected),
-        "memory": growth,
-        "samples": memory,
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "invariants": inv,
+        "requests_by_kind": soak_report.requests_by_kind(rec.requests),
+        "requests": len(rec.requests),
+        "errors": errors,
+        "answers_not_200": rec.failed,
+        "faults": faults,
+        "faults_injected": len(injected),
+        "faults_survived": sum(1 for f in injected if f.survived),
+        "rows_lost": diff["lost"],
+        "settle": {"seconds": settle_s, **diff},
+        "oracle_walks": walks,
+        "oracle_walks_s": oracle_s,
+        "history": history,
+        "freshness": fresh,
+        "revocations": rec.revocations,
+        "walks": rec.walks,
+        "streams": dict(rec.streams),
+        "churn": dict(rec.churn),
+        "rss": rss,
+        "rss_harness": harness,
+        "rss_samples": samples,
+        "freshness_samples": rec.freshness,
+        "error_rate": soak_report.error_rate(rec.requests),
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration-s", type=float, default=600)
-    parser.add_argument("--rate", type=float, default=20, help="requests per second")
-    parser.add_argument("--sync-interval-s", type=float, default=10)
-    parser.add_argument("--flap-period-s", type=float, default=30)
-    parser.add_argument("--sample-every-s", type=float, default=30)
-    parser.add_argument("--clusters", type=int, default=4)
-    parser.add_argument("--namespaces", type=int, default=50)
-    parser.add_argument("--out", default="", help="write the full result as JSON here")
-    args = parser.parse_args()
-    result = run(args)
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2))
-    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
-    return 1 if result["unexpected"] else 0
+def _inv(value: int, want: int) -> dict[str, Any]:
+    return {"value": value, "ok": value == want}
+
+
+def history_duplicates(base: str, probed: list[tuple[str, str]]) -> dict[str, int]:
+    """Duplicate transitions over the probe objects' histories (each probe is a transition)."""
+    dupes = entries = 0
+    for c, ns in probed:
+        path = f"/api/v1/objects/{c}/{ns}/Kustomization/apps/history?limit=500"
+        code, body = http_json(base + path, soak_load.ADMIN)
+        if code == 200:
+            entries += len(body["items"])
+            dupes += soak_invariants.duplicate_transitions(body["items"])
+    return {"objects": len(probed), "entries": entries, "duplicates": dupes}
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from kubesim.server import KubeSim
-from tests.reliability.sentinel import SentinelSet, start_sentinel_set
 from tests.reliability.stack import (
     primary_killed_under_load,
 )
+from tests.support.sentinel import SentinelSet, start_sentinel_set
 
 
 @pytest.fixture

@@ -1,0 +1,221 @@
+"""The soak's invariants, each a number: pure checks over what the run recorded (answers, walks,
+freshness probes, revocations, history pages, RSS samples) and, at the end, the index against
+every leaf (the full-sync oracle of tests/watch/harness.py) and every user's walk against an
+oracle built from the leaves' rows and RBAC (the authorizer itself, as tests/support/query_fleet
+decides it)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Window = tuple[float, float]
+
+REDIS_FAILOVER_GRACE_S = 10.0
+"""After a promotion, clients reconnect; their 503s in this time are still the failover's."""
+WATCHER_TAKEOVER_S = 25.0
+"""A killed watcher replica's leases expire (FLEETSCOPE_WATCH_LEASE_TTL_S, 15 s) before the other
+replica takes its clusters and lists them again: a failover of the watchers."""
+KILLED_WORKER_S = 5.0
+"""Requests in flight on a killed gunicorn worker lose their connection."""
+
+
+def windows(faults: Iterable[dict[str, Any]], kind: str, after_s: float) -> list[Window]:
+    """[start, end] of every fault of `kind`: to its recovery (else its end) plus `after_s`."""
+    out = []
+    for f in faults:
+        if f["kind"] == kind:
+            end = f.get("recovered_s") or f.get("ended_s") or f["at_s"]
+            out.append((f["at_s"], end + after_s))
+    return out
+
+
+def failovers(faults: Sequence[dict[str, Any]]) -> list[Window]:
+    return windows(faults, "redis-primary", REDIS_FAILOVER_GRACE_S) + windows(
+        faults, "watcher", WATCHER_TAKEOVER_S
+    )
+
+
+def inside(t: float, spans: Iterable[Window], until: float | None = None) -> bool:
+    """`t` (or the span from `t` to `until`) meets one of `spans`."""
+    end = t if until is None else until
+    return any(a <= end and t <= b for a, b in spans)
+
+
+def classify(
+    t: float,
+    kind: str,
+    code: int,
+    error: str,
+    faults: Sequence[dict[str, Any]],
+    done: float | None = None,
+) -> str | None:
+    """The class of an answer that is not a 200 (None for a 200), asked at `t` and answered
+    at `done` (in flight when a fault began counts as during it); classes starting with
+    `unexpected` break the invariant."""
+    if code == 200:
+        return None
+    failover = windows(faults, "redis-primary", REDIS_FAILOVER_GRACE_S)
+    if code == 503 and error and inside(t, failover, done):
+        return "503 json during redis failover"
+    if code == 0 and inside(t, windows(faults, "query-worker", KILLED_WORKER_S), done):
+        return "connection lost to a killed query worker"
+    leaf = [w for k in ("leaf-down", "leaf-slow") for w in windows(faults, k, 5.0)]
+    if kind in ("detail", "relations") and code in (502, 504) and inside(t, leaf, done):
+        return f"{code} {kind} of a faulted leaf"
+    removed = windows(faults, "leaf-removed", 30.0)
+    if kind in ("detail", "relations", "history") and code == 404 and inside(t, removed, done):
+        return "404 of an unregistered leaf"
+    if code == 0 or code >= 500:
+        return f"unexpected {code} {error}".strip()
+    return f"unexpected {code} {kind} {error}".strip()
+
+
+Answer = tuple[float, str, int, str, float]
+"""(asked at s, kind, status, error, answered at s)"""
+
+
+def errors_by_class(requests: Iterable[Answer], faults: Sequence[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t, kind, code, error, done in requests:
+        c = classify(t, kind, code, error, faults, done)
+        if c:
+            out[c] = out.get(c, 0) + 1
+    return out
+
+
+def unexpected(errors: dict[str, int]) -> int:
+    return sum(n for c, n in errors.items() if c.startswith("unexpected"))
+
+
+def walk_duplicates(walks: Iterable[dict[str, Any]]) -> int:
+    """Rows shown more than once, over every walk."""
+    return sum(w["rows"] - w["distinct"] for w in walks)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[min(len(s) - 1, math.ceil(len(s) * p) - 1)]
+
+
+LEAF_GRACE_S = 15.0
+"""A leaf back from a fault (up again, fast again, registered again) is listed again first."""
+
+
+def leaf_spans(faults: Iterable[dict[str, Any]]) -> dict[str, list[Window]]:
+    """cluster -> the times it was under a leaf fault, until its recovery plus LEAF_GRACE_S:
+    its changes cannot be seen then (down, unregistered) or only as slowly as it answers."""
+    out: dict[str, list[Window]] = {}
+    for f in faults:
+        if f["kind"].startswith("leaf-"):
+            end = f.get("recovered_s") or f.get("ended_s") or f["at_s"]
+            out.setdefault(f["target"], []).append((f["at_s"], end + LEAF_GRACE_S))
+    return out
+
+
+def freshness(
+    samples: Iterable[tuple[float, float | None, str]],
+    spans: Sequence[Window],
+    leaves: dict[str, list[Window]] | None = None,
+) -> dict[str, Any]:
+    """p50/p99 of change -> visible outside `spans` and outside the probed cluster's own leaf
+    faults (`leaves`); a change never seen counts as infinite."""
+    leaves = leaves or {}
+    samples = list(samples)
+    kept = [
+        math.inf if s is None else s
+        for t, s, c in samples
+        if not inside(t, spans) and not inside(t, leaves.get(c, []))
+    ]
+    every = [math.inf if s is None else s for _, s, _ in samples]
+    return {
+        "n": len(kept),
+        "excluded": len(every) - len(kept),
+        "never_seen": sum(1 for v in every if v == math.inf),
+        "p50_s": _num(percentile(kept, 0.5)),
+        "p99_s": _num(percentile(kept, 0.99)),
+        "p99_all_s": _num(percentile(every, 0.99)),
+    }
+
+
+def _num(v: float) -> float | None:
+    return None if v == math.inf else round(v, 3)
+
+
+def revocation_violations(
+    revocations: Iterable[dict[str, Any]], bound_s: float, spans: Sequence[Window]
+) -> int:
+    """Revocations not effective within `bound_s` (outside `spans`), plus every answer after
+    the bound that still showed a revoked row."""
+    bad = 0
+    for r in revocations:
+        late = r["revoked_s"] is None or r["revoked_s"] > bound_s
+        bad += late and not inside(r["at_s"], spans)
+        bad += r["seen_after_bound"]
+    return bad
+
+
+def duplicate_transitions(entries: Sequence[dict[str, Any]]) -> int:
+    """Entries (newest first) recording the same state as the one before them: a transition
+    recorded twice (by the watcher and a sync, or by two replicas)."""
+
+    def state(e: dict[str, Any]) -> tuple[Any, ...]:
+        marker = e["source"] if e["source"] in ("created", "deleted") else ""
+        return (e["status"], e["suspended"], e["reason"], e["revision"], marker)
+
+    return sum(1 for newer, older in itertools.pairwise(entries) if state(newer) == state(older))
+
+
+def slope_pct_per_10min(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (t_s, rss) as a share of the mean RSS per 600 s, in percent."""
+    if len(points) < 3:
+        return 0.0
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    mv = sum(v for _, v in points) / n
+    var = sum((t - mt) ** 2 for t, _ in points)
+    if var == 0 or mv == 0:
+        return 0.0
+    slope = sum((t - mt) * (v - mv) for t, v in points) / var
+    return round(100 * slope * 600 / mv, 3)
+
+
+def rss_series(samples: Iterable[dict[str, Any]]) -> dict[str, list[tuple[float, int, int]]]:
+    """name -> [(t_s, pid, kib)], from samples {"t_s", "procs": {name: [pid, kib]}}."""
+    out: dict[str, list[tuple[float, int, int]]] = {}
+    for s in samples:
+        for name, (pid, kib) in s["procs"].items():
+            out.setdefault(name, []).append((s["t_s"], pid, kib))
+    return out
+
+
+def rss_flat(
+    samples: Sequence[dict[str, Any]],
+    warmup_s: float,
+    limit_pct: float = 1.0,
+    skip: Sequence[str] = (),
+) -> dict[str, dict[str, Any]]:
+    """Per process: the slope after `warmup_s` of its last pid's series (a process replaced by
+    a fault starts a new series, warmed up again), and whether it is under `limit_pct`."""
+    out = {}
+    for name, series in rss_series(samples).items():
+        if name in skip:
+            continue
+        pid = series[-1][1]
+        mine = [(t, kib) for t, p, kib in series if p == pid]
+        start = mine[0][0] + warmup_s
+        points = [(t, float(kib)) for t, kib in mine if t >= start]
+        slope = slope_pct_per_10min(points)
+        out[name] = {
+            "pid": pid,
+            "samples": len(points),
+            "first_kib": points[0][1] if points else None,
+            "last_kib": points[-1][1] if points else None,
+            "slope_pct_per_10min": slope,
+            "flat": len(points) < 3 or slope < limit_pct,
+        }
+    return out

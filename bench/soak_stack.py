@@ -1,0 +1,206 @@
+"""The soak's stack: kubesim's fleet in this process, Redis with a replica and three Sentinels
+(tests.support.sentinel), two prefork Celery workers, beat, two `fleetscope watch` replicas and
+two query processes (gunicorn with two workers each), every one in its own process group
+(fleetscope.supervisor). It kills what the faults kill and restarts what an orchestrator would
+(a killed watcher replica, a failed Redis primary as the new primary's replica), and lists every
+process by a stable name for the RSS samples."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gunicorn as gunicorn_pkg
+
+from bench.soak_faults import kill9, wait_until
+from common.redis_server import RedisServer, start_redis_server
+from fleetscope.supervisor import Child, Supervisor, python_module
+from kubesim.server import KubeSim
+from query.cli import command as gunicorn_command
+from query.cli import listening_port
+from tests.reliability.stack import http_json, stack_env, start_beat, start_worker
+from tests.support.sentinel import SentinelSet, start_sentinel_set
+
+WORKERS, WATCHERS, QUERIES = 2, 2, 2
+
+
+def children(pid: int) -> list[int]:
+    try:
+        raw = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return sorted(int(p) for p in raw.split())
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class Stack:
+    sim: KubeSim
+    workdir: Path
+    redis: SentinelSet
+    sup: Supervisor
+    bases: list[str] = field(default_factory=list)
+    leaf_faults: dict[str, str] = field(default_factory=dict)
+    spare_servers: list[RedisServer] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)  # pids of children killed on purpose
+
+    @property
+    def clusters_dir(self) -> Path:
+        assert self.sim.kubeconfig_dir is not None
+        return Path(self.sim.kubeconfig_dir)
+
+    def by_name(self, name: str) -> Child:
+        return next(c for c in reversed(self.sup.children) if c.name == name)
+
+    # -- faults ------------------------------------------------------------------------
+
+    def kill_worker_child(self, target: int) -> tuple[str, int]:
+        parent = self.by_name(f"worker-{target % WORKERS}")
+        kids = children(parent.process.pid)
+        pid = kids[target % len(kids)]
+        kill9(pid)
+        return parent.name, pid
+
+    def kill_watcher(self, target: int) -> tuple[str, int]:
+        name = f"watcher-{target % WATCHERS}"
+        pid = self.by_name(name).process.pid
+        kill9(pid)
+        self.by_name(name).process.wait(10)
+        self.killed.append(pid)
+        start_watcher(self.sup, name)  # as a Deployment's kubelet would
+        return name, pid
+
+    def kill_query_worker(self, target: int) -> tuple[str, int]:
+        master = self.by_name(f"query-{target % QUERIES}")
+        workers = query_workers(master.process.pid)
+        pid = workers[target % len(workers)]
+        kill9(pid)
+        return master.name, pid
+
+    def kill_primary(self) -> str:
+        """kill -9 of the primary; once a replica is promoted, a new replica of it is started
+        (the operator's replacement), so a later failover has somewhere to go."""
+        old = self.redis.primary
+        old.process.kill()
+        old.process.wait(10)
+        wait_until(lambda: self.redis.master_port() not in (None, old.port), 60)
+        new_port = self.redis.master_port()
+        promoted = self.redis.replica
+        self.spare_servers.append(old)
+        self.redis.primary = promoted
+        self.redis.replica = start_redis_server(
+            extra_args=("--replicaof", "127.0.0.1", str(new_port))
+        )
+        return f"127.0.0.1:{old.port}"
+
+    def unregister(self, cluster: str) -> None:
+        (self.workdir / "removed").mkdir(exist_ok=True)
+        shutil.move(self.sim.kubeconfig_path(cluster), self.workdir / "removed" / f"{cluster}.yaml")
+
+    def register(self, cluster: str) -> None:
+        shutil.move(self.workdir / "removed" / f"{cluster}.yaml", self.sim.kubeconfig_path(cluster))
+
+    # -- health and processes ----------------------------------------------------------
+
+    def whole(self) -> bool:
+        """Every process there with its children, and every query process answering."""
+        if any(c.process.pid not in self.killed for c in self.sup.dead()):
+            return False
+        for i in range(WORKERS):
+            if len(children(self.by_name(f"worker-{i}").process.pid)) < 2:
+                return False
+        for i in range(QUERIES):
+            if len(query_workers(self.by_name(f"query-{i}").process.pid)) < 2:
+                return False
+        return all(http_json(b + "/healthz")[0] == 200 for b in self.bases)
+
+    def processes(self) -> dict[str, int]:
+        """Stable name -> pid of every process worth sampling (a replaced child gets the same
+        name: the RSS series is split by pid when reading it)."""
+        out = {"redis-primary": self.redis.primary.process.pid}
+        out["redis-replica"] = self.redis.replica.process.pid
+        for child in self.sup.children:
+            if not child.alive():
+                continue
+            out[child.name] = child.process.pid
+            kids = children(child.process.pid)
+            if child.name.startswith("query-"):
+                workers = query_workers(child.process.pid)
+                out.update({f"{child.name}.w{i}": p for i, p in enumerate(workers)})
+                out.update({f"{child.name}.stream": p for p in kids if p not in workers})
+            elif child.name.startswith("worker-"):
+                out.update({f"{child.name}.child{i}": p for i, p in enumerate(kids)})
+        return out
+
+    def stop(self) -> None:
+        self.sup.stop_all()
+        for s in self.spare_servers:
+            s.stop()
+        self.redis.stop()
+
+
+def query_workers(master: int) -> list[int]:
+    """The gunicorn workers of a master (its other child is the stream process)."""
+    return [p for p in children(master) if "stream_server" not in cmdline(p)]
+
+
+def start_watcher(sup: Supervisor, name: str) -> Child:
+    return sup.start(name, python_module("fleetscope", "watch", "--name", name))
+
+
+def start_query(sup: Supervisor, name: str) -> str:
+    argv = gunicorn_command("127.0.0.1:0")
+    if gunicorn_pkg.version_info >= (25, 1):  # two masters side by side: no shared socket
+        argv.insert(-1, "--no-control-socket")
+    child = sup.start(name, argv)
+
+    def port() -> int | None:
+        assert child.alive(), f"gunicorn exited: {child.tail()}"
+        return listening_port(child.log_path.read_text(errors="replace"))
+
+    deadline = time.monotonic() + 60
+    while (found := port()) is None:
+        assert time.monotonic() < deadline, "gunicorn did not listen"
+        time.sleep(0.2)
+    base = f"http://127.0.0.1:{found}"
+    assert wait_until(lambda: http_json(base + "/healthz")[0] == 200, 60), "gunicorn serving"
+    return base
+
+
+def start_stack(sim: KubeSim, workdir: Path, **settings: Any) -> Stack:
+    """Everything started; returns once every query process answers (not yet collected)."""
+    redis = start_sentinel_set()
+    env = stack_env(redis.url, Path(str(sim.kubeconfig_dir)), workdir, **settings)
+    env["FLEETSCOPE_BROKER_URL"] = redis.broker_url
+    sup = Supervisor(workdir, env)
+    stack = Stack(sim, workdir, redis, sup)
+    try:
+        for i in range(WORKERS):
+            start_worker(sup, name=f"worker-{i}", pool="prefork")
+        start_beat(sup, workdir)
+        for i in range(WATCHERS):
+            start_watcher(sup, f"watcher-{i}")
+        stack.bases = [start_query(sup, f"query-{i}") for i in range(QUERIES)]
+    except BaseException:
+        stack.stop()
+        raise
+    return stack

@@ -1,0 +1,121 @@
+"""The soak's invariant checks on synthetic records: which answers are expected under which
+fault, rows shown twice in walks, freshness p99 outside failovers, revocations late or seen
+again, duplicate history transitions, and the RSS slope per process (a replaced process starts
+a new series)."""
+
+from __future__ import annotations
+
+from bench import soak_invariants as inv
+
+FAULTS = [
+    {"kind": "redis-primary", "at_s": 100.0, "ended_s": 100.0, "recovered_s": 110.0},
+    {"kind": "watcher", "at_s": 200.0, "ended_s": 200.0, "recovered_s": 202.0},
+    {"kind": "query-worker", "at_s": 300.0, "ended_s": 300.0, "recovered_s": 301.0},
+    {"kind": "leaf-down", "at_s": 400.0, "ended_s": 430.0, "recovered_s": 440.0},
+]
+
+
+def test_json_503s_are_expected_only_while_redis_fails_over() -> None:
+    assert inv.classify(105, "list", 503, "unavailable", FAULTS).startswith("503 json")
+    assert inv.classify(119, "list", 503, "unavailable", FAULTS).startswith("503 json")
+    assert inv.classify(150, "list", 503, "unavailable", FAULTS).startswith("unexpected")
+    assert inv.classify(105, "list", 503, "", FAULTS).startswith("unexpected")  # not JSON
+    assert inv.classify(105, "list", 500, "internal", FAULTS).startswith("unexpected")
+    assert inv.classify(105, "list", 200, "", FAULTS) is None
+    assert inv.classify(99, "list", 503, "u", FAULTS).startswith("unexpected")
+    assert inv.classify(99, "list", 503, "u", FAULTS, done=100.5).startswith("503 json")
+
+
+def test_fault_effects_are_classed_by_fault() -> None:
+    assert inv.classify(302, "list", 0, "", FAULTS) == "connection lost to a killed query worker"
+    assert inv.classify(350, "list", 0, "", FAULTS).startswith("unexpected")
+    assert inv.classify(420, "detail", 502, "x", FAULTS) == "502 detail of a faulted leaf"
+    assert inv.classify(420, "list", 502, "x", FAULTS).startswith("unexpected")
+    assert inv.classify(500, "detail", 502, "x", FAULTS).startswith("unexpected")
+
+
+def test_errors_by_class_and_the_unexpected_count() -> None:
+    answers = [
+        (105.0, "list", 503, "u", 105.1),
+        (1.0, "list", 200, "", 1.1),
+        (2.0, "facets", 500, "boom", 2.1),
+        (99.5, "list", 503, "u", 100.2),  # asked before the kill, answered after it
+    ]
+    errors = inv.errors_by_class(answers, FAULTS)
+    assert errors == {"503 json during redis failover": 2, "unexpected 500 boom": 1}
+    assert inv.unexpected(errors) == 1
+
+
+def test_walk_duplicates_count_every_row_shown_again() -> None:
+    walks = [{"rows": 10, "distinct": 10}, {"rows": 12, "distinct": 10}]
+    assert inv.walk_duplicates(walks) == 2
+
+
+def test_freshness_p99_leaves_out_failovers_and_counts_never_seen() -> None:
+    samples = [(float(t), 0.1, "c") for t in range(98)] + [(105.0, 30.0, "c")]
+    samples += [(210.0, 20.0, "c")]  # the watcher takeover: excluded
+    out = inv.freshness(samples, inv.failovers(FAULTS))
+    assert out["n"] == 98 and out["excluded"] == 2 and out["p99_s"] == 0.1
+    assert out["p99_all_s"] == 20.0  # the 99th of 100: the second worst
+    out = inv.freshness([*samples, (50.0, None, "c")], inv.failovers(FAULTS))
+    assert out["never_seen"] == 1 and out["p99_s"] is None  # infinite
+
+
+def test_revocations_late_or_seen_again_are_violations() -> None:
+    spans = inv.failovers(FAULTS)
+    revs = [
+        {"at_s": 10, "revoked_s": 0.5, "seen_after_bound": 0},
+        {"at_s": 20, "revoked_s": 9.0, "seen_after_bound": 0},  # late
+        {"at_s": 30, "revoked_s": None, "seen_after_bound": 0},  # never
+        {"at_s": 105, "revoked_s": 9.0, "seen_after_bound": 0},  # late in a failover: excused
+        {"at_s": 40, "revoked_s": 0.5, "seen_after_bound": 3},  # seen again three times
+    ]
+    assert inv.revocation_violations(revs, 5.0, spans) == 5
+
+
+def entry(status: str, reason: str, source: str = "watch") -> dict:
+    return {"status": status, "suspended": False, "reason": reason, "revision": "r1",
+            "source": source}  # fmt: skip
+
+
+def test_a_transition_recorded_twice_is_a_duplicate() -> None:
+    alternating = [entry("healthy", "ok"), entry("unhealthy", "bad"), entry("healthy", "ok")]
+    assert inv.duplicate_transitions(alternating) == 0
+    twice = [entry("healthy", "ok"), entry("unhealthy", "bad", "sync"), entry("unhealthy", "bad")]
+    assert inv.duplicate_transitions(twice) == 1
+    recreated = [entry("healthy", "ok", "created"), entry("healthy", "ok")]
+    assert inv.duplicate_transitions(recreated) == 0
+
+
+def test_rss_slope_is_percent_of_the_mean_per_ten_minutes() -> None:
+    flat = [(float(t), 100_000.0) for t in range(0, 1200, 60)]
+    assert inv.slope_pct_per_10min(flat) == 0.0
+    growing = [(float(t), 100_000.0 + t * 10) for t in range(0, 1200, 60)]
+    mean = sum(v for _, v in growing) / len(growing)
+    assert abs(inv.slope_pct_per_10min(growing) - 100 * 6000 / mean) < 0.01
+    assert inv.slope_pct_per_10min(growing[:2]) == 0.0  # too few points
+
+
+def sample(t: float, procs: dict[str, tuple[int, int]]) -> dict:
+    return {"t_s": t, "procs": {k: list(v) for k, v in procs.items()}}
+
+
+def test_rss_flat_reads_the_last_pid_after_its_warm_up() -> None:
+    samples = [sample(t, {"a": (1, 1000 + t), "b": (2, 5000)}) for t in range(0, 600, 10)]
+    # b is killed at 600 s and replaced: its new series warms up again, then stays flat
+    samples += [sample(t, {"a": (1, 1000 + t), "b": (3, 9000 if t < 700 else 6000)})
+                for t in range(600, 1200, 10)]  # fmt: skip
+    out = inv.rss_flat(samples, warmup_s=120)
+    assert out["a"]["flat"] is False and out["a"]["slope_pct_per_10min"] > 1
+    assert out["b"]["pid"] == 3 and out["b"]["flat"] is True
+    assert out["b"]["first_kib"] == 6000
+
+
+def test_freshness_leaves_out_the_probed_clusters_own_leaf_faults() -> None:
+    faults = [{"kind": "leaf-removed", "at_s": 10.0, "ended_s": 20.0, "target": "c1"}]
+    leaves = inv.leaf_spans(faults)
+    assert leaves == {"c1": [(10.0, 20.0 + inv.LEAF_GRACE_S)]}
+    samples = [(float(t), 0.1, "c2") for t in range(99)] + [(30.0, 9.0, "c1")]
+    assert inv.freshness(samples, [], leaves)["p99_s"] == 0.1
+    slow = [(30.0, 9.0, "c2"), (31.0, 9.0, "c2")]  # another cluster at the time: kept
+    assert inv.freshness([*samples, *slow], [], leaves)["p99_s"] == 9.0
