@@ -18,8 +18,11 @@ from tests.watch.harness import Running
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    fleet = generate_fleet(clusters=2, namespaces=4, seed=3)
+def sim(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KubeSim]:
+    """The fleet: 2 clusters x 4 namespaces, or a test module's `FLEET` (clusters, namespaces,
+    seed)."""
+    clusters, namespaces, seed = getattr(request.module, "FLEET", (2, 4, 3))
+    fleet = generate_fleet(clusters=clusters, namespaces=namespaces, seed=seed)
     yield from sims.running(fleet, tmp_path, bookmark_interval_s=0.2)
 
 

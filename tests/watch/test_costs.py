@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,31 +17,13 @@ from collector.watch import loop, writers
 from common.index import graph
 from common.leaf import registry
 from common.settings import Settings
-from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
-from tests.support import sims, topology
+from tests.support import topology
 from tests.support.waiting import wait_for
 from tests.watch.harness import Running, consistent, full_sync_members, stored
 
 CLUSTERS = 5
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Iterator[KubeSim]:
-    fleet = generate_fleet(clusters=CLUSTERS, namespaces=3, seed=5)
-    yield from sims.running(fleet, tmp_path, bookmark_interval_s=0.2)
-
-
-@pytest.fixture
-def settings(sim: KubeSim, redis_url: str) -> Settings:
-    assert sim.kubeconfig_dir is not None
-    return Settings(
-        redis_url=redis_url,
-        clusters_dir=str(sim.kubeconfig_dir),
-        watch_lease_ttl_s=2.0,
-        watch_idle_timeout_s=30.0,
-        watch_rbac_debounce_s=0.05,
-    )
+FLEET = (CLUSTERS, 3, 5)  # clusters, namespaces, seed (tests/watch/conftest.py)
 
 
 def graph_reads(monkeypatch: pytest.MonkeyPatch, clusters: list[str]) -> Counter[str]:
@@ -84,15 +64,15 @@ def started_since(before: set[threading.Thread]) -> list[str]:
 
 @pytest.mark.standalone_only
 def test_threads_do_not_grow_with_clusters_and_first_builds_read_the_graph_once(
-    sim: KubeSim, settings: Settings, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    sim: KubeSim, wsettings: Settings, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clusters = sorted(sim.clusters)
     reads = graph_reads(monkeypatch, clusters)
     r = topology.client(redis_url)
-    configs = registry.load_cluster_configs(settings)
+    configs = registry.load_cluster_configs(wsettings)
     registry.reconcile(r, {clusters[0]: configs[clusters[0]]})  # one cluster first
     before = set(threading.enumerate())
-    run = Running(settings, "a")
+    run = Running(wsettings, "a")
     try:
         wait_for(lambda: run.healthy(clusters[0]), 60, "the first cluster watched")
         registry.reconcile(r, configs)  # then all of them

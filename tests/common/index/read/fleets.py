@@ -4,8 +4,14 @@ clusters, each object's status on each, its rows (`members`), and its admin and 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
+import redis
+
 from common.index import rows
 from common.index.read.reader import Filters, PageRequest, Reader
+from common.index.write import store
+from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
 
@@ -70,3 +76,14 @@ TEAM = {  # two namespaces on half of the clusters, and one kind only on the oth
     )
     for i, c in enumerate(CLUSTERS)
 }
+
+
+def stored(
+    redis_url: str, members_of: Callable[[str], list[str]] = members
+) -> Iterator[redis.Redis]:
+    """A client of `redis_url` holding every cluster's rows (`members_of`), closed after."""
+    r = topology.client(redis_url)
+    for c in CLUSTERS:
+        store.replace_rows(r, c, members_of(c))
+    yield r
+    r.close()

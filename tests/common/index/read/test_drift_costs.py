@@ -19,8 +19,8 @@ from common.index.read import groups as reader_groups
 from common.index.read.groups import GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
+from tests.common.index.read import fleets
 from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, status_of
-from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
 
@@ -57,11 +57,7 @@ def members(cluster: str, flip: int | None = None) -> list[str]:
 
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[redis.Redis]:
-    r = topology.client(redis_url)
-    for c in CLUSTERS:
-        store.replace_rows(r, c, members(c))
-    yield r
-    r.close()
+    yield from fleets.stored(redis_url, members)
 
 
 def oracle(r: redis.Redis, access: dict[str, FakeAccess], f: Filters) -> list[Any]:

@@ -16,6 +16,7 @@ from common.index import keys, rows, timeline
 from common.index.read.groups import RANK, GroupCursor, GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
+from tests.common.index.read import fleets
 from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, members
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
@@ -24,11 +25,7 @@ from tests.support.rowfactory import row
 
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[redis.Redis]:
-    r = topology.client(redis_url)
-    for c in CLUSTERS:
-        store.replace_rows(r, c, members(c))
-    yield r
-    r.close()
+    yield from fleets.stored(redis_url)
 
 
 def oracle(r: redis.Redis, access: dict[str, FakeAccess], by: str, f: Filters) -> list[Any]:

@@ -17,7 +17,8 @@ from common.index.read.groups import GroupReader
 from common.index.read.reader import Filters, PageRequest, Reader
 from common.index.write import store, store_events
 from common.redis_client import text
-from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, members
+from tests.common.index.read import fleets
+from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM
 from tests.support import topology
 from tests.support.index_fleet import KINDS
 
@@ -26,11 +27,7 @@ WRITTEN = CLUSTERS[3]
 
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[redis.Redis]:
-    r = topology.client(redis_url)
-    for c in CLUSTERS:
-        store.replace_rows(r, c, members(c))
-    yield r
-    r.close()
+    yield from fleets.stored(redis_url)
 
 
 def stored(r: redis.Redis, cluster: str) -> list[str]:
