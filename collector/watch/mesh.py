@@ -151,10 +151,14 @@ class MeshState:
         self.validations += 1
         new = {rows.identity(m): m for m in members}
         changed = 0
+        by_kind: dict[str, list[str]] = {key: [] for key in relisted}
+        for m in members:  # one pass, not one per relisted kind (all of them, the first time)
+            mine = by_kind.get(rows.kind_of(m))
+            if mine is not None:
+                mine.append(m)
         for key in sorted(relisted):
-            mine = [m for m in members if rows.kind_of(m) == key]
-            self._replace(key, mine)
-            changed += len(mine)
+            self._replace(key, by_kind[key])
+            changed += len(by_kind[key])
         for identity, member in new.items():
             if rows.split_identity(identity)[1] not in relisted and self._emitted.get(
                 identity
