@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from common.index import rows
+from common.index import label_field, rows
 from common.kinds import istio_checks, relations
 from common.kinds.registry import Kind, KindRegistry
 from common.kinds.status import Finding
@@ -88,10 +88,10 @@ def slim(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(labels, dict) and any(k in labels for k in _MANAGED_LABELS):
         kept["labels"] = {k: labels[k] for k in _MANAGED_LABELS if k in labels}
     if isinstance(labels, dict) and labels:
-        # the row's labels as its stored field (a short string, not the leaf's whole dict)
-        capped, cut = rows.capped_labels(labels)
+        # the row's labels as its stored field (a short string, not the leaf's whole dict),
+        # made as `rows.member` makes it: the member takes it as it is
         name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
-        field = rows.labels_field(capped, name, namespace if kind.namespaced else "", cut)
+        field = label_field.of_object(labels, name, namespace if kind.namespaced else "")
         kept[rows.SLIM_LABELS] = field  # type: ignore[index]
     if validated(kind):
         out = {**istio_checks.essentials(kind.kind, obj), "metadata": kept}

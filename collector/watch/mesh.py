@@ -17,7 +17,7 @@ from typing import Any
 
 from collector import mesh
 from collector.debounce import Debounced
-from collector.watch.packed import Packed, pack, unpack
+from collector.watch.packed import Key, Packed, key_of, pack, unpack
 from common import redis_client
 from common.errors import FleetscopeError
 from common.index import rows
@@ -27,7 +27,6 @@ from common.kinds.registry import Kind
 log = logging.getLogger(__name__)
 CONTEXT = (mesh.SERVICES, mesh.NAMESPACES)
 """The resources the checks read beside the Istio kinds (listed and watched at `v1`)."""
-Key = tuple[str, str]  # (namespace, name)
 
 
 class MeshState:
@@ -74,12 +73,12 @@ class MeshState:
         """A (re)list of one kind (by key) or context resource."""
         with self._lock:
             if resource == mesh.SERVICES:
-                self.services = {_key(o): pack(mesh.service_slim(o)) for o in items}
+                self.services = {key_of(o): pack(mesh.service_slim(o)) for o in items}
             elif resource == mesh.NAMESPACES:
                 self.namespaces = {mesh.namespace_name(o) for o in items}
             else:
                 kind = self.kinds[resource][0]
-                self.objects[resource] = {_key(o): pack(mesh.slim(kind, o)) for o in items}
+                self.objects[resource] = {key_of(o): pack(mesh.slim(kind, o)) for o in items}
                 self._relisted.add(resource)
             self.listed.add(resource)
         self.touch()
@@ -92,24 +91,23 @@ class MeshState:
         self.touch()
 
     def event(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
-        key = _key(obj)
         with self._lock:
             if resource == mesh.SERVICES:
                 table: dict[Key, Any] = self.services
                 value: Any = pack(mesh.service_slim(obj))
             elif resource == mesh.NAMESPACES:
                 if event_type == "DELETED":
-                    self.namespaces.discard(key[1])
+                    self.namespaces.discard(mesh.namespace_name(obj))
                 else:
-                    self.namespaces.add(key[1])
+                    self.namespaces.add(mesh.namespace_name(obj))
                 self.touch()
                 return
             else:
                 table, value = self.objects[resource], pack(mesh.slim(self.kinds[resource][0], obj))
             if event_type == "DELETED":
-                table.pop(key, None)
+                table.pop(key_of(obj), None)
             else:
-                table[key] = value
+                table[key_of(obj)] = value
         self.touch()
 
     def touch(self) -> None:
@@ -151,10 +149,14 @@ class MeshState:
         self.validations += 1
         new = {rows.identity(m): m for m in members}
         changed = 0
+        by_kind: dict[str, list[str]] = {key: [] for key in relisted}
+        for m in members:  # one pass, not one per relisted kind (all of them, the first time)
+            mine = by_kind.get(rows.kind_of(m))
+            if mine is not None:
+                mine.append(m)
         for key in sorted(relisted):
-            mine = [m for m in members if rows.kind_of(m) == key]
-            self._replace(key, mine)
-            changed += len(mine)
+            self._replace(key, by_kind[key])
+            changed += len(by_kind[key])
         for identity, member in new.items():
             if rows.split_identity(identity)[1] not in relisted and self._emitted.get(
                 identity
@@ -169,8 +171,3 @@ class MeshState:
         if self._done is not None:
             self._done()
         return changed
-
-
-def _key(obj: dict[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

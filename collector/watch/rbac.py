@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from collector.debounce import Debounced
-from collector.watch.packed import Packed, pack, unpack
+from collector.watch.packed import Key, Packed, key_of, pack, unpack
 from common import redis_client
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
@@ -26,7 +26,6 @@ from common.rbac.grants import compile_grants, store_grants
 log = logging.getLogger(__name__)
 RBAC_API = "rbac.authorization.k8s.io/v1"
 RESOURCES = ("roles", "clusterroles", "rolebindings", "clusterrolebindings")
-Key = tuple[str, str]  # (namespace, name)
 
 
 class RbacState:
@@ -54,16 +53,16 @@ class RbacState:
     def replace(self, plural: str, items: list[dict[str, Any]]) -> None:
         """A (re)list of one resource."""
         with self._lock:
-            self.objects[plural] = {_key(o): pack(_slim(o)) for o in items}
+            self.objects[plural] = {key_of(o): pack(_slim(o)) for o in items}
             self.listed.add(plural)
         self.touch()
 
     def event(self, plural: str, kind: str, obj: dict[str, Any]) -> None:
         with self._lock:
             if kind == "DELETED":
-                self.objects[plural].pop(_key(obj), None)
+                self.objects[plural].pop(key_of(obj), None)
             else:
-                self.objects[plural][_key(obj)] = pack(_slim(obj))
+                self.objects[plural][key_of(obj)] = pack(_slim(obj))
         self.touch()
 
     @property
@@ -112,11 +111,6 @@ class RbacState:
         if changed:
             log.info("grants recompiled and changed", extra={"cluster": self.cluster})
         return changed
-
-
-def _key(obj: dict[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:

@@ -283,8 +283,8 @@ def member(
     name = str(meta.get("name") or "")
     key = kind.key
     held = meta.get(SLIM_LABELS)
-    if isinstance(held, str):  # a slimmed object (collector.mesh.slim): its labels field
-        labels_text = labels_field(*_parsed_labels(held, name, namespace))
+    if isinstance(held, str):  # a slimmed object (collector.mesh.slim): its labels field,
+        labels_text = held  # made for this name and namespace (not decoded to encode again)
     else:
         labels_text = label_field.of_object(meta.get("labels"), name, namespace)
     refs = relations.extract(kind, obj)
@@ -310,11 +310,6 @@ def member(
         "",
         labels_text,
     )
-
-
-def _parsed_labels(held: str, name: str, namespace: str) -> tuple[dict[str, str], str, str, bool]:
-    labels, cut = parse_labels(held, name, namespace)
-    return labels, name, namespace, cut
 
 
 def _ui_url(

@@ -170,9 +170,14 @@ def revision(*objects: Obj | None) -> str:
     return ",".join(str((o.get("metadata") or {}).get("resourceVersion", "")) for o in objects if o)
 
 
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML has it: ~14x less CPU a kubeconfig than the pure-Python
+one, and every kubeconfig is read again each `registry_interval_s` (collector, watcher)."""
+
+
 def parse_kubeconfig(content: bytes, origin: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(content)
+        data = yaml.load(content, Loader=_LOADER)  # a safe loader (libyaml or not)
     except yaml.YAMLError:
         data = None
     if not isinstance(data, dict):

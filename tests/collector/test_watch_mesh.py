@@ -180,3 +180,38 @@ def test_the_watcher_revalidates_virtualservices_when_a_gateway_api_gateway_chan
     by_id = {c.identity: c.member for c in out.changes}
     row = status_of(by_id[rows.sort_key("shop", "VirtualService", "api")])
     assert (row["status"], row["reason"]) == ("unhealthy", "KIA1102")
+
+
+def test_a_slimmed_packed_object_builds_the_row_of_the_raw_object() -> None:
+    """The watcher builds Istio rows from slimmed, packed objects and takes their labels field
+    as it is: every held kind of a generated cluster gives the raw object's row, labels cut,
+    coded, or naming the object included."""
+    import orjson
+
+    from collector.watch.packed import pack, unpack
+    from kubesim.catalog import Catalog
+    from kubesim.gen.fleet import generate_fleet
+
+    by_resource = {(k.group, k.plural): k for k in REG if mesh.held(k)}
+    extra = {"app": "web", "team": "shop", "x/inst": "", "Bad Key": "v", "app.kubernetes.io/x": ""}
+    seen: set[str] = set()
+    for res, _ns, _name, raw in generate_fleet(1, 40, seed=5).objects(0, Catalog.default()):
+        kind = by_resource.get((res.group, res.plural))
+        if kind is None:
+            continue
+        o = orjson.loads(raw)
+        meta = o["metadata"]
+        extra["x/inst"] = f"{meta['name']}-{meta.get('namespace', '')}"
+        extra["app.kubernetes.io/x"] = meta["name"]
+        meta["labels"] = {
+            **(meta.get("labels") or {}),
+            **extra,
+            **{f"k{i}": "v" for i in range(40)},
+        }
+        api_version = kind.api_version(res.version)
+        slimmed = unpack(pack(mesh.slim(kind, o)))
+        assert rows.member("c1", kind, api_version, slimmed) == rows.member(
+            "c1", kind, api_version, o
+        )
+        seen.add(kind.key)
+    assert len(seen) >= 8

@@ -355,3 +355,20 @@ def test_read_all_memo_reparses_only_what_changed(r: redis.Redis) -> None:
     assert second == syncstatus.read_all(r, ["a", "b"])  # the same as a read without a memo
     registry.reconcile(r, Claims([_claim("a", "capi", "a")]))
     assert syncstatus.read_all(r, ["a"], memo).keys() == memo.keys() == {"a"}
+
+
+def test_a_kubeconfig_is_parsed_as_the_safe_loader_parses_it() -> None:
+    """Kubeconfigs are read with libyaml (re-read every registry interval): the same mapping as
+    PyYAML's pure safe loader, tags refused, anything not a mapping an empty config."""
+    text = yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "clusters": [{"name": "c", "cluster": {"server": "https://h:6443", "x": "0777"}}],
+            "users": [{"name": "u", "user": {"token": "t", "n": 1.5, "on": True, "k": None}}],
+            "current-context": "c",
+        }
+    ).encode()
+    assert claims.parse_kubeconfig(text, "t") == yaml.safe_load(text)
+    assert claims.parse_kubeconfig(b"a: !!python/object:os.system x", "t") == {}
+    assert claims.parse_kubeconfig(b"- a list", "t") == {}
+    assert claims.parse_kubeconfig(b"{unclosed", "t") == {}
