@@ -150,7 +150,9 @@ class Listener:
             self._writers.discard(writer)
             if task is not None:
                 self._tasks.discard(task)
-            writer.transport.abort() if writer.transport else None
+            if writer.transport is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed under a dropped task
+                    writer.transport.abort()
 
 
 def _bound_socket(host: str, port: int) -> socket.socket | None:

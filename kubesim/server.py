@@ -157,6 +157,13 @@ class KubeSim:
         for cluster in self._clusters.values():
             await cluster.listener.stop()
             cluster.listener.release()
+        # What is still running (a connection accepted while the listeners stopped, a watch's
+        # reader) ends here, on a running loop, not when the closed loop drops it.
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        if rest:
+            await asyncio.wait(rest, timeout=2.0)
 
     def __enter__(self) -> KubeSim:
         return self
