@@ -43,20 +43,27 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def make_serving_cert(hosts: list[str]) -> ServingCert:
+def make_ca(cn: str, days: int) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A self-signed CA named `cn`, valid from an hour ago for `days`, and its key."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (
         x509.CertificateBuilder()
-        .subject_name(_name("kubesim-ca"))
-        .issuer_name(_name("kubesim-ca"))
+        .subject_name(_name(cn))
+        .issuer_name(_name(cn))
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=365))
+        .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca
+
+
+def make_serving_cert(hosts: list[str]) -> ServingCert:
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, ca = make_ca("kubesim-ca", 365)
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = []
     for h in dict.fromkeys(["127.0.0.1", "localhost", "kubesim", *hosts]):

@@ -27,7 +27,7 @@ from collector.watch import loop as watch_loop
 from common.errors import ClusterUnreachable
 from common.leaf import async_watch
 from common.leaf.client import ClusterConfig, LeafClient
-from kubesim.tls import ServingCert, make_serving_cert
+from kubesim.tls import ServingCert, make_ca, make_serving_cert
 
 KS = "kustomize.toolkit.fluxcd.io/v1"
 CLIENT_CN = "fleetscope-collector"
@@ -41,24 +41,12 @@ def run(coro: Any) -> Any:
 def client_cert(cn: str) -> tuple[bytes, bytes, bytes]:
     """A client CA, and a certificate (with its key) it signed for `cn`."""
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca = make_ca("client-ca", 1)
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-        .issuer_name(name)
+        .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1))
