@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis
 from prometheus_client import REGISTRY
 
@@ -27,6 +28,10 @@ def sample(name: str) -> float:
     return REGISTRY.get_sample_value(name) or 0.0
 
 
+# A socket the replica's stop leaves to the garbage collector now and then (an unclosed-transport
+# warning at teardown, ~1 run in 3 under load; open, see the closing note of 2026-11-27): not
+# what this test checks.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_counters_follow_events_relists_and_410s(
     sim: KubeSim, rb: redis.Redis, wsettings: Settings, start_replica: Callable[..., Running]
 ) -> None:
