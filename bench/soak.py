@@ -201,15 +201,16 @@ def finish(
 ) -> dict[str, Any]:
     """The end checks and the report, every invariant a number with its verdict."""
     faults = [f.to_json() for f in injected]
+    leaves = soak_oracle.Leaves(sim)
     r = connect(stack.redis.url, 10)
     try:
-        diff, settle_s = soak_oracle.wait_settled(sim, r, args.settle_timeout_s)
+        diff, settle_s = soak_oracle.wait_settled(leaves, r, args.settle_timeout_s)
     finally:
         r.close()
     users = {u.name: UserInfo(u.name, u.groups) for u in fleet_users(fleet)}
     users[soak_load.WIDE_USER] = UserInfo(soak_load.WIDE_USER)
     t0 = time.monotonic()
-    walks = soak_oracle.walks_against_oracle(sim, stack.bases, users)
+    walks = soak_oracle.walks_against_oracle(leaves, stack.bases, users)
     oracle_s = round(time.monotonic() - t0, 1)
     print(f"settled in {settle_s} s, oracle walks in {oracle_s} s", flush=True)
     history = history_duplicates(stack.bases[0], sorted(rec.probed))

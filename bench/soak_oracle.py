@@ -6,27 +6,50 @@ list (decided by the authorizer, as tests/support/query_fleet.oracle does)."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
 
 from bench.soak_load import headers, walk
-from common.index import rows
+from bench.xl_load import StoreLeaf
+from collector.sync import collect
+from common.index import graph, rows
 from common.kinds.registry import builtin_registry
 from common.rbac.authorizer import Authorizer, Obj, RbacObjects, UserInfo
 from kubesim.server import KubeSim
-from tests.watch.harness import consistent, full_sync_members, stored
+from tests.watch.harness import consistent, stored
 
 REG = builtin_registry()
 Key = tuple[str, str, str, str]
 
 
-def leaf_diff(sim: KubeSim, r: redis.Redis) -> dict[str, Any]:
+class Leaves:
+    """The oracle's view of the leaves once churn has stopped: per cluster, the rows a full
+    object sync would store (common.index.write.store.replace_rows's, blockedBy included),
+    built by the collector's own `collect` from kubesim's store in this process (no HTTP: at L
+    that is 1.5 M objects, which a collect over kubesim's sockets in one process took longer
+    than the soak's settle timeout to read) and kept: the leaves no longer change."""
+
+    def __init__(self, sim: KubeSim) -> None:
+        self.sim = sim
+        self._members: dict[str, set[str]] = {}
+
+    def members(self, cluster: str) -> set[str]:
+        if cluster not in self._members:
+            leaf = StoreLeaf(self.sim.store(cluster), self.sim.call)
+            self._members[cluster] = graph.with_blockers(collect(leaf, REG))
+        return self._members[cluster]
+
+
+def leaf_diff(leaves: Leaves, r: redis.Redis, clusters: list[str]) -> dict[str, Any]:
     """Per cluster, rows the index lacks or holds wrongly (any field), rows it holds that the
-    leaf does not, and whether its indexes agree; `lost`: objects not in the index at all."""
+    leaf does not, and whether its indexes agree; `lost`: objects not in the index at all;
+    `unsettled`: the clusters with any of these."""
     out: dict[str, Any] = {"lost": 0, "wrong": 0, "extra": 0, "inconsistent": [], "leaves": {}}
-    for c in sim.clusters:
-        want, have = full_sync_members(sim, c), stored(r, c)
+    out["unsettled"] = []
+    for c in clusters:
+        want, have = leaves.members(c), stored(r, c)
         ids = {_ident(m) for m in have}
         missing = want - have
         lost = sum(1 for m in missing if _ident(m) not in ids)
@@ -35,21 +58,31 @@ def leaf_diff(sim: KubeSim, r: redis.Redis) -> dict[str, Any]:
         out["extra"] += len(have - want)
         if not consistent(r, c):
             out["inconsistent"].append(c)
+        if missing or have - want or out["inconsistent"][-1:] == [c]:
+            out["unsettled"].append(c)
         out["leaves"][c] = len(want)
     return out
 
 
 def settled(diff: dict[str, Any]) -> bool:
-    return not (diff["lost"] or diff["wrong"] or diff["extra"] or diff["inconsistent"])
+    return not diff["unsettled"]
 
 
-def wait_settled(sim: KubeSim, r: redis.Redis, timeout_s: float) -> tuple[dict[str, Any], float]:
-    """The first diff that shows the index equal to the leaves (or the last one), and when."""
+def wait_settled(leaves: Leaves, r: redis.Redis, timeout_s: float) -> tuple[dict[str, Any], float]:
+    """The first diff that shows the index equal to the leaves (or the last one), and when.
+    After the first pass over every cluster, only the clusters that differed are read again."""
     t0 = time.monotonic()
+    clusters = leaves.sim.clusters
+    settled_leaves: dict[str, int] = {}
     while True:
-        diff = leaf_diff(sim, r)
+        diff = leaf_diff(leaves, r, clusters)
+        settled_leaves.update(
+            (c, n) for c, n in diff["leaves"].items() if c not in diff["unsettled"]
+        )
         if settled(diff) or time.monotonic() - t0 > timeout_s:
+            diff["leaves"] = {**settled_leaves, **diff["leaves"]}
             return diff, round(time.monotonic() - t0, 1)
+        clusters = diff["unsettled"]
         time.sleep(2)
 
 
@@ -57,19 +90,22 @@ def _ident(member: str) -> tuple[str, ...]:
     return tuple(rows.split_member(member)[:3])
 
 
-def expected_rows(sim: KubeSim, users: dict[str, UserInfo]) -> dict[str, set[Key]]:
-    """user -> the (cluster, namespace, kind, name) of every leaf row they may list."""
+def expected_rows(leaves: Leaves, users: dict[str, UserInfo]) -> dict[str, set[Key]]:
+    """user -> the (cluster, namespace, kind, name) of every leaf row they may list (the
+    authorizer asked once per user, cluster, kind and namespace)."""
     out: dict[str, set[Key]] = {u: set() for u in users}
-    for c in sim.clusters:
-        auth = Authorizer(rbac(sim, c))
-        keys = [_ident(m) for m in full_sync_members(sim, c)]
+    for c in leaves.sim.clusters:
+        auth = Authorizer(rbac(leaves.sim, c))
+        by_scope: dict[tuple[str, str], list[Key]] = {}
+        for ns, kind, obj in (_ident(m) for m in leaves.members(c)):
+            by_scope.setdefault((ns, kind), []).append((c, ns, kind, obj))
         for name, user in users.items():
             u = user.with_authenticated()
-            for ns, kind, obj in keys:
+            for (ns, kind), found in by_scope.items():
                 k = REG.get(kind)
                 assert k is not None
                 if auth.allowed(u, "list", k.group, k.plural, ns):
-                    out[name].add((c, ns, kind, obj))
+                    out[name].update(found)
     return out
 
 
@@ -80,19 +116,18 @@ def rbac(sim: KubeSim, cluster: str) -> RbacObjects:
 
 
 def walks_against_oracle(
-    sim: KubeSim, bases: list[str], users: dict[str, UserInfo]
+    leaves: Leaves, bases: list[str], users: dict[str, UserInfo]
 ) -> dict[str, dict[str, Any]]:
-    """Per user, a walk (on the query processes in turn) against the oracle: rows missing,
-    rows that should not be there, rows shown twice. One process per user: at L an admin's
-    walk is ~3,000 pages."""
-    want = expected_rows(sim, users)
-    out: dict[str, dict[str, Any]] = {}
-    for i, (name, user) in enumerate(users.items()):
-        base = bases[i % len(bases)]
-        found, code = walk(None, base, headers(user.name, user.groups))
+    """Per user, a walk (on the query processes in turn, one walk per process at a time)
+    against the oracle: rows missing, rows that should not be there, rows shown twice. At L an
+    admin's walk is ~3,000 pages."""
+    want = expected_rows(leaves, users)
+
+    def one(i: int, name: str, user: UserInfo) -> dict[str, Any]:
+        found, code = walk(None, bases[i % len(bases)], headers(user.name, user.groups))
         got = [(str(a), str(b), str(c), str(d)) for a, b, c, d in found]
         seen = set(got)
-        out[name] = {
+        return {
             "query": i % len(bases),
             "rows": len(want[name]),
             "missing": len(want[name] - seen),
@@ -100,7 +135,10 @@ def walks_against_oracle(
             "twice": len(got) - len(seen),
             "status": code,
         }
-    return out
+
+    with ThreadPoolExecutor(max(1, len(bases))) as pool:
+        done = [pool.submit(one, i, n, u) for i, (n, u) in enumerate(users.items())]
+        return {name: f.result() for name, f in zip(users, done, strict=True)}
 
 
 def oracle_failures(result: dict[str, dict[str, int]]) -> int:

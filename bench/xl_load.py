@@ -25,6 +25,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,12 +51,15 @@ class StoreLeaf(LeafClient):
     process, as kubesim would send them (one page per list), so the collector's code from
     `discover` and `list_snapshot` on runs unchanged."""
 
-    def __init__(self, store: ClusterStore) -> None:  # no kubeconfig, no connection pool
+    def __init__(
+        self, store: ClusterStore, run: Callable[[Callable[[], Any]], Any] | None = None
+    ) -> None:  # no kubeconfig, no connection pool
         self.name = store.name
         self.config = _config(store.name)
         self.requests = 0
         self.page_size = 0
         self._store = store
+        self._run = run or (lambda fn: fn())  # a live kubesim's store is read on its own loop
 
     def close(self) -> None:
         pass
@@ -69,8 +73,10 @@ class StoreLeaf(LeafClient):
         parts = path.strip("/").split("/")
         group, version, plural = ("", *parts[1:]) if parts[0] == "api" else parts[1:]
         res = self._store.catalog.for_api(group, version, plural)
-        raws = self._store.page(res, "", None, 0)[0] if res is not None else []
-        meta = {"resourceVersion": str(self._store.rv)}
+        if res is None:
+            return {"metadata": {"resourceVersion": str(self._store.rv)}, "items": []}
+        raws, rv = self._run(lambda: (self._store.page(res, "", None, 0)[0], self._store.rv))
+        meta = {"resourceVersion": str(rv)}
         return {"metadata": meta, "items": [loads(raw) for raw in raws]}
 
 

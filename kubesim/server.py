@@ -262,6 +262,15 @@ class KubeSim:
         raw = self._call(lambda: self._store(cluster).get_raw(res, namespace, name))
         return None if raw is None else json.loads(raw)
 
+    def store(self, cluster: str) -> ClusterStore:
+        """The cluster's store, for in-process readers (bench.xl_load.StoreLeaf); read it only
+        through `call`, on kubesim's loop."""
+        return self._store(cluster)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run `fn` on kubesim's loop and return its result (thread-safe)."""
+        return self._call(fn)
+
     def list(self, cluster: str, kind: str, namespace: str = "") -> list[Obj]:
         res = self.resource(kind)
         raws, _ = self._call(lambda: self._store(cluster).page(res, namespace, None, 0))
