@@ -29,6 +29,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:clusters                    | hash | -    | collector (registry)       | everyone                 |
 | fs:registry-problems           | str  | -    | collector (registry)       | query (status)           |
 | fs:version                     | int  | -    | collector (INCR on RBAC or registry change) | query (cache epoch) |
+| fs:fleetgen                    | int  | -    | collector, watcher (INCR, Redis Cluster) | query (generations) |
 | fs:token-key                   | str  | -    | query (SET NX once)        | query                    |
 | fs:{alerts}:lease              | str  | lease| alert evaluator            | alert evaluator          |
 | fs:{alerts}:meta               | hash | -    | alert evaluator            | evaluator, query (alerts)|
@@ -64,6 +65,8 @@ counts depend on (rows appearing or leaving, a status, reason, revision, transit
 or transitions: `rows.status_part`), not by those that change only a row's text (its message,
 warnings, edges, `blockedBy`): readers whose answers depend only on those key their memos on it
 (common.index.read.tally.status_generations); it stays with `gen` when the cluster leaves.
+`fleetgen` (Redis Cluster only) moves after any cluster's `gen`: a reader of hundreds of
+clusters' generations reads it alone while it stands still (common.index.read.tally).
 `h:<identity>` is one object's transition history (common.index.history: its identity is the
 row's sort key, NUL-separated; it expires `FLEETSCOPE_HISTORY_DAYS` after its newest entry, so
 it outlives a deleted row for that window) and `hk` the kinds (fields; values `1`) whose rows'
@@ -86,6 +89,15 @@ PREFIX = "fs"
 CLUSTERS = f"{PREFIX}:clusters"
 REGISTRY_PROBLEMS = f"{PREFIX}:registry-problems"
 VERSION = f"{PREFIX}:version"
+FLEET_GENERATION = f"{PREFIX}:fleetgen"
+"""On Redis Cluster, INCRed after every write that INCRs a cluster's generation (it cannot be in
+that write's transaction: another slot). Readers of many clusters' generations read it first
+and reuse the generations they last read while it has not moved
+(common.index.read.tally.generations): one command instead of one per cluster."""
+FLEET_GENERATION_MAX_AGE_S = 2.0
+"""How long a reader reuses generations it read while `FLEET_GENERATION` stood still: the bound
+on a stale answer when a writer died between its write and that INCR, or a Redis failover kept
+the write but lost the INCR."""
 WATCHERS = f"{PREFIX}:watchers"
 """Live watcher replicas: a sorted set of their tokens, scored by when their presence expires."""
 TOKEN_KEY = f"{PREFIX}:token-key"

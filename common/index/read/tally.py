@@ -18,6 +18,7 @@ clusters hold matches, which namespaces of a cluster to visit).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,12 +230,48 @@ def generations(
     `status`: their status generations instead (`status_generations`)."""
     if not clusters and not version:
         return [], None
+    if len(clusters) >= FLEET_GENERATION_MIN and redis_client.is_cluster(r):
+        return _through_fleet(r, clusters, version, status)
     commands: list[Any] = [("GET", keys.VERSION)] if version else []
     if clusters:
         commands.append(generations_command(clusters, status))
     replies = redis_client.pipelined(r, commands)
     got = keys.GrantsVersion(replies.pop(0)) if version else None
     return (replies[0] if clusters else []), got
+
+
+FLEET_GENERATION_MIN = 8
+GENS_HELD_MAX = 256
+"""From this many clusters on, on Redis Cluster, `generations` checks the fleet's generation
+first: below, their MGET costs no more than that check. GENS_HELD_MAX: the lists of
+generations a client keeps (one per distinct list of clusters: callers' access patterns)."""
+
+
+def _through_fleet(
+    r: Any, clusters: Sequence[str], version: bool, status: bool
+) -> tuple[list[Any], Any]:
+    """`generations` on Redis Cluster, where reading hundreds of clusters' generations costs a
+    command each on the servers: the fleet's generation (keys.FLEET_GENERATION, raised after
+    every cluster's) is read first, and while it has not moved the generations this client read
+    last for the same clusters are still theirs, for at most keys.FLEET_GENERATION_MAX_AGE_S
+    (a writer killed between its write and that INCR). Read before the clusters' own, so a
+    write committed after those is always seen moving it."""
+    held: dict[Any, tuple[Any, float, list[Any]]] = r.__dict__.setdefault("_fs_gens", {})
+    commands: list[Any] = [("GET", keys.VERSION)] if version else []
+    commands.append(("GET", keys.FLEET_GENERATION))
+    replies = redis_client.pipelined(r, commands)
+    got = keys.GrantsVersion(replies.pop(0)) if version else None
+    fleet, now = replies[0], time.monotonic()
+    names = (status, tuple(clusters))
+    hit = held.get(names)
+    if hit is not None and fleet is not None and hit[0] == fleet:
+        if now - hit[1] < keys.FLEET_GENERATION_MAX_AGE_S:
+            return hit[2], got
+    gens = redis_client.pipelined(r, [generations_command(clusters, status)])[0]
+    if len(held) >= GENS_HELD_MAX:
+        held.clear()
+    held[names] = (fleet, now, gens)
+    return gens, got
 
 
 def status_generations(

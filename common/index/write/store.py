@@ -153,6 +153,8 @@ def delete_cluster(r: redis.Redis, cluster: str, feed_max: int = feed.DEFAULT_MA
                 break
             except redis.WatchError:
                 continue
+    if members:
+        writer.fleet_moved(r)
     found: list[Any] = []
     for key in r.scan_iter(match=keys.history_pattern(cluster), count=1000):
         found.append(key)

@@ -14,6 +14,7 @@ key their memos on, common.index.keys.status_generation).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
@@ -22,12 +23,15 @@ from typing import Any, Protocol
 
 import redis
 
+from common import redis_client
 from common.errors import LockBusy, RedisUnavailable
 from common.index import feed, graph, history, keys, nscounts, rows, syncstatus, timeline
 from common.index.buckets import Groups
 from common.index.lease import Fence
 from common.index.write import name_index
 from common.redis_client import text
+
+log = logging.getLogger(__name__)
 
 WATCH_RETRIES = 10
 CHUNK = 1000  # members per ZADD/ZREM/HSET inside the transaction
@@ -249,9 +253,28 @@ def _write(
         elif fields or delta.snapshot is not None:
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         tx.execute()
+    if changed or unbucketed or tt_build or tt_stale:
+        fleet_moved(r)
     return Written(
         len(delta.removed), len(delta.added), sum(kinds.values()), kinds, graph_reads=graph_reads
     )
+
+
+def fleet_moved(r: Any) -> None:
+    """On Redis Cluster, after a write that INCRed a cluster's generation: INCR the fleet's
+    (keys.FLEET_GENERATION), which readers of many clusters' generations check first. After
+    the transaction, not in it (another slot); a writer that dies in between leaves readers a
+    generation list at most `keys.FLEET_GENERATION_MAX_AGE_S` old. Best effort: the write
+    itself is done."""
+    if not redis_client.is_cluster(r):
+        return
+    try:
+        r.incr(keys.FLEET_GENERATION)
+    except redis.RedisError:
+        log.debug(
+            "fleet generation not raised; readers re-read theirs within %s s",
+            keys.FLEET_GENERATION_MAX_AGE_S,
+        )
 
 
 def status_moved(delta: Delta) -> bool:
