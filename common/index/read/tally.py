@@ -264,9 +264,9 @@ def _through_fleet(
     fleet, now = replies[0], time.monotonic()
     names = (status, tuple(clusters))
     hit = held.get(names)
-    if hit is not None and fleet is not None and hit[0] == fleet:
-        if now - hit[1] < keys.FLEET_GENERATION_MAX_AGE_S:
-            return hit[2], got
+    fresh = hit is not None and now - hit[1] < keys.FLEET_GENERATION_MAX_AGE_S
+    if fresh and fleet is not None and hit is not None and hit[0] == fleet:
+        return hit[2], got
     gens = redis_client.pipelined(r, [generations_command(clusters, status)])[0]
     if len(held) >= GENS_HELD_MAX:
         held.clear()
