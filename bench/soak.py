@@ -104,7 +104,13 @@ def run(args: argparse.Namespace, sim: KubeSim, stack: Stack, fleet: Any) -> dic
     if not soak_faults.wait_until(lambda: collected(stack, sim), 3600, 2):
         raise RuntimeError(f"the stack did not collect the fleet: {ready()}")
     soak_faults.wait_until(lambda: ready().get("state") == "ready", 120, 2)
-    print(f"ready after {time.monotonic() - t0:.0f} s", flush=True)
+    ready_s = round(time.monotonic() - t0)
+    # The load starts once the watchers have built every cluster: a day in the life of a
+    # running stack, not its first start (both replicas listing 100 clusters each at once).
+    if not soak_faults.wait_until(lambda: stack.watched() == len(sim.clusters), 1800, 2):
+        raise RuntimeError(f"the watchers did not build every cluster: {stack.watched()}")
+    built_s = round(time.monotonic() - t0)
+    print(f"ready after {ready_s} s, watched after {built_s} s", flush=True)
     namespaces = soak_load.app_namespaces(sim)
     probe_ns, churn_ns = namespaces[1::5], [n for i, n in enumerate(namespaces) if i % 5 != 1]
     rec = soak_load.Record()
@@ -147,7 +153,9 @@ def run(args: argparse.Namespace, sim: KubeSim, stack: Stack, fleet: Any) -> dic
     for t in threads:
         t.join(90)
     soak_faults.wait_until(lambda: not recover(stack, injected, rec, ready), 120, 2)
-    return finish(args, sim, stack, fleet, rec, injected, samples)
+    result = finish(args, sim, stack, fleet, rec, injected, samples)
+    result["started_s"] = {"ready": ready_s, "watched": built_s}
+    return result
 
 
 def collected(stack: Stack, sim: KubeSim) -> bool:

@@ -8,7 +8,9 @@ process by a stable name for the RSS samples."""
 from __future__ import annotations
 
 import shutil
+import socket
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,23 @@ class Stack:
     leaf_faults: dict[str, str] = field(default_factory=dict)
     spare_servers: list[RedisServer] = field(default_factory=list)
     killed: list[int] = field(default_factory=list)  # pids of children killed on purpose
+    watch_ports: dict[str, int] = field(default_factory=dict)  # watcher -> its metrics port
+
+    def watched(self) -> int:
+        """Clusters whose first build a watcher replica has written (their metrics' sum)."""
+        total = 0
+        for port in self.watch_ports.values():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as f:
+                    text = f.read().decode()
+            except OSError:
+                continue
+            total += sum(
+                int(float(line.split()[-1]))
+                for line in text.splitlines()
+                if line.startswith("fleetscope_watch_built ")
+            )
+        return total
 
     @property
     def clusters_dir(self) -> Path:
@@ -86,7 +105,7 @@ class Stack:
         kill9(pid)
         self.by_name(name).process.wait(10)
         self.killed.append(pid)
-        start_watcher(self.sup, name)  # as a Deployment's kubelet would
+        start_watcher(self.sup, name, self.watch_ports[name])  # as a Deployment's kubelet would
         return name, pid
 
     def kill_query_worker(self, target: int) -> tuple[str, int]:
@@ -163,8 +182,9 @@ def query_workers(master: int) -> list[int]:
     return [p for p in children(master) if "stream_server" not in cmdline(p)]
 
 
-def start_watcher(sup: Supervisor, name: str) -> Child:
-    return sup.start(name, python_module("fleetscope", "watch", "--name", name))
+def start_watcher(sup: Supervisor, name: str, metrics_port: int) -> Child:
+    env = {"FLEETSCOPE_WATCH_METRICS_PORT": str(metrics_port)}
+    return sup.start(name, python_module("fleetscope", "watch", "--name", name), env)
 
 
 def start_query(sup: Supervisor, name: str) -> str:
@@ -186,6 +206,12 @@ def start_query(sup: Supervisor, name: str) -> str:
     return base
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def start_stack(sim: KubeSim, workdir: Path, **settings: Any) -> Stack:
     """Everything started; returns once every query process answers (not yet collected)."""
     redis = start_sentinel_set()
@@ -198,7 +224,8 @@ def start_stack(sim: KubeSim, workdir: Path, **settings: Any) -> Stack:
             start_worker(sup, name=f"worker-{i}", pool="prefork")
         start_beat(sup, workdir)
         for i in range(WATCHERS):
-            start_watcher(sup, f"watcher-{i}")
+            stack.watch_ports[f"watcher-{i}"] = free_port()
+            start_watcher(sup, f"watcher-{i}", stack.watch_ports[f"watcher-{i}"])
         stack.bases = [start_query(sup, f"query-{i}") for i in range(QUERIES)]
     except BaseException:
         stack.stop()

@@ -40,7 +40,8 @@ class Supervisor:
     env: dict[str, str]
     children: list[Child] = field(default_factory=list)
 
-    def start(self, name: str, argv: list[str]) -> Child:
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Child:
+        """Start `argv` as `name`, with the supervisor's environment plus `env`."""
         log_path = self.log_dir / f"{name}.log"
         log = open(log_path, "ab")  # noqa: SIM115 - the child owns it for its lifetime
         proc = subprocess.Popen(
@@ -48,7 +49,7 @@ class Supervisor:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=self.env,
+            env={**self.env, **env} if env else self.env,
             start_new_session=True,
         )
         log.close()

@@ -129,6 +129,7 @@ class ClusterWatch:
         # The first build, held until every served kind was listed (and the Istio rows
         # validated once): kind key -> identity -> member; None once written.
         self._build: dict[str, dict[str, str]] | None = {}
+        self.built = False  # the first build is written (watch_metrics.BUILT)
         self._build_kinds: set[str] | None = None  # what the build waits for (after discovery)
         self._build_cut = False  # a resource's first list keeps failing: write without it
         self._build_validated = False  # the first validation's rows are in the build
@@ -529,6 +530,7 @@ class ClusterWatch:
             )
         ):
             return
+        self.built = True
         if self._build_validated:
             self.mesh_written = True
         now = time.monotonic()

@@ -24,6 +24,10 @@ from common.settings import Settings
 log = logging.getLogger(__name__)
 
 LEASES = Gauge("fleetscope_watch_leases", "Clusters whose lease this watcher replica holds.")
+BUILT = Gauge(
+    "fleetscope_watch_built",
+    "Clusters of this replica whose first build is written: watched live from then on.",
+)
 EVENTS = Counter("fleetscope_watch_events", "Watch events received (bookmarks excluded).")
 RELISTS = Counter(
     "fleetscope_watch_relists", "Lists after a cluster's first (410 Gone, a broken stream)."

@@ -167,6 +167,7 @@ class WatchReplica:
         if len(self.watches) + len(self.claims) < share:
             self._claim(eligible, share)
         watch_metrics.LEASES.set(len(self.watches))
+        watch_metrics.BUILT.set(sum(1 for w in self.watches.values() if w.built))
 
     # -- sharing the fleet: presence, fair shares, and hand-over without a gap ----------------
     #
@@ -366,6 +367,7 @@ class WatchReplica:
     def close(self) -> None:
         """Stop every watch and release the leases (a clean hand-over, no TTL wait)."""
         watch_metrics.LEASES.set(0)
+        watch_metrics.BUILT.set(0)
         for name in list(self.claims):
             with contextlib.suppress(*redis_client.ERRORS):  # else the claim expires
                 self._abandon(name)

@@ -48,6 +48,7 @@ def test_counters_follow_events_relists_and_410s(
     for c in sim.clusters:
         wait_for(lambda c=c: run.healthy(c), what=f"{c} watched")
     wait_for(lambda: sample("fleetscope_watch_leases") == len(sim.clusters), what="leases gauge")
+    wait_for(lambda: sample("fleetscope_watch_built") == len(sim.clusters), what="built gauge")
     assert sample("fleetscope_watch_relists_total") == before["fleetscope_watch_relists_total"]
 
     c = sim.clusters[0]
@@ -90,7 +91,7 @@ def test_counters_follow_events_relists_and_410s(
     ]
     assert labelled == []  # no per-cluster (or any other) label
     run.stop()
-    assert sample("fleetscope_watch_leases") == 0
+    assert sample("fleetscope_watch_leases") == sample("fleetscope_watch_built") == 0
 
 
 def test_fleetscope_watch_serves_metrics(tmp_path: Path, redis_url: str) -> None:
