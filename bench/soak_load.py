@@ -144,20 +144,24 @@ class Load(Looping):
 
 
 def targets(sim: KubeSim, probe_ns: list[str]) -> list[tuple[str, str, dict[str, str]]]:
-    out = []
-    for c in sim.clusters:
-        obj = f"/api/v1/objects/{c}/{probe_ns[0]}/Kustomization/apps"
-        out += [("detail", obj, ADMIN), ("relations", obj + "/relations", ADMIN)]
-        out += [("history", obj + "/history?limit=20", ADMIN)]
-    for who, h in CALLERS.items():
-        out += [
+    """What the load asks, in turn: as many fleet-wide reads (lists, groups, facets, status of
+    every caller, in turn) as reads of one object (detail, relations, history of a probe object
+    on each cluster): at L an object list alone would be 600 of every 620 requests."""
+    fleet = []
+    for h in CALLERS.values():
+        fleet += [
             ("list", "/api/v1/objects?limit=50", h),
             ("list", "/api/v1/objects?status=unhealthy&limit=50", h),
             ("groups", "/api/v1/groups?limit=20", h),
             ("facets", "/api/v1/facets", h),
             ("status", "/api/v1/status", h),
         ]
-        del who
+    out = []
+    for i, c in enumerate(sim.clusters):
+        obj = f"/api/v1/objects/{c}/{probe_ns[0]}/Kustomization/apps"
+        out += [("detail", obj, ADMIN), ("relations", obj + "/relations", ADMIN)]
+        out += [("history", obj + "/history?limit=20", ADMIN)]
+        out += [fleet[(3 * i + k) % len(fleet)] for k in range(3)]
     return out
 
 
