@@ -40,7 +40,7 @@ from typing import Any
 import redis
 import requests
 
-from bench import collection, query, report, xl_load
+from bench import churn, collection, query, report, xl_load
 from common import redis_client
 from common.index import keys
 from common.redis_server import RedisClusterSet, start_redis_cluster, start_redis_server
@@ -130,8 +130,7 @@ def load_all(args: Any, urls: dict[str, str]) -> tuple[list[str], dict[str, dict
 def measure(args: Any, url: str) -> dict[str, Any]:
     """Every chosen profile against the one-GET reference (bench.query), then the slowest
     one's first page after a write."""
-    churn = query.churning(url, args.churn, args.churn_rows)
-    with query.served(url) as (r, base, ref), churn:
+    with query.served(url) as (r, base, ref):
         token = query.deep_token(base)
         walked = query.profiles(token, query.related_object(base), query.groups_token(base))
         results = query.run_profiles(r, base, ref, walked, args)
@@ -155,7 +154,7 @@ def after_write(r: Any, base: str, p: query.Profile, writes: int) -> dict[str, A
     session = requests.Session()
     session.get(url, headers=headers, timeout=60).raise_for_status()
     for _ in range(writes):
-        query.transition(r, rnd.choice(clusters))
+        churn.transition(r, rnd.choice(clusters))
         for out in (first, again):
             t = time.perf_counter()
             session.get(url, headers=headers, timeout=60).raise_for_status()
@@ -187,7 +186,7 @@ def main() -> None:
     ap.add_argument("--profile", dest="profiles", action="append", help="only these (prefix)")
     ap.add_argument("--no-doc", action="store_true")
     args = ap.parse_args()
-    args.churn, args.churn_rows = 0.0, False
+    args.churn, args.churn_rows, args.churn_model = 0.0, False, ""  # a still fleet
     xl = args.preset.upper() == "XL"
     args.loader = args.loader or ("store" if xl or args.presets else "collector")
     if args.presets:
