@@ -248,7 +248,9 @@ def write_growth(
         ),
     ]
     for name, res in by[first].items():
-        if "ratio_to_one_get" not in res or not all(name in by[p] for p in presets):
+        if "ratio_to_one_get" not in res or not all(
+            "ratio_to_one_get" in by[p].get(name, {}) for p in presets
+        ):
             continue
         cells = [
             f"{by[p][name]['ratio_to_one_get']}x, p99 {by[p][name]['p99_ms']} ms, "
@@ -313,7 +315,9 @@ def write(
     ]
     by_side = {s: {r["profile"]: r for r in measured[s]["results"]} for s in sides}
     for name, first in by_side[sides[0]].items():
-        if not all(name in by_side[s] for s in sides):
+        if not all(name in by_side[s] and "rps" in by_side[s][name] for s in sides):
+            failed = (by_side[s].get(name, {}).get("failed", "") for s in sides)
+            rows.append((name, *failed, *([""] if both else [])))
             continue
         cells = [_profile_cell(by_side[s][name]) for s in sides]
         last = by_side[sides[-1]][name]

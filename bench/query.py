@@ -403,7 +403,12 @@ def run_profiles(
     for p in chosen:
         if args.profiles and not any(p.name.startswith(x) for x in args.profiles):
             continue
-        res, one_get = measure_churned(r, base, ref, p, args)
+        try:
+            res, one_get = measure_churned(r, base, ref, p, args)
+        except requests.HTTPError as e:  # recorded, and the next profiles still run
+            results.append({"profile": p.name, "failed": str(e)})
+            print(results[-1], flush=True)
+            continue
         refs.append(one_get)
         results.append(res)
         print(results[-1], flush=True)
@@ -583,8 +588,12 @@ def churned(res: dict[str, Any]) -> tuple[Any, ...]:
 
 def write(args: Any, loaded: dict[str, Any], results: list[dict[str, Any]], secs: float) -> None:
     model = churn.model_of(args) if args.churn_model else None
-    rows = []
+    rows: list[tuple[Any, ...]] = []
+    width = len(MEASURED) + 4 + (len(CHURNED) if model is not None else 0)
     for res in results:
+        if "failed" in res:
+            rows.append((res["profile"], f"failed: {res['failed']}", *[""] * (width - 2)))
+            continue
         target = res["p99_target_ms"]
         ok = "" if target is None else ("yes" if res["p99_ms"] <= target else "NO")
         ratio = res.get("ratio_to_one_get", "")
