@@ -8,6 +8,7 @@ process by a stable name for the RSS samples."""
 from __future__ import annotations
 
 import shutil
+import socket
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 import gunicorn as gunicorn_pkg
 
 from bench.soak_faults import kill9, wait_until
-from common.redis_server import RedisServer, free_port, start_redis_server
+from common.redis_server import RedisServer, start_redis_server
 from fleetscope.supervisor import Child, Supervisor, python_module
 from kubesim.server import KubeSim
 from query.cli import command as gunicorn_command
@@ -203,6 +204,12 @@ def start_query(sup: Supervisor, name: str) -> str:
     base = f"http://127.0.0.1:{found}"
     assert wait_until(lambda: http_json(base + "/healthz")[0] == 200, 60), "gunicorn serving"
     return base
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def start_stack(sim: KubeSim, workdir: Path, **settings: Any) -> Stack:

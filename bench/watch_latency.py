@@ -22,6 +22,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,7 @@ import requests
 
 from bench.services import ROOT, bench_env, gunicorn
 from common.index import keys, syncstatus
-from common.redis_server import free_port, start_redis_server
+from common.redis_server import start_redis_server
 from kubesim.gen.fleet import preset_fleet
 from kubesim.server import KubeSim
 
@@ -160,6 +161,12 @@ def summary(values: list[float]) -> dict[str, Any]:
         "p99": pct(values, 0.99),
         "max": round(max(values), 3),
     }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def lag_buckets(ports: list[int]) -> dict[float, float]:

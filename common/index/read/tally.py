@@ -265,7 +265,7 @@ def _through_fleet(
     names = (status, tuple(clusters))
     hit = held.get(names)
     fresh = hit is not None and now - hit[1] < keys.FLEET_GENERATION_MAX_AGE_S
-    if hit is not None and fresh and fleet is not None and hit[0] == fleet:
+    if fresh and fleet is not None and hit is not None and hit[0] == fleet:
         return hit[2], got
     gens = redis_client.pipelined(r, [generations_command(clusters, status)])[0]
     if len(held) >= GENS_HELD_MAX:

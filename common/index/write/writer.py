@@ -224,8 +224,7 @@ def _write(
         if tt_build:
             totals[timeline.READY] = timeline.READY_VALUE
         changed = delta.removed or delta.added or any(derived) or ns_set or ns_gone
-        wrote = bool(changed or unbucketed or tt_build or tt_stale)  # the generation moves
-        if wrote:
+        if changed or unbucketed or tt_build or tt_stale:
             _write_members(tx, cluster, delta.removed, delta.added, retention.flapping)
             tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
             now_ms = int(time.time() * 1000)
@@ -254,7 +253,7 @@ def _write(
         elif fields or delta.snapshot is not None:
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         tx.execute()
-    if wrote:
+    if changed or unbucketed or tt_build or tt_stale:
         fleet_moved(r)
     return Written(
         len(delta.removed), len(delta.added), sum(kinds.values()), kinds, graph_reads=graph_reads
