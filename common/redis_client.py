@@ -322,6 +322,9 @@ def _pipelined_cluster(r: RedisCluster, commands: Sequence[Sequence[Any]]) -> li
                 if len(slots) != 1:
                     raise redis.DataError(f"{name} must name keys of one slot, got {len(slots)}")
                 parts.append([(slots.pop(), args, None)])
+            elif name == "XREAD":  # XREAD [COUNT n] [BLOCK ms] STREAMS key id: one key
+                at = next(k for k, a in enumerate(args) if _arg(a).upper() == b"STREAMS")
+                parts.append([(_slot(args[at + 1]), args, None)])
             else:
                 parts.append([(_slot(args[1]), args, None)])
         try:

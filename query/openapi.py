@@ -562,7 +562,9 @@ right after that position: no gap, no duplicate. Absent, empty or `0`: the rows 
 list first, as `ADDED` (at most 10,000: more is a 400; list and watch from the list's
 `resourceVersion`), then the changes. A position older than the change feeds keep
 (`FLEETSCOPE_WATCH_FEED_MAX` per cluster) is one `ERROR` event, a Kubernetes Status with `code:
-410` and `reason: Expired`, and the stream ends: list again. Events follow the caller's current
+410` and `reason: Expired`, and the stream ends: list again (an open stream gets the same when a
+burst of writes on one cluster passes the feed's retention before the service reads them). Events
+follow the caller's current
 access: a revoked grant stops them as it stops list rows. The stream ends when the client
 disconnects; clients reconnect with the last `id`."""
 

@@ -174,6 +174,8 @@ class Hub:
         self._check_access(batch.version, batch.snapshot)  # revoked before these writes: counts
         assert self.feed is not None
         self.feed.taken()
+        for c in sorted(batch.expired):
+            self._expire(c)
         if batch.changes:
             try:
                 self._dispatch(batch.changes)
@@ -184,6 +186,20 @@ class Hub:
                 for change in batch.changes:  # read: streams opened from now start after it
                     self.pos[change.cluster] = Position(change.position.gen)
                 self._token = None
+
+    def _expire(self, cluster: str) -> None:
+        """The hub fell behind `cluster`'s feed retention (entries were trimmed before it read
+        them): every stream that could have shown one of them gets 410 Expired and ends, as a
+        resume from there would (the client lists again); none is left with a gap."""
+        for sub in list(self.subs):
+            if sub.caller is None or sub.sink is None:
+                continue
+            if cluster not in sub.caller.access:
+                continue
+            if sub.filters.clusters and cluster not in sub.filters.clusters:
+                continue
+            sub.sink.send(watch_events.expired(_expired_message(cluster)))
+            self._drop(sub)
 
     def _dispatch(self, changes: list[Change]) -> None:
         """Each change rendered once per (caller, filters); each stream gets the batch's bytes

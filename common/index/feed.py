@@ -39,6 +39,10 @@ class Position:
             return entry_id[0] > self.gen
         return self.seq is not None and entry_id[1] > self.seq
 
+    def next_id(self) -> tuple[int, int]:
+        """The id of the entry right after this position, if it was written."""
+        return (self.gen + 1, 0) if self.seq is None else (self.gen, self.seq + 1)
+
     def start(self) -> str:
         """The exclusive XRANGE start just past this position."""
         if self.seq is None:

@@ -23,6 +23,8 @@ from tests.support.query_fleet import REG
 from tests.support.sse import Stream
 from tests.support.team_cluster import C, change, seed
 
+TOPOLOGIES = ("standalone", "cluster")
+TOPOLOGIES = ("standalone", "cluster")
 ADMIN = {"X-Remote-User": "root", "X-Remote-Group": "admins"}
 TEAM = {"X-Remote-User": "tina", "X-Remote-Group": "team-a"}
 
