@@ -20,9 +20,13 @@ from common import redis_client
 from common.index import history, keys, rows
 from common.index.feed import MODIFIED, Position
 from common.index.read import tally
+from common.index.read.reader import Filters
 from common.index.write import store_events, writer
+from common.rbac.authorizer import UserInfo
 from query import watch_feed
 from query.watch_feed import FeedReader
+from query.watch_hub import Caller, Hub, Subscription
+from query.watch_sinks import QueueSink
 from tests.common.index.read import fleets
 from tests.common.index.read.fleets import CLUSTERS
 from tests.common.index.read.test_fleet_generation import costs, reworded
@@ -141,3 +145,25 @@ def test_a_reader_behind_the_feeds_retention_reports_the_cluster_expired(
     batch = reader.next()
     assert batch is not None and batch.expired == {WRITTEN}
     assert len(batch.changes) == 3  # what the feed still held
+
+
+def test_the_hub_ends_with_410_the_streams_that_could_see_an_expired_cluster() -> None:
+    hub = Hub(SimpleNamespace(r=None))  # type: ignore[arg-type]
+    sees, blind, elsewhere = QueueSink(), QueueSink(), QueueSink()
+    for sink, clusters, filters in (
+        (sees, {WRITTEN: None, "c00": None}, Filters()),
+        (blind, {"c00": None}, Filters()),  # no grant on the expired cluster
+        (elsewhere, {WRITTEN: None, "c00": None}, Filters(clusters=("c00",))),
+    ):
+        caller = Caller(UserInfo("u"), access=clusters)  # type: ignore[arg-type]
+        sub = Subscription(UserInfo("u"), filters, None, sink=sink, caller=caller)
+        caller.subs[sub] = None
+        hub.subs[sub] = None
+    hub._expire(WRITTEN)
+    sent = sees.q.get_nowait()
+    assert sent is not None and b'"code":410' in sent and b'"reason":"Expired"' in sent
+    assert sees.closed and not blind.closed and not elsewhere.closed
+    assert len(hub.subs) == 2
+    hub.sel.close()
+    hub._wake_r.close()
+    hub._wake_w.close()
