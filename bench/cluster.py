@@ -150,15 +150,19 @@ def after_write(r: Any, base: str, p: query.Profile, writes: int) -> dict[str, A
     clusters = sorted(redis_client.text(c) for c in r.hkeys(keys.CLUSTERS))
     url, headers = p.urls(base)[0], p.headers()
     rnd = random.Random(1)
-    first, again = [], []
+    first: list[float] = []
+    again: list[float] = []
     session = requests.Session()
-    session.get(url, headers=headers, timeout=60).raise_for_status()
-    for _ in range(writes):
-        churn.transition(r, rnd.choice(clusters))
-        for out in (first, again):
-            t = time.perf_counter()
-            session.get(url, headers=headers, timeout=60).raise_for_status()
-            out.append((time.perf_counter() - t) * 1e3)
+    try:
+        session.get(url, headers=headers, timeout=60).raise_for_status()
+        for _ in range(writes):
+            churn.transition(r, rnd.choice(clusters))
+            for out in (first, again):
+                t = time.perf_counter()
+                session.get(url, headers=headers, timeout=60).raise_for_status()
+                out.append((time.perf_counter() - t) * 1e3)
+    except requests.RequestException as e:  # recorded: the run's other results stand
+        return {"profile": p.name, "writes": writes, "failed": str(e)[:300]}
     return {
         "profile": p.name,
         "writes": writes,
@@ -166,6 +170,15 @@ def after_write(r: Any, base: str, p: query.Profile, writes: int) -> dict[str, A
         "first_page_ms_max": round(max(first), 1),
         "again_ms_median": round(statistics.median(again), 1),
     }
+
+
+def _after_cell(aw: dict[str, Any]) -> str:
+    if "failed" in aw:
+        return f"failed: {aw['failed']}"
+    return (
+        f"{aw['first_page_ms_median']} ms median, {aw['first_page_ms_max']} ms max "
+        f"(again: {aw['again_ms_median']} ms)"
+    )
 
 
 def main() -> None:
@@ -266,13 +279,7 @@ def write_growth(
             rows.append(
                 (
                     f"{p}: first page after a write ({aw['profile']})",
-                    *(
-                        f"{aw['first_page_ms_median']} ms median, {aw['first_page_ms_max']} max; "
-                        f"again {aw['again_ms_median']} ms"
-                        if q == p
-                        else ""
-                        for q in presets
-                    ),
+                    *(_after_cell(aw) if q == p else "" for q in presets),
                     "",
                 )
             )
@@ -326,10 +333,7 @@ def write(
     for s in sides:
         aw = measured[s]["after_write"]
         if aw:
-            cell = (
-                f"{aw['profile']}: {aw['first_page_ms_median']} ms median, "
-                f"{aw['first_page_ms_max']} ms max (again: {aw['again_ms_median']} ms)"
-            )
+            cell = f"{aw['profile']}: {_after_cell(aw)}"
             cells = [cell if x == s else "" for x in sides]
             rows.append(
                 (f"first page after a write ({aw['writes']} writes)", *cells, *([""] * both))

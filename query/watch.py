@@ -56,15 +56,28 @@ INITIAL_MAX = 10_000
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
+_last_position: tuple[Any, list[str], list[Any], str] | None = None
+"""(signer, clusters, their generations, the token): the last list position made here."""
+
+
 def list_position(st: QueryState) -> str:
     """The fleet position of a list about to be read: each registered cluster's generation,
     read before the rows (a change racing the list may come again as an event, never lost; a
-    cluster registered since the fleet view's last read is absent: watched from its start)."""
+    cluster registered since the fleet view's last read is absent: watched from its start).
+
+    The token of the last generations read is reused while they hold: encoding and signing
+    1,000 clusters' positions was half of a list page's time at fleet XL."""
+    global _last_position
     names = st.fleet.known()
     gens, _ = tally.generations(st.r, names)
-    return positions.encode(
+    last = _last_position
+    if last is not None and last[0] is st.signer and last[2] == gens and last[1] == names:
+        return last[3]
+    token = positions.encode(
         st.signer, {c: Position(int(g or 0)) for c, g in zip(names, gens, strict=True)}
     )
+    _last_position = (st.signer, names, list(gens), token)
+    return token
 
 
 @bp.get("/watch")

@@ -182,3 +182,22 @@ def test_counts_hold_when_the_interned_identities_are_dropped(
         for by in ("object", "namespace"):
             assert group_facets(client, user, by) == counted(client, user, by), (user, by)
     assert counter.reads >= read + 4 * len(FLEET.cluster_names)  # read afresh each time
+
+
+def test_counts_hold_when_clusters_are_read_a_few_at_a_time_in_small_chunks(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are read `CLUSTERS_PER_READ` clusters a round trip, `CHUNK` rows a cluster at a
+    time (fleet XL: all at once overloaded the shards): split finer than the fleet, the
+    answers are the same, and every cluster is read."""
+    from common.index.read import group_facets as module
+
+    counter = client.application.extensions["fleetscope"].group_facets
+    monkeypatch.setattr(module, "IDS_MAX", 5)  # read afresh on every request
+    monkeypatch.setattr(module, "CLUSTERS_PER_READ", 2)
+    monkeypatch.setattr(module, "CHUNK", 7)
+    read = counter.reads
+    for by in ("object", "namespace"):
+        assert group_facets(client, "admin-0", by) == counted(client, "admin-0", by), by
+    assert counter.reads >= read + 2 * len(FLEET.cluster_names)
+    assert len(FLEET.cluster_names) > 2

@@ -11,11 +11,13 @@ import time
 import pytest
 import redis
 
-from common.index import syncstatus
+from common.index import rows, syncstatus
 from common.index.read import reader
 from common.index.read.reader import Filters, PageRequest, Reader
+from common.index.write import store_events
 from common.rbac.grants import compile_grants, store_grants
 from common.settings import Settings
+from query import positions
 from query.scope import FleetView
 from tests.support.costs import commands, count_round_trips
 from tests.support.http import make_app
@@ -107,6 +109,32 @@ def test_list_request_costs_a_fixed_number_of_redis_commands(
     assert stats.pop("mget") == n  # the resourceVersion: one MGET whatever the fleet's size
     assert stats.pop("zrangebylex") == 3 * n
     assert stats == {}, f"unexpected commands per list request: {stats}"
+
+
+def test_the_list_position_is_encoded_once_while_no_cluster_is_written(
+    wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer's resourceVersion (every cluster's generation, signed) is made again only
+    when a generation moved: encoding it was half of a list page's time at 1,000 clusters."""
+    client = cached_client(redis_url)
+    signer = client.application.extensions["fleetscope"].signer
+    h = headers(USERS["admin"])
+    encoded: list[int] = []
+    real = positions.encode
+    monkeypatch.setattr(positions, "encode", lambda *a: encoded.append(1) or real(*a))
+    first = client.get("/api/v1/objects?limit=5", headers=h).get_json()["resourceVersion"]
+    again = client.get("/api/v1/objects?limit=5", headers=h).get_json()["resourceVersion"]
+    assert again == first and len(encoded) == 1
+    written = CLUSTERS[1]
+    member = rows.encode(make_row(written, "ns-new", "Kustomization", "moved"))
+    store_events.apply_changes(wide, written, [store_events.Change.of(member)])
+    moved = client.get("/api/v1/objects?limit=5", headers=h).get_json()["resourceVersion"]
+    assert len(encoded) == 2
+    before, after = positions.decode(signer, first), positions.decode(signer, moved)
+    assert after[written].gen == before[written].gen + 1
+    assert {c: p for c, p in after.items() if c != written} == {
+        c: p for c, p in before.items() if c != written
+    }
 
 
 @pytest.mark.standalone_only
