@@ -106,6 +106,12 @@ class Extras:
         self._parts: Memo[tuple[Any, ...], Part] = Memo(MEMO_MAX)
         self._raw: Memo[str, dict[str, str]] = Memo(MEMO_MAX)
         """Every namespace's counts of a cluster (encoded), by generation: for wide callers."""
+        self.counted: Memo[tuple[int, Filters, tuple[str, ...]], tuple[list[str], Facets]] = Memo(
+            ANSWERS_MAX
+        )
+        """(caller's access, filters, label keys) -> the clusters and the answer counted from
+        their rows (a label selector, label keys, a name), at the generations it was counted
+        at: summing 1,000 clusters' parts was the request's cost at fleet XL. Never mutated."""
         self._sums: Memo[tuple[int, Filters, tuple[str, ...]], _Sums] = Memo(SUMS_MAX)
         """(caller's access, filters, clusters) -> rows per namespace, moved cluster by cluster."""
         self._lock = threading.Lock()
@@ -282,8 +288,13 @@ def count(
     if filters.labels or label_keys or filters.name:
         clusters = reader.candidates(access, filters, None)
         gens, version = tally.status_generations(reader.r, clusters, confirm_version)
+        key = (id(access), filters, label_keys)
+        hit = reader.extras.counted.get(key, gens, access)
+        if hit is not None and hit[0] == clusters:
+            return replace(hit[1], version=version, scanned=0)
         out = Facets(version=version)
         reader.extras.scanned(reader, access, filters, clusters, gens, label_keys, out)
+        reader.extras.counted.put(key, (list(clusters), replace(out)), list(gens), access)
         return out
     return _from_tables(reader, access, filters, confirm_version)
 

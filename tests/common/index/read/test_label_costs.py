@@ -79,3 +79,27 @@ def test_namespace_facets_come_from_the_counts(wide: redis.Redis, monkeypatch) -
     again = r.facets(ADMIN, Filters())
     assert again.namespaces == first.namespaces
     assert len(trips) == 1 and r.extras.reads == len(FORTY)  # the generations' MGET only
+
+
+def test_a_repeated_label_facets_answer_sums_no_cluster_again(
+    wide: redis.Redis, monkeypatch
+) -> None:
+    """While no cluster was written, the same caller's label facets are the answer counted
+    before (summing every cluster's part was the request's cost at 1,000 clusters)."""
+    from common.index.read import facets
+
+    r = Reader(wide, KINDS)
+    f, asked = Filters(), ("tier",)
+    first = r.facets(ADMIN, f, label_keys=asked)
+    summed: list[str] = []
+    real = facets._add_part
+    monkeypatch.setattr(
+        facets, "_add_part", lambda out, c, *a: summed.append(c) or real(out, c, *a)
+    )
+    again = r.facets(ADMIN, f, label_keys=asked)
+    assert summed == [] and again.scanned == 0
+    assert (again.total, again.labels) == (first.total, first.labels)
+    write_rows(wide, [make_row(FORTY[3], "team-00", "Kustomization", "new-one")])
+    reindex_names(wide, [FORTY[3]])
+    moved = r.facets(ADMIN, f, label_keys=asked)
+    assert moved.total == first.total + 1 and len(summed) == len(FORTY)
