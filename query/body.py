@@ -117,7 +117,7 @@ def _label_values(counts: Facets, label_keys: tuple[str, ...]) -> dict[str, Any]
     return {"labels": shown, "labelsOmitted": omitted}
 
 
-_facets: dict[int, tuple[dict[str, int], str]] = {}
+_facets: dict[tuple[int, tuple[str, ...]], tuple[dict[str, int], str]] = {}
 FACETS_CACHED = 1024
 
 
@@ -130,9 +130,11 @@ def facets_response(
     """`{"total", "clusters", "kinds", "statuses", "suspended", "namespaces", "freshness"}`
     as a JSON response (`namespaces` not with `by`; `labels` with `label_keys`). The counts' part is encoded once per result the reader shares (its remembered
     facets keep their dicts while no cluster is written), so a fleet's 200-cluster object is
-    not sorted and encoded again on every request."""
-    hit = _facets.get(id(counts.clusters))
-    if hit is not None and hit[0] is counts.clusters and not label_keys:
+    not sorted and encoded again on every request (with `label_keys`: per keys asked, the
+    answer's labels being shared with it)."""
+    key = (id(counts.clusters), label_keys)
+    hit = _facets.get(key)
+    if hit is not None and hit[0] is counts.clusters:
         text = hit[1]
     else:
         members = {
@@ -150,7 +152,6 @@ def facets_response(
         text = json.dumps(members, separators=(",", ":"))[1:-1]
         if len(_facets) >= FACETS_CACHED:
             _facets.clear()
-        if not label_keys:
-            _facets[id(counts.clusters)] = (counts.clusters, text)  # held: its id stays its own
+        _facets[key] = (counts.clusters, text)  # held: its id stays its own
     fresh = json.dumps(freshness, separators=(",", ":"))
     return Response(f'{{{text},"freshness":{fresh}}}\n', mimetype="application/json")

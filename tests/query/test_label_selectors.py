@@ -216,3 +216,23 @@ def test_a_malformed_selector_is_a_400_naming_the_problem(world: dict[str, Any])
             "error": "invalid_parameter",
             "message": f"labelSelector: {message}",
         }
+
+
+def test_label_facets_bodies_follow_the_keys_asked(world: dict[str, Any]) -> None:
+    """The rendered body is kept per answer and keys asked: asking other keys of the same
+    (remembered) answer does not get the first keys' body."""
+    user = USERS["admin-0"]
+
+    def ask(k: str) -> dict[str, Any]:
+        got = (
+            world["client"]
+            .get("/api/v1/facets", query_string={"labelKeys": k}, headers=headers(user))
+            .get_json()
+        )
+        got.pop("freshness")
+        return dict(got)
+
+    version, instance = "app.kubernetes.io/version", "app.kubernetes.io/instance"
+    a, b, again = ask(version), ask(instance), ask(version)
+    assert set(a["labels"]) == {version} and set(b["labels"]) == {instance}
+    assert again == a and a["labels"] != b["labels"]
