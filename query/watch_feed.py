@@ -1,8 +1,8 @@
 """The watch hub's reader: one thread that reads every cluster's change feed (common.index.feed)
 with its own Redis connection and hands the hub batches of changes.
 
-One XREAD BLOCK over all the feeds, then the
-grants version (`fs:version`) read after it: an RBAC change made before these writes has raised
+One XREAD BLOCK over all the feeds (polled on a Redis Cluster: below), then the grants version
+(`fs:version`) read after it: an RBAC change made before these writes has raised
 it by then, so the hub re-resolves access before sending them (the list path's bound). Keeping
 the Redis waits and the reply decoding on this thread leaves the hub's thread free to accept
 streams and write to sockets; the fleet view (re-read every second) is refreshed here too.
