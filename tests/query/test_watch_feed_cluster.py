@@ -28,8 +28,7 @@ from query.watch_feed import FeedReader
 from query.watch_hub import Caller, Hub, Subscription
 from query.watch_sinks import QueueSink
 from tests.common.index.read import fleets
-from tests.common.index.read.fleets import CLUSTERS
-from tests.common.index.read.test_fleet_generation import costs, reworded
+from tests.common.index.read.fleets import CLUSTERS, costs, reworded
 from tests.support import topology
 from tests.support.rowfactory import row
 

@@ -1,6 +1,8 @@
 """What the reader tests share: who asks the random fleet of tests.support.index_fleet
 (ACCESSES, per-cluster accesses) and a walk of the reader's pages; the group-cost fleet's
-clusters, each object's status on each, its rows (`members`), and its admin and team callers."""
+clusters, each object's status on each, its rows (`members`), and its admin and team callers;
+a message-only rewrite of a cluster's first row (`reworded`) and the commands counted since the
+last reset (`costs`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from collections.abc import Callable, Iterator
 
 import redis
 
-from common.index import rows
+from common.index import keys, rows
 from common.index.read.reader import Filters, PageRequest, Reader
-from common.index.write import store
+from common.index.write import store, store_events
+from common.redis_client import text
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
@@ -87,3 +90,17 @@ def stored(
         store.replace_rows(r, c, members_of(c))
     yield r
     r.close()
+
+
+def reworded(r: redis.Redis, cluster: str, message: str) -> None:
+    m = text(r.zrange(keys.rows(cluster), 0, 0)[0])
+    row = rows.decode(cluster, m)
+    row["message"] = message
+    change = store_events.Change.of(rows.encode(row, rows.edges_of(m)))
+    assert store_events.apply_changes(r, cluster, [change]).updated == 1
+
+
+def costs(r: redis.Redis) -> dict[str, int]:
+    stats = topology.commandstats(r)
+    stats.pop("config|resetstat", None)
+    return dict(stats)

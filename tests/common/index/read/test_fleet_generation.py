@@ -11,13 +11,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from common.index import keys, rows
+from common.index import keys
 from common.index.read import tally
 from common.index.read.reader import Filters, Reader
-from common.index.write import store, store_events
-from common.redis_client import text
+from common.index.write import store
 from tests.common.index.read import fleets
-from tests.common.index.read.fleets import ADMIN, CLUSTERS
+from tests.common.index.read.fleets import ADMIN, CLUSTERS, costs, reworded
 from tests.support import topology
 from tests.support.index_fleet import KINDS
 
@@ -28,20 +27,6 @@ WRITTEN = CLUSTERS[3]
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[redis.Redis]:
     yield from fleets.stored(redis_url)
-
-
-def reworded(r: redis.Redis, cluster: str, message: str) -> None:
-    m = text(r.zrange(keys.rows(cluster), 0, 0)[0])
-    row = rows.decode(cluster, m)
-    row["message"] = message
-    change = store_events.Change.of(rows.encode(row, rows.edges_of(m)))
-    assert store_events.apply_changes(r, cluster, [change]).updated == 1
-
-
-def costs(r: redis.Redis) -> dict[str, int]:
-    stats = topology.commandstats(r)
-    stats.pop("config|resetstat", None)
-    return dict(stats)
 
 
 def test_a_still_fleet_costs_one_get_and_a_write_is_seen(fleet: redis.Redis) -> None:
