@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -77,6 +78,7 @@ class WatchReplica:
         )
         self._retiring: list[concurrent.futures.Future[None]] = []
         self._free_seen: set[str] = set()  # free clusters left to the others last round
+        self._started = time.monotonic()
         self._loading: dict[str, _Load] = {}  # exec plugins running (`_client`)
 
     @property
@@ -113,6 +115,7 @@ class WatchReplica:
             except RuntimeError:  # changed while copied: next time
                 continue
             try:
+                self._announce()
                 renewed = lease.renew_all(self.r, [self._lease(name) for name, _ in held])
             except redis_client.ERRORS as e:
                 log.warning("could not renew the watch leases: %s", e)
@@ -123,8 +126,8 @@ class WatchReplica:
                     watch.lost = True
 
     def tick(self) -> None:
-        lost = self._renew_all()  # first, and in one round trip: the leases matter most
-        replicas = self._present()
+        replicas = self._present()  # just before the leases: it lapses no later than they do
+        lost = self._renew_all()  # in one round trip: the leases matter most
         if (
             self.reconcile
             and time.monotonic() - self._reconciled_at > self.settings.registry_interval_s
@@ -164,7 +167,7 @@ class WatchReplica:
                 self._take(name)
             elif mine and not room:
                 self._free_seen.add(name)
-        if len(self.watches) + len(self.claims) < share:
+        if len(self.watches) + len(self.claims) < share and self._settled():
             self._claim(eligible, share)
         watch_metrics.LEASES.set(len(self.watches))
         watch_metrics.BUILT.set(sum(1 for w in self.watches.values() if w.built))
@@ -178,15 +181,31 @@ class WatchReplica:
     # fenced by the lease throughout.
 
     def _present(self) -> int:
-        """Announce this replica (until two TTLs from now); how many replicas are live (their
-        tokens in `self.live`)."""
-        now_ms = int(time.time() * 1000)
-        pipe = self.r.pipeline(transaction=False)
-        pipe.zadd(keys.WATCHERS, {self.token: now_ms + 2 * self.ttl_ms})
-        pipe.zremrangebyscore(keys.WATCHERS, "-inf", now_ms)
+        """Announce this replica; how many replicas are live (their tokens in `self.live`)."""
+        pipe = self._announce(execute=False)
+        pipe.zremrangebyscore(keys.WATCHERS, "-inf", int(time.time() * 1000))
         pipe.zrange(keys.WATCHERS, 0, -1)
         self.live = {text(t) for t in pipe.execute()[-1]}
         return max(1, len(self.live))
+
+    def _announce(self, execute: bool = True) -> Any:
+        """Say this replica is live until one lease TTL from now. It is said just before the
+        leases are renewed (by the round and by `_keep_leases`), so a replica that dies stops
+        counting no later than its leases lapse: whoever takes its clusters as free then counts
+        the replicas that are really left, and takes its whole share at once."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zadd(keys.WATCHERS, {self.token: int(time.time() * 1000) + self.ttl_ms})
+        if execute:
+            pipe.execute()
+        return pipe
+
+    def _settled(self) -> bool:
+        """Whether this replica has run for one lease TTL. Before that, a replica killed just
+        before it started may still count as live (it announced itself until one TTL from its
+        last round), and the shares would be computed over too many replicas: a replica taking
+        a killed one's place would claim clusters from the healthy survivor, which would list
+        them twice, instead of waiting for the dead one's clusters to come free."""
+        return time.monotonic() - self._started >= self.settings.watch_lease_ttl_s
 
     def _claim(self, eligible: list[str], share: int) -> None:
         """Claim clusters of replicas holding more than `share` until this one holds its share."""

@@ -3,6 +3,9 @@ watcher replicas run in threads (real HTTPS watches, real redis-server)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -59,3 +62,34 @@ def start_replica(wsettings: Settings, rb: redis.Redis) -> Iterator[Callable[...
     yield start
     for run in started:
         run.stop()
+
+
+@pytest.fixture
+def spawn(
+    wsettings: Settings, tmp_path: Path
+) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        env = dict(
+            os.environ,
+            FLEETSCOPE_REDIS_URL=wsettings.redis_url,
+            FLEETSCOPE_CLUSTERS_DIR=wsettings.clusters_dir,
+            FLEETSCOPE_WATCH_LEASE_TTL_S=str(wsettings.watch_lease_ttl_s),
+            FLEETSCOPE_WATCH_METRICS_PORT="0",  # two replicas on one machine
+        )
+        log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 (closed at teardown)
+        logs.append(log)
+        cmd = [sys.executable, "-m", "fleetscope", "watch", "--name", name]
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(10)
+    for log in logs:
+        log.close()

@@ -5,14 +5,11 @@ once; a cluster leaving the registry is dropped."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 import redis
 
 from common.index import keys, rows
@@ -21,37 +18,6 @@ from kubesim.server import KubeSim
 from tests.support.index_fleet import row_of
 from tests.support.waiting import wait_for
 from tests.watch.harness import Running, owners
-
-
-@pytest.fixture
-def spawn(
-    wsettings: Settings, tmp_path: Path
-) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = []
-
-    def start(name: str) -> subprocess.Popen[bytes]:
-        env = dict(
-            os.environ,
-            FLEETSCOPE_REDIS_URL=wsettings.redis_url,
-            FLEETSCOPE_CLUSTERS_DIR=wsettings.clusters_dir,
-            FLEETSCOPE_WATCH_LEASE_TTL_S=str(wsettings.watch_lease_ttl_s),
-            FLEETSCOPE_WATCH_METRICS_PORT="0",  # two replicas on one machine
-        )
-        log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 (closed at teardown)
-        logs.append(log)
-        cmd = [sys.executable, "-m", "fleetscope", "watch", "--name", name]
-        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        procs.append(p)
-        return p
-
-    yield start
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-            p.wait(10)
-    for log in logs:
-        log.close()
 
 
 def test_killed_replica_is_taken_over(
