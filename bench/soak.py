@@ -50,6 +50,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--revocation-bound-s", type=float, default=5.0)
     p.add_argument("--freshness-target-s", type=float, default=2.0)
     p.add_argument("--settle-timeout-s", type=float, default=300)
+    p.add_argument(
+        "--query-memo-mib",
+        type=int,
+        default=128,
+        help="FLEETSCOPE_QUERY_MEMO_MIB of the query workers: memos that fill within the warm-up",
+    )
     p.add_argument("--out", default="soak.json")
     return p.parse_args(argv)
 
@@ -71,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             watch_bookmark_s=5,
             leaf_timeout_s=2,
             log_level="WARNING",
+            query_memo_mib=args.query_memo_mib,
         )
         try:
             result = run(args, sim, stack, fleet)

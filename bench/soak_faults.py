@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from common import redis_client
+
 if TYPE_CHECKING:
     from bench.soak_stack import Stack
 
@@ -141,9 +143,14 @@ def kill9(pid: int) -> None:
 
 
 def wait_until(cond: Any, timeout_s: float, poll_s: float = 0.5) -> bool:
+    """Whether `cond()` came true within `timeout_s`; a Redis error while asking (a failover
+    under way) counts as not yet, not as the end of the run."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if cond():
-            return True
+        try:
+            if cond():
+                return True
+        except redis_client.ERRORS:
+            pass
         time.sleep(poll_s)
     return False

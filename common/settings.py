@@ -194,6 +194,9 @@ class Settings:
     query_threads: int = 4
     """Threads per gunicorn worker of the query service."""
 
+    query_memo_mib: int = 0
+    """MiB each query worker may keep in its memos (pages, counts, tables and time windows remembered between requests, by generation), shared out among them by fixed shares, entries' sizes estimated; 0 = each memo bounded by its entry count only (at fleet L one worker's memos reached ~600 MiB with 14 callers: docs/operations.md, "Memory of a query worker")."""
+
     metrics_cluster_labels: bool = False
     """The query service's /metrics carries per-cluster series (a `cluster` label) only when true: cluster names are otherwise not shown to whoever can scrape it."""
 
@@ -350,6 +353,8 @@ class Settings:
                 "page size, query workers/threads, worker memory and history retention must be "
                 "at least 1"
             )
+        if self.query_memo_mib < 0:
+            raise ConfigError(f"{env_name('query_memo_mib')} must be 0 (off) or a number of MiB")
         _check_alerting(self)
         topology = redis_urls.check(self.redis_url, env_name("redis_url"))
         if self.broker_url.startswith("sentinel://") and topology != "sentinel":

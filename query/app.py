@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Flask, Response, g, request
 
+from common.index.read import memo
 from common.settings import Settings
 from query import (
     alerts,
@@ -71,6 +72,7 @@ def _observe(app: Flask) -> None:
 def create_app(settings: Settings) -> Flask:
     app = Flask("query")
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    memo.set_budget(settings.query_memo_mib)
     app.extensions["fleetscope"] = QueryState.build(settings)
     errors.register(app)
     edges.install(app, settings)

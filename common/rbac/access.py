@@ -92,7 +92,7 @@ class AccessResolver:
         self.known = frozenset(registry.keys())
         # Parsed and merged access per (cluster, grants hash, subject or subjects): the hash
         # names the grants' content, so an entry never needs checking against a version.
-        self.cache: Memo[tuple[Any, ...], Access] = Memo(cache_size)
+        self.cache: Memo[tuple[Any, ...], Access] = Memo(cache_size, "access.cache")
         # Whole answers per (user's subjects, clusters), at the hashes they were resolved from
         # (valid while those are `_state`'s).
         self.answers: Memo[tuple[Any, ...], dict[str, Access]] = Memo(4096)

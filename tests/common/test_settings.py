@@ -53,6 +53,8 @@ def test_parses_each_type() -> None:
         ("FLEETSCOPE_REDIS_URL", "localhost:6379", "must start with redis://"),
         ("FLEETSCOPE_LOG_LEVEL", "verbose", "FLEETSCOPE_LOG_LEVEL must be one of DEBUG, INFO"),
         ("FLEETSCOPE_ACCESS_LOG", "yes", "FLEETSCOPE_ACCESS_LOG must be one of off, text, json"),
+        ("FLEETSCOPE_QUERY_MEMO_MIB", "-5", "FLEETSCOPE_QUERY_MEMO_MIB must be"),
+        ("FLEETSCOPE_QUERY_MEMO_MIB", "lots", "FLEETSCOPE_QUERY_MEMO_MIB must be"),
     ],
 )
 def test_bad_values_fail_fast_naming_the_variable(var: str, value: str, expected: str) -> None:

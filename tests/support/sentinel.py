@@ -60,7 +60,10 @@ class SentinelSet:
         self.primary.stop()
 
 
-def start_sentinel_set() -> SentinelSet:
+def start_sentinel_set(down_after_ms: int = DOWN_AFTER_MS) -> SentinelSet:
+    """A primary, its replica and three Sentinels (quorum 2) that call the primary down after
+    `down_after_ms` without an answer (1 s: tests fail over fast; a loaded stack needs more,
+    or a primary busy with a long write is failed over for nothing)."""
     primary = start_redis_server()
     replica = start_redis_server(extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
     out = SentinelSet(primary, replica, workdir=tempfile.mkdtemp(prefix="fleetscope-sentinel-"))
@@ -73,7 +76,7 @@ def start_sentinel_set() -> SentinelSet:
                 f"port {port}\nbind 127.0.0.1\ndir {out.workdir}\n"
                 f"logfile {out.workdir}/sentinel-{i}.log\n"
                 f"sentinel monitor {MASTER} 127.0.0.1 {primary.port} 2\n"
-                f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
+                f"sentinel down-after-milliseconds {MASTER} {down_after_ms}\n"
                 f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
                 f"sentinel parallel-syncs {MASTER} 1\n"
             )

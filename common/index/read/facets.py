@@ -98,21 +98,23 @@ class Extras:
 
     def __init__(self, r: Any) -> None:
         self.r = r
-        self.answers: Memo[tuple[int, Filters], _Summed] = Memo(ANSWERS_MAX)
+        self.answers: Memo[tuple[int, Filters], _Summed] = Memo(ANSWERS_MAX, "facets.answers")
         """(caller's access, filters) -> the last answer, at the generations it was summed at."""
-        self._ns: Memo[tuple[str, int, Filters], _Shares] = Memo(MEMO_MAX)
+        self._ns: Memo[tuple[str, int, Filters], _Shares] = Memo(MEMO_MAX, "facets.ns")
         """(cluster, access, filters) -> the cluster's rows per namespace, with the counts
         they were summed from (the next generation's re-sums only the namespaces that moved)."""
-        self._parts: Memo[tuple[Any, ...], Part] = Memo(MEMO_MAX)
-        self._raw: Memo[str, dict[str, str]] = Memo(MEMO_MAX)
+        self._parts: Memo[tuple[Any, ...], Part] = Memo(MEMO_MAX, "facets.parts")
+        self._raw: Memo[str, dict[str, str]] = Memo(MEMO_MAX, "facets.raw")
         """Every namespace's counts of a cluster (encoded), by generation: for wide callers."""
         self.counted: Memo[tuple[int, Filters, tuple[str, ...]], tuple[list[str], Facets]] = Memo(
-            ANSWERS_MAX
+            ANSWERS_MAX, "facets.counted"
         )
         """(caller's access, filters, label keys) -> the clusters and the answer counted from
         their rows (a label selector, label keys, a name), at the generations it was counted
         at: summing 1,000 clusters' parts was the request's cost at fleet XL. Never mutated."""
-        self._sums: Memo[tuple[int, Filters, tuple[str, ...]], _Sums] = Memo(SUMS_MAX)
+        self._sums: Memo[tuple[int, Filters, tuple[str, ...]], _Sums] = Memo(
+            SUMS_MAX, "facets.sums"
+        )
         """(caller's access, filters, clusters) -> rows per namespace, moved cluster by cluster."""
         self._lock = threading.Lock()
         self.reads = 0

@@ -145,7 +145,7 @@ class GroupFacets:
         self._kinds: dict[str, int] = {}
         self._kind_names: list[str] = []
         self._held: dict[str, _Held] = {}
-        self._states: Memo[Any, _State] = Memo(STATES_MAX)
+        self._states: Memo[Any, _State] = Memo(STATES_MAX, "group_facets.states")
 
     def facets(
         self,

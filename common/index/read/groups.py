@@ -300,31 +300,33 @@ class GroupReader:
         self.pages_max = pages_max
         # Each by generation (a cluster's, or the caller's clusters' for pages); those keyed
         # by an access's id hold that access.
-        self._pages: Memo[Any, GroupPage] = Memo(pages_max)
+        self._pages: Memo[Any, GroupPage] = Memo(pages_max, "groups.pages")
         self._unhealthy: Memo[str, list[bytes]] = Memo(INDEXES_MAX)
         """cluster -> its unhealthy index."""
         self._namespaces: Memo[str, list[str]] = Memo(INDEXES_MAX)
         """cluster -> its namespaces (those of the per-namespace counts), sorted."""
-        self._keys: Memo[Any, tuple[bytes, ...]] = Memo(INDEXES_MAX * 4)
+        self._keys: Memo[Any, tuple[bytes, ...]] = Memo(INDEXES_MAX * 4, "groups.keys")
         """(cluster, access, filters, by) -> the cluster's unhealthy group keys."""
-        self._tallies: Memo[Any, _Tally] = Memo(pages_max)
+        self._tallies: Memo[Any, _Tally] = Memo(pages_max, "groups.tallies")
         """(access, filters, by) -> the unhealthy part's counts, moved cluster by cluster."""
-        self._codes: Memo[str, dict[bytes, str]] = Memo(INDEXES_MAX)
+        self._codes: Memo[str, dict[bytes, str]] = Memo(INDEXES_MAX, "groups.codes")
         """cluster -> identity -> its status code there ("" for none)."""
-        self._nsvalues: Memo[str, dict[str, str]] = Memo(INDEXES_MAX)
+        self._nsvalues: Memo[str, dict[str, str]] = Memo(INDEXES_MAX, "groups.nsvalues")
         """cluster -> namespace -> its per-namespace counts ("" for none)."""
-        self._nsmembers: Memo[Any, dict[str, Member | None]] = Memo(INDEXES_MAX * 4)
+        self._nsmembers: Memo[Any, dict[str, Member | None]] = Memo(
+            INDEXES_MAX * 4, "groups.nsmembers"
+        )
         """(cluster, access, filters) -> namespace -> its Member."""
-        self._runs: Memo[Any, tuple[tuple[bytes, ...], bool]] = Memo(RUNS_MAX)
+        self._runs: Memo[Any, tuple[tuple[bytes, ...], bool]] = Memo(RUNS_MAX, "groups.runs")
         """(cluster, access, filters, after key) -> the identities of the cluster's first chunk
         after that key, and whether they are all (weighted by identities)."""
-        self._shares: Memo[Any, tuple[tuple[Any, Member], ...]] = Memo(SHARES_MAX)
+        self._shares: Memo[Any, tuple[tuple[Any, Member], ...]] = Memo(SHARES_MAX, "groups.shares")
         """(cluster, access, filters, page serial) -> the cluster's Members of that page's
         groups, with their places (weighted by Members)."""
         self._serials: Memo[frozenset[Any], int] = Memo(PAGES_MAX)
         self._next_serial = itertools.count()
         self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
-        self._changes = Memo(INDEXES_MAX * 4)
+        self._changes = Memo(INDEXES_MAX * 4, "groups.changes")
         """(cluster, walk start, by) -> the groups changed there since."""
         self._lock = threading.Lock()
         self.index_reads = 0

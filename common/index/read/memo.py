@@ -1,7 +1,10 @@
 """One bounded, generation-checked memo: what the readers remember between requests.
 
 A `Memo` is a thread-safe LRU map bounded by the total weight of its entries (1 each unless
-told: a weight in entries or rows bounds memory rather than keys). An entry carries the
+told: a weight in entries or rows bounds memory rather than keys). A named memo is also
+bounded in bytes once the process has a memo budget (`set_budget`, the query service's
+`FLEETSCOPE_QUERY_MEMO_MIB`): its share of the budget (`SHARES`), its entries' sizes estimated
+when they are stored (`approx_size`). An entry carries the
 generation it was computed at (a cluster's generation, a list of them, a window's version, a
 grants hash: anything compared with `==`), and a lookup at another generation is a miss.
 
@@ -12,7 +15,10 @@ id cannot be reused while the entry lives, nor match another object after it was
 
 from __future__ import annotations
 
+import itertools
+import sys
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
@@ -20,8 +26,96 @@ from typing import Any, Generic, TypeVar
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_Entry = tuple[Any, Any, Any, int]
-"""(owner, generation, value, weight)."""
+_Entry = tuple[Any, Any, Any, int, int]
+"""(owner, generation, value, weight, estimated bytes: 0 unless the memo is byte-bounded)."""
+
+SHARES: dict[str, float] = {
+    # What each named memo may hold of the process's budget. Measured at fleet L (200
+    # clusters, 1.57 M rows) with every cap reached, per entry: a caller's group facets
+    # counts ~7.9 MB; a facets answer 0.5-0.8 MB; a cluster's namespace counts ~280 KB; a
+    # (cluster, caller) table ~46 KB; a list page of 50 ~5 KB (docs/operations.md, "Memory of
+    # a query worker"). The shares add up to 1.
+    "group_facets.states": 0.16,
+    "tally.tables": 0.10,
+    "facets.answers": 0.04,
+    "facets.counted": 0.03,
+    "facets.sums": 0.05,
+    "facets.ns": 0.04,
+    "facets.parts": 0.04,
+    "facets.raw": 0.06,
+    "groups.pages": 0.02,
+    "groups.tallies": 0.04,
+    "groups.keys": 0.01,
+    "groups.codes": 0.03,
+    "groups.nsvalues": 0.01,
+    "groups.nsmembers": 0.02,
+    "groups.runs": 0.04,
+    "groups.shares": 0.05,
+    "groups.changes": 0.01,
+    "timesort.windows": 0.07,
+    "timesort.segments": 0.05,
+    "timesort.indexes": 0.02,
+    "timesort.members": 0.01,
+    "timesort.visible": 0.01,
+    "timesort.pages": 0.01,
+    "reader.pages": 0.05,
+    "reader.visible": 0.01,
+    "access.cache": 0.02,
+}
+"""Shares of the memo budget by memo name; a memo not named here is bounded by its weight only
+(the small ones: plans, directories, keys, serials)."""
+
+_budget = [0]
+"""The process's memo budget in bytes; 0: memos are bounded by their weights only."""
+_SAMPLE = 8
+"""Items of a container measured to estimate the rest (`approx_size`)."""
+
+
+def set_budget(mib: float) -> None:
+    """Bound every named memo of this process, from now on, by its share of `mib` MiB (0: by
+    its weight only). Called once at start-up (query.app), before requests."""
+    _budget[0] = int(mib * 2**20)
+
+
+def budget_bytes() -> int:
+    return _budget[0]
+
+
+def approx_size(value: Any, depth: int = 0) -> int:
+    """Estimated bytes held by `value`: its own size plus what it refers to, containers measured
+    on their first few items and the rest assumed alike (cheap whatever the size; objects shared
+    between entries are counted in each)."""
+    size = sys.getsizeof(value)
+    if depth > 4:
+        return size
+    t = type(value)
+    if t in _FLAT:
+        return size
+    if t is dict:
+        n = len(value)
+        if n:
+            part = itertools.islice(value.items(), _SAMPLE)
+            seen = sum(approx_size(k, depth + 1) + approx_size(v, depth + 1) for k, v in part)
+            size += seen * n // min(n, _SAMPLE)
+        return size
+    if t in (list, tuple, set, frozenset) or isinstance(value, (list, tuple)):
+        n = len(value)
+        if n:
+            part = itertools.islice(value, _SAMPLE)
+            size += sum(approx_size(x, depth + 1) for x in part) * n // min(n, _SAMPLE)
+        return size
+    if isinstance(value, OrderedDict):
+        return size + approx_size(dict(itertools.islice(value.items(), _SAMPLE)), depth + 1)
+    fields = getattr(value, "__dict__", None)
+    if fields is not None:
+        size += approx_size(fields, depth + 1)
+    for cls in t.__mro__:
+        for name in cls.__dict__.get("__slots__", ()):
+            size += approx_size(getattr(value, name, None), depth + 1)
+    return size
+
+
+_FLAT = frozenset({bytes, str, int, float, bool, type(None), array, bytearray, memoryview})
 
 
 class Memo(Generic[K, V]):
@@ -30,14 +124,18 @@ class Memo(Generic[K, V]):
     the plain dicts these memos replaced were). Values are never None: `get` answers None for
     a miss."""
 
-    __slots__ = ("_data", "_lock", "_weight", "size")
+    __slots__ = ("_bytes", "_data", "_lock", "_weight", "name", "share", "size")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, name: str = "") -> None:
         self.size = size
         """The most total weight kept; the least recently used entries go first."""
+        self.name = name
+        self.share = SHARES.get(name, 0.0)
+        """Its share of the process's memo budget (0: bounded by weight only)."""
         self._data: OrderedDict[K, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._weight = 0
+        self._bytes = 0
 
     def get(self, key: K, gen: Any = None, owner: Any = None) -> V | None:
         """The value remembered for `key` at `gen` for `owner`; None when there is none, or it
@@ -73,12 +171,15 @@ class Memo(Generic[K, V]):
     def put(self, key: K, value: V, gen: Any = None, owner: Any = None, weight: int = 1) -> None:
         """Remember `value` for `key`, computed at `gen` for `owner`; the least recently used
         entries are dropped while the total weight is above `size`."""
+        nbytes = approx_size(value) if self.share and _budget[0] else 0
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
                 self._weight -= old[3]
-            self._data[key] = (owner, gen, value, weight)
+                self._bytes -= old[4]
+            self._data[key] = (owner, gen, value, weight, nbytes)
             self._weight += weight
+            self._bytes += nbytes
             self._shrink()
 
     def grow(self, key: K, weight: int) -> None:
@@ -87,9 +188,11 @@ class Memo(Generic[K, V]):
         with self._lock:
             e = self._data.get(key)
             if e is not None:
-                self._data[key] = (e[0], e[1], e[2], e[3] + weight)
+                more = e[4] * weight // e[3] if e[3] > 0 else 0  # as much again per weight
+                self._data[key] = (e[0], e[1], e[2], e[3] + weight, e[4] + more)
                 self._data.move_to_end(key)
                 self._weight += weight
+                self._bytes += more
                 self._shrink()
 
     def pop(self, key: K) -> None:
@@ -98,11 +201,13 @@ class Memo(Generic[K, V]):
             old = self._data.pop(key, None)
             if old is not None:
                 self._weight -= old[3]
+                self._bytes -= old[4]
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
             self._weight = 0
+            self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._data)
@@ -112,11 +217,28 @@ class Memo(Generic[K, V]):
         """The total weight of the entries kept."""
         return self._weight
 
+    @property
+    def nbytes(self) -> int:
+        """The estimated bytes of the entries kept (0 unless bounded in bytes)."""
+        return self._bytes
+
+    @property
+    def max_bytes(self) -> int:
+        """The most estimated bytes kept: its share of the process's budget (0: no bound)."""
+        return int(self.share * _budget[0])
+
     def _shrink(self) -> None:
         data = self._data
         while self._weight > self.size and data:
             _key, e = data.popitem(last=False)
             self._weight -= e[3]
+            self._bytes -= e[4]
+        most = self.max_bytes
+        # the entry just stored stays even alone over the share: it was worth computing
+        while most and self._bytes > most and len(data) > 1:
+            _key, e = data.popitem(last=False)
+            self._weight -= e[3]
+            self._bytes -= e[4]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -235,9 +235,13 @@ class Reader:
         self.extras = reader_facets.Extras(r)
         """The facets' memos (common.index.read.facets)."""
         self._sizes: Memo[str, tuple[float, dict[str, int]]] = Memo(PLANS_MAX)
-        self._visible: Memo[tuple[int, Filters, bytes], Visibility] = Memo(PLANS_MAX)
+        self._visible: Memo[tuple[int, Filters, bytes], Visibility] = Memo(
+            PLANS_MAX, "reader.visible"
+        )
         self._source_plans: Memo[tuple[str, Filters], tuple[list[str], bytes]] = Memo(PLANS_MAX)
-        self._pages: Memo[tuple[int, Filters, Cursor | None, int], Page] = Memo(pages_max)
+        self._pages: Memo[tuple[int, Filters, Cursor | None, int], Page] = Memo(
+            pages_max, "reader.pages"
+        )
 
     # -- scripts -------------------------------------------------------------------------------
 

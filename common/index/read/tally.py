@@ -77,7 +77,7 @@ class Tallies:
 
     def __init__(self, r: Any) -> None:
         self.r = r
-        self._tables: Memo[_Key, Entry] = Memo(TABLES_MAX)
+        self._tables: Memo[_Key, Entry] = Memo(TABLES_MAX, "tally.tables")
         self.computed = 0
         """Tables computed from Redis (not reused) so far: what the tests count."""
 

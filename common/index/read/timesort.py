@@ -145,20 +145,22 @@ class TimeReader:
         share = max(entries_max // 16, 1)  # weights: entries (and 1 per memo entry)
         self._dirs: Memo[str, _Directory] = Memo(DIRS_MAX)
         """cluster -> its windows, by generation."""
-        self._windows: Memo[tuple[str, str], list[tuple[int, bytes]]] = Memo(8 * share)
+        self._windows: Memo[tuple[str, str], list[tuple[int, bytes]]] = Memo(
+            8 * share, "timesort.windows"
+        )
         """(cluster, suffix) -> the window's (time, entry) pairs, by the window's version."""
-        self._segments: Memo[tuple[str, int, int], _Segments] = Memo(4 * share)
+        self._segments: Memo[tuple[str, int, int], _Segments] = Memo(4 * share, "timesort.segments")
         """(cluster, visibility id, filters key id) -> each window group's visible entries; the
         entry holds the visibility and the key (`_key`)."""
-        self._indexes: Memo[tuple[str, str], list[bytes]] = Memo(2 * share)
+        self._indexes: Memo[tuple[str, str], list[bytes]] = Memo(2 * share, "timesort.indexes")
         """(cluster, status index) -> its members, by generation."""
         self._scores: Memo[tuple[str, bytes], int] = Memo(share)
         """(cluster, member) -> its place in time (fixed while the member is stored)."""
-        self._members: Memo[tuple[str, bytes], bytes] = Memo(share)
+        self._members: Memo[tuple[str, bytes], bytes] = Memo(share, "timesort.members")
         """(cluster, entry) -> its row, by the version of the window holding the entry."""
         self._keys: Memo[tuple[Filters, bytes], tuple[Filters, bytes]] = Memo(PAGES_MAX)
-        self._visible: Memo[tuple[int, Filters], Visibility] = Memo(PAGES_MAX)
-        self._pages: Memo[tuple[Any, ...], TimePage] = Memo(PAGES_MAX)
+        self._visible: Memo[tuple[int, Filters], Visibility] = Memo(PAGES_MAX, "timesort.visible")
+        self._pages: Memo[tuple[Any, ...], TimePage] = Memo(PAGES_MAX, "timesort.pages")
 
     def page(
         self,

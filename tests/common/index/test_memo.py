@@ -3,10 +3,18 @@ identity, least-recently-used eviction by weight, and concurrent use from severa
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import sys
 import threading
 import weakref
+from array import array
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import pytest
+
+from common.index.read import memo as memo_mod
 from common.index.read.memo import Memo
 
 
@@ -162,3 +170,145 @@ def test_threads_share_one_memo() -> None:
     assert not errors
     weights = sum(1 + k % 2 for k in range(200) if memo.peek(k) is not None)
     assert memo.weight == weights <= 64
+
+
+# -- the memo budget: named memos bounded in bytes --------------------------------------------
+
+
+@pytest.fixture
+def budget() -> Iterator[Callable[[float], None]]:
+    """Set this process's memo budget for one test, then put it back."""
+    before = memo_mod.budget_bytes()
+    yield memo_mod.set_budget
+    memo_mod.set_budget(before / 2**20)
+
+
+def test_a_budget_bounds_a_named_memo_by_its_share_in_bytes(
+    budget: Callable[[float], None],
+) -> None:
+    budget(1)  # 1 MiB: facets.raw's share is 6 %, ~63 KB
+    memo: Memo[int, bytes] = Memo(10_000, "facets.raw")
+    assert memo.max_bytes == int(memo_mod.SHARES["facets.raw"] * 2**20)
+    for i in range(20):
+        memo.put(i, bytes(10_000))
+    assert 0 < memo.nbytes <= memo.max_bytes
+    assert len(memo) == memo.nbytes // memo_mod.approx_size(bytes(10_000))
+    assert 4 <= len(memo) < 20
+    assert memo.get(19) is not None and memo.get(0) is None, "the oldest went first"
+
+
+def test_without_a_budget_the_weight_alone_bounds_it(budget: Callable[[float], None]) -> None:
+    budget(0)
+    memo: Memo[int, bytes] = Memo(10_000, "facets.raw")
+    for i in range(20):
+        memo.put(i, bytes(10_000))
+    assert len(memo) == 20 and memo.nbytes == 0 and memo.max_bytes == 0
+
+
+def test_an_unnamed_memo_has_no_share(budget: Callable[[float], None]) -> None:
+    budget(1)
+    memo: Memo[int, bytes] = Memo(10_000)
+    for i in range(200):
+        memo.put(i, bytes(10_000))
+    assert len(memo) == 200 and memo.max_bytes == 0
+
+
+def test_an_entry_over_the_share_is_kept_alone(budget: Callable[[float], None]) -> None:
+    budget(1)
+    memo: Memo[int, bytes] = Memo(10_000, "facets.raw")
+    memo.put(1, bytes(1_000))
+    memo.put(2, bytes(200_000))  # over the ~63 KB share by itself: computed, so kept
+    assert memo.get(2) is not None and memo.get(1) is None and len(memo) == 1
+
+
+def test_growing_an_entry_adds_bytes_at_its_rate(budget: Callable[[float], None]) -> None:
+    budget(1)
+    memo: Memo[str, list[bytes]] = Memo(10_000, "timesort.segments")
+    value = [bytes(100) for _ in range(10)]
+    memo.put("k", value, weight=10)
+    before = memo.nbytes
+    value.extend(bytes(100) for _ in range(10))
+    memo.grow("k", 10)
+    assert memo.nbytes == 2 * before
+    memo.pop("k")
+    assert memo.nbytes == 0 and memo.weight == 0
+
+
+def _deep(o: Any, seen: set[int]) -> int:
+    """Every byte, each object once (what approx_size estimates)."""
+    if id(o) in seen:
+        return 0
+    seen.add(id(o))
+    size = sys.getsizeof(o)
+    if isinstance(o, dict):
+        size += sum(_deep(k, seen) + _deep(v, seen) for k, v in o.items())
+    elif isinstance(o, (list, tuple, set, frozenset)):
+        size += sum(_deep(x, seen) for x in o)
+    elif hasattr(o, "__dict__"):
+        size += _deep(vars(o), seen)
+    return size
+
+
+@dataclasses.dataclass
+class _Counts:
+    by_ns: dict[str, int]
+    ids: array[int]
+    keys: list[bytes]
+
+
+def test_approx_size_follows_what_a_value_holds() -> None:
+    values: list[Any] = [
+        {f"app-{i:04d}": f"{i:064d}" for i in range(5_000)},
+        [(i, f"cluster-{i:03d}/ns/{i}".encode()) for i in range(20_000)],
+        _Counts(
+            {f"ns-{i}": i * 1_000_003 for i in range(3_000)},
+            array("I", range(50_000)),
+            [bytes(60) for _ in range(4_000)],
+        ),
+        frozenset(f"k{i}" for i in range(1_000)),
+    ]
+    for v in values:
+        exact, approx = _deep(v, set()), memo_mod.approx_size(v)
+        assert 0.8 * exact <= approx <= 1.25 * exact, (type(v).__name__, exact, approx)
+    # a small value costs its own size, a big one is not walked whole: both are estimates
+    assert memo_mod.approx_size(b"x" * 10) == sys.getsizeof(b"x" * 10)
+
+
+def test_every_share_names_a_memo_of_the_query_readers() -> None:
+    """The shares add up to at most the whole budget, and each names a memo the query service's
+    readers hold (a renamed memo would silently lose its bound)."""
+    import fakeredis
+
+    from common.index.read.group_facets import GroupFacets
+    from common.index.read.groups import GroupReader
+    from common.index.read.reader import Reader
+    from common.index.read.timesort import TimeReader
+    from common.kinds.registry import load_registry
+    from common.rbac.access import AccessResolver
+
+    r = fakeredis.FakeRedis()
+    registry = load_registry("")
+    reader = Reader(r, registry.keys())
+    held = [
+        reader,
+        GroupReader(reader),
+        GroupFacets(reader),
+        TimeReader(r),
+        AccessResolver(r, registry),
+    ]
+    names: set[str] = set()
+
+    def walk(o: Any, depth: int) -> None:
+        if isinstance(o, Memo):
+            names.add(o.name)
+            return
+        if depth > 2:
+            return
+        attrs = getattr(o, "__dict__", {})
+        for v in attrs.values():
+            walk(v, depth + 1)
+
+    for o in held:
+        walk(o, 0)
+    assert set(memo_mod.SHARES) <= names
+    assert sum(memo_mod.SHARES.values()) <= 1.0 + 1e-9
