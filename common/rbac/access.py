@@ -166,27 +166,29 @@ class AccessResolver:
 
     def _combined(self, c: str, h: str, own: str, groups: tuple[str, ...]) -> Access | None:
         """The user's merged access from cached parts, or None if a part is not cached."""
-        mine, shared = self.cache.get((c, h, own)), self._groups(c, h, groups)
-        if mine is None or shared is None:
+        parts = {s: self.cache.get((c, h, s)) for s in (own, *groups)}
+        if any(p is None for p in parts.values()):
             return None
+        return self._merged(c, h, own, groups, parts)
+
+    def _merged(
+        self, c: str, h: str, own: str, groups: tuple[str, ...], parts: dict[str, Access | None]
+    ) -> Access:
+        """The user's access merged from `parts` (every subject's, in hand: never read back
+        from the memo, which may have dropped one since), the merges remembered."""
+        key = (c, h, groups)
+        shared = self.cache.get(key)
+        if shared is None:
+            shared = merge(p for g in groups if (p := parts[g]) is not None)
+            self.cache.put(key, shared)
+        mine = parts[own] or NO_ACCESS
         if mine.is_empty or shared.is_empty:
             return shared if mine.is_empty else mine
-        key = (c, h, own, groups)
-        merged = self.cache.get(key)
+        whole = (c, h, own, groups)
+        merged = self.cache.get(whole)
         if merged is None:
             merged = merge([mine, shared])
-            self.cache.put(key, merged)
-        return merged
-
-    def _groups(self, c: str, h: str, groups: tuple[str, ...]) -> Access | None:
-        key = (c, h, groups)
-        merged = self.cache.get(key)
-        if merged is None:
-            parts = [self.cache.get((c, h, g)) for g in groups]
-            if any(p is None for p in parts):
-                return None
-            merged = merge(p for p in parts if p is not None)
-            self.cache.put(key, merged)
+            self.cache.put(whole, merged)
         return merged
 
     def _load(
@@ -196,12 +198,13 @@ class AccessResolver:
         pipe = self.r.pipeline(transaction=False)
         plan = []
         for c, h in todo.items():
-            need = [s for s in (own, *groups) if self.cache.get((c, h, s)) is None]
+            parts = {s: self.cache.get((c, h, s)) for s in (own, *groups)}
+            need = [s for s, p in parts.items() if p is None]
             pipe.hmget(keys.rbac(c), [HASH_FIELD, *need])
-            plan.append((c, h, need))
+            plan.append((c, h, parts, need))
             self.subjects_loaded += len(need)
         retry: dict[str, str] = {}
-        for (c, h, need), values in zip(plan, pipe.execute(), strict=True):
+        for (c, h, parts, need), values in zip(plan, pipe.execute(), strict=True):
             got = text(values[0])
             if got != h:
                 if got:
@@ -213,7 +216,10 @@ class AccessResolver:
                 value = text(raw)
                 parsed = Access.build(*decode_grants(value, self.known)) if value else NO_ACCESS
                 self.cache.put((c, h, subject), parsed)
-            out[c] = self._combined(c, h, own, groups) or NO_ACCESS
+                parts[subject] = parsed
+            # merged from what is in hand: the memo may have dropped a part meanwhile (a
+            # bounded memo, another thread's puts), and a part missing is not no access
+            out[c] = self._merged(c, h, own, groups, parts)
         self.round_trips += 1
         return retry
 

@@ -35,14 +35,14 @@ SHARES: dict[str, float] = {
     # counts ~7.9 MB; a facets answer 0.5-0.8 MB; a cluster's namespace counts ~280 KB; a
     # (cluster, caller) table ~46 KB; a list page of 50 ~5 KB (docs/operations.md, "Memory of
     # a query worker"). The shares add up to 1.
-    "group_facets.states": 0.16,
+    "group_facets.states": 0.15,
     "tally.tables": 0.10,
     "facets.answers": 0.04,
     "facets.counted": 0.03,
     "facets.sums": 0.05,
     "facets.ns": 0.04,
     "facets.parts": 0.04,
-    "facets.raw": 0.06,
+    "facets.raw": 0.04,
     "groups.pages": 0.02,
     "groups.tallies": 0.04,
     "groups.keys": 0.01,
@@ -60,7 +60,7 @@ SHARES: dict[str, float] = {
     "timesort.pages": 0.01,
     "reader.pages": 0.05,
     "reader.visible": 0.01,
-    "access.cache": 0.02,
+    "access.cache": 0.05,
 }
 """Shares of the memo budget by memo name; a memo not named here is bounded by its weight only
 (the small ones: plans, directories, keys, serials)."""

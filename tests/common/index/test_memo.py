@@ -186,7 +186,7 @@ def budget() -> Iterator[Callable[[float], None]]:
 def test_a_budget_bounds_a_named_memo_by_its_share_in_bytes(
     budget: Callable[[float], None],
 ) -> None:
-    budget(1)  # 1 MiB: facets.raw's share is 6 %, ~63 KB
+    budget(1)  # 1 MiB: facets.raw gets its share of it
     memo: Memo[int, bytes] = Memo(10_000, "facets.raw")
     assert memo.max_bytes == int(memo_mod.SHARES["facets.raw"] * 2**20)
     for i in range(20):
@@ -217,7 +217,7 @@ def test_an_entry_over_the_share_is_kept_alone(budget: Callable[[float], None]) 
     budget(1)
     memo: Memo[int, bytes] = Memo(10_000, "facets.raw")
     memo.put(1, bytes(1_000))
-    memo.put(2, bytes(200_000))  # over the ~63 KB share by itself: computed, so kept
+    memo.put(2, bytes(200_000))  # over the ~42 KB share by itself: computed, so kept
     assert memo.get(2) is not None and memo.get(1) is None and len(memo) == 1
 
 

@@ -195,6 +195,30 @@ def test_resolver_reads_grants_and_takes_groups_as_given(r: redis.Redis) -> None
     assert root.cluster_wide == ALL
 
 
+@pytest.mark.parametrize("cache_size", [1, 2, 50_000])
+def test_a_subject_dropped_from_the_cache_mid_resolve_is_not_no_access(
+    r: redis.Redis, cache_size: int
+) -> None:
+    """The resolver merges a user's own and group grants from what it just read, not from its
+    memo: a memo too small to hold them all at once (a byte budget, other threads' entries)
+    dropped one before the merge, and the cluster was answered as no access (the soak's team
+    walks at fleet L lost half their rows)."""
+    objs = _objects()
+    objs.role_bindings.append(
+        rb("shared", "all", "ClusterRole", "net-view", subj("Group", AUTHENTICATED))
+    )
+    store_grants(r, "c1", compile_grants(objs, REG), 1.0)
+    whole = AccessResolver(r, REG).resolve(ALICE.with_authenticated(), ["c1"])["c1"]
+    resolver = AccessResolver(r, REG, cache_size=cache_size)
+    for _ in range(2):  # first read, then what the memo kept
+        got = resolver.resolve(ALICE.with_authenticated(), ["c1"])["c1"]
+        assert dict(got.namespaces) == dict(whole.namespaces) == {
+            "team-a": {"Kustomization", "GitRepository"},
+            "shared": NET,
+        }
+        resolver.answers.clear()
+
+
 def test_resolver_costs_one_round_trip_when_cached(r: redis.Redis) -> None:
     clusters = [f"c{i}" for i in range(20)]
     compiled = compile_grants(_objects(), REG)
