@@ -4,6 +4,7 @@ watches changes hands, so none is listed twice, and the shares end even."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import threading
@@ -23,17 +24,10 @@ FLEET = (5, 2, 8)
 
 
 @pytest.fixture
-def wsettings(sim: KubeSim, redis_url: str) -> Settings:
+def wsettings(wsettings: Settings) -> Settings:
     """A lease TTL of 5 s: the replacement is started well within it, even on a busy machine
     (had it come later, the survivor would rightly have taken the free clusters meanwhile)."""
-    assert sim.kubeconfig_dir is not None
-    return Settings(
-        redis_url=redis_url,
-        clusters_dir=str(sim.kubeconfig_dir),
-        watch_lease_ttl_s=5.0,
-        watch_idle_timeout_s=30.0,
-        watch_rbac_debounce_s=0.05,
-    )
+    return dataclasses.replace(wsettings, watch_lease_ttl_s=5.0)
 
 
 def test_a_replacement_takes_the_dead_replicas_clusters_not_the_survivors(
