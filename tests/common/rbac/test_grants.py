@@ -212,10 +212,14 @@ def test_a_subject_dropped_from_the_cache_mid_resolve_is_not_no_access(
     resolver = AccessResolver(r, REG, cache_size=cache_size)
     for _ in range(2):  # first read, then what the memo kept
         got = resolver.resolve(ALICE.with_authenticated(), ["c1"])["c1"]
-        assert dict(got.namespaces) == dict(whole.namespaces) == {
-            "team-a": {"Kustomization", "GitRepository"},
-            "shared": NET,
-        }
+        assert (
+            dict(got.namespaces)
+            == dict(whole.namespaces)
+            == {
+                "team-a": {"Kustomization", "GitRepository"},
+                "shared": NET,
+            }
+        )
         resolver.answers.clear()
 
 
