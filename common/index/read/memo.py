@@ -98,7 +98,7 @@ def approx_size(value: Any, depth: int = 0) -> int:
             seen = sum(approx_size(k, depth + 1) + approx_size(v, depth + 1) for k, v in part)
             size += seen * n // min(n, _SAMPLE)
         return size
-    if t in (list, tuple, set, frozenset) or isinstance(value, (list, tuple)):
+    if t in (list, tuple, set, frozenset) or isinstance(value, list | tuple):
         n = len(value)
         if n:
             part = itertools.islice(value, _SAMPLE)

@@ -242,7 +242,7 @@ def _deep(o: Any, seen: set[int]) -> int:
     size = sys.getsizeof(o)
     if isinstance(o, dict):
         size += sum(_deep(k, seen) + _deep(v, seen) for k, v in o.items())
-    elif isinstance(o, (list, tuple, set, frozenset)):
+    elif isinstance(o, list | tuple | set | frozenset):
         size += sum(_deep(x, seen) for x in o)
     elif hasattr(o, "__dict__"):
         size += _deep(vars(o), seen)
