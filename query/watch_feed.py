@@ -81,14 +81,9 @@ class FeedReader:
         them next round."""
         self._fleet_read_at = 0.0
         self._thread = threading.Thread(target=self._run, name="watch-feed", daemon=True)
-        self._stopped = threading.Event()
 
     def start(self) -> None:
         self._thread.start()
-
-    def stop(self) -> None:
-        """Stop reading (after the read under way)."""
-        self._stopped.set()
 
     def add(self, cluster: str, pos: Position) -> None:
         """Read `cluster` from `pos` too (the hub already counts it there)."""
@@ -103,16 +98,15 @@ class FeedReader:
         self._batches.popleft()
 
     def _run(self) -> None:
-        while not self._stopped.is_set():
+        while True:
             try:
                 self._round()
             except redis_client.ERRORS:
                 log.warning("watch feed: Redis unavailable; retrying")
-                self._stopped.wait(1.0)
+                time.sleep(1.0)
             except Exception:  # keep reading for the other streams
                 log.exception("watch feed: read failed")
-                self._stopped.wait(1.0)
-        self.r.close()
+                time.sleep(1.0)
 
     def _round(self) -> None:
         """One read; what it read counts as read only once queued (a failure reads it again)."""
@@ -127,8 +121,8 @@ class FeedReader:
             self._added = {}
             for change in got:
                 self.pos[change.cluster] = change.position
-            with contextlib.suppress(OSError):  # wake-ups pending already, or the hub stopped
-                self._wake.send(b".")
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                self._wake.send(b".")  # unless the hub has wake-ups pending already
 
     def _expired(self, got: list[Change]) -> set[str]:
         """The clusters whose first entry read is not the one right after this reader's

@@ -103,8 +103,6 @@ class Hub:
         self._fleet: Any = None
         self._access_key: Any = None
         self._ticked_at = 0.0
-        self.stopped = threading.Event()
-        """Set by `stop`: `hub`'s thread returns and its feed reader stops."""
 
     @property
     def streams(self) -> int:
@@ -116,15 +114,8 @@ class Hub:
         self.wake()
 
     def wake(self) -> None:
-        with contextlib.suppress(OSError):  # full (woken already), or closed by `stop`
+        with contextlib.suppress(BlockingIOError, InterruptedError):
             self._wake_w.send(b".")
-
-    def stop(self) -> None:
-        """End the thread `hub` started (its streams end with it) and the feed reader's."""
-        self.stopped.set()
-        if self.feed is not None:
-            self.feed.stop()
-        self.wake()
 
     def run(self, keep_going: Callable[[], bool] = lambda: True) -> None:
         """Serve until `keep_going()` is false (checked at least every TICK_S)."""
@@ -143,14 +134,6 @@ class Hub:
                 time.sleep(1.0)
             except Exception:  # keep serving the other streams
                 log.exception("watch hub: round failed")
-        if self.stopped.is_set():  # by `stop`: nothing wakes this hub again
-            if self.feed is not None:
-                self.feed.stop()  # started after `stop` looked
-            for sub in list(self.subs):
-                self._drop(sub)
-            self.sel.close()
-            self._wake_r.close()
-            self._wake_w.close()
 
     def _start(self) -> None:
         """Start reading after every registered cluster's current generation (as a list's
@@ -505,19 +488,7 @@ def hub(st: QueryState) -> Hub:
     that cannot hand a socket to the stream process."""
     with _hubs_lock:
         got = _hubs.get(id(st))
-        if got is None or got.st is not st or got.stopped.is_set():
-            new = _hubs[id(st)] = Hub(st)
-            live = lambda: not new.stopped.is_set()  # noqa: E731
-            threading.Thread(target=new.run, args=(live,), name="watch-hub", daemon=True).start()
-            got = new
+        if got is None or got.st is not st:
+            got = _hubs[id(st)] = Hub(st)
+            threading.Thread(target=got.run, name="watch-hub", daemon=True).start()
         return got
-
-
-def stop_hubs() -> None:
-    """Stop every hub `hub` started in this process (tests, between apps: a hub left running
-    keeps reading Redis for an app nobody serves)."""
-    with _hubs_lock:
-        hubs = list(_hubs.values())
-        _hubs.clear()
-    for h in hubs:
-        h.stop()

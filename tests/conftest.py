@@ -7,7 +7,6 @@ subprocess with a clean environment (tests.support.cli)."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,16 +30,6 @@ from tests.support.alertmanager import alertmanager, alertmanager_server  # noqa
 # longer than hypothesis' default 200 ms deadline, which is not a failure of the property.
 hypothesis_settings.register_profile("fleetscope", deadline=None)
 hypothesis_settings.load_profile("fleetscope")
-
-
-@pytest.fixture(autouse=True)
-def _no_watch_hub_outlives_its_test() -> Iterator[None]:
-    """Watch hubs an in-process app started (query.watch_hub.hub) stop with the test: left
-    running they poll Redis for an app nobody serves, into the next tests' command counts."""
-    yield
-    watch_hub = sys.modules.get("query.watch_hub")
-    if watch_hub is not None:
-        watch_hub.stop_hubs()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
