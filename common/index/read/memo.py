@@ -91,21 +91,19 @@ def approx_size(value: Any, depth: int = 0) -> int:
     t = type(value)
     if t in _FLAT:
         return size
-    if t is dict:
+    if isinstance(value, dict):  # OrderedDict too
         n = len(value)
         if n:
             part = itertools.islice(value.items(), _SAMPLE)
             seen = sum(approx_size(k, depth + 1) + approx_size(v, depth + 1) for k, v in part)
             size += seen * n // min(n, _SAMPLE)
         return size
-    if t in (list, tuple, set, frozenset) or isinstance(value, list | tuple):
+    if isinstance(value, list | tuple | set | frozenset):
         n = len(value)
         if n:
             part = itertools.islice(value, _SAMPLE)
             size += sum(approx_size(x, depth + 1) for x in part) * n // min(n, _SAMPLE)
         return size
-    if isinstance(value, OrderedDict):
-        return size + approx_size(dict(itertools.islice(value.items(), _SAMPLE)), depth + 1)
     fields = getattr(value, "__dict__", None)
     if fields is not None:
         size += approx_size(fields, depth + 1)
