@@ -16,7 +16,9 @@ loop and starts it again if it dies (query.stream_supervisor), and stops it on e
 Each worker freezes what its start-up created (modules, the Flask app, the kind registry) out
 of the garbage collector once the app is loaded. A full collection otherwise walks all those
 objects and stalls every thread of the worker, which showed in every fleet-L p99
-(docs/benchmarks.md, History, "Wide-namespace users and facets").
+(docs/benchmarks.md, History, "Wide-namespace users and facets"). It also caps glibc's malloc
+arenas at two and trims the heap every minute (common.heap): request threads freeing answers
+of megabytes on many arenas otherwise made a worker's RSS climb with time.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ import os
 import shutil
 from typing import Any
 
+from common import heap
 from common.settings import Settings
 from query import stream_supervisor
 from query.access_log import TEXT_FORMAT
 
 _settings = Settings.from_env()
+QUERY_ARENAS = 2  # malloc arenas of a worker (common.heap): its threads share two
 
 bind = [_settings.bind]
 workers = _settings.query_workers
@@ -74,8 +78,11 @@ def on_exit(server: Any) -> None:
 
 
 def post_worker_init(worker: Any) -> None:
-    """Keep the loaded app out of full collections (module docstring)."""
+    """Keep the loaded app out of full collections (module docstring); cap the C heap's
+    arenas before the request threads start and trim it now and then (common.heap)."""
     gc.freeze()
+    heap.limit_arenas(QUERY_ARENAS)
+    heap.Trimmer().start()
 
 
 def child_exit(server: Any, worker: Any) -> None:
