@@ -11,6 +11,15 @@ memory and written once, as a full sync writes a snapshot: `blockedBy` is settle
 once for the cluster (common.index.graph.Snapshot), not read back from Redis per kind. Later
 lists and events are batches settled against what is stored (common.index.graph.settle).
 
+Every write also stores, in the same transaction, the resourceVersion each watched kind's rows
+are at (`keys.resume`: the last event or list of that kind in the write, or a bookmark before
+it). A replica taking over a cluster nobody holds (its holder died, stopped, or lost the lease)
+starts each such kind's watch from there instead of listing it, as client-go's reflector resumes
+a broken watch: the leaf replays what happened since (or answers 410, and that kind is listed),
+so a take-over costs a few lists (RBAC, and the Istio config and context validation keeps in
+memory), not a rebuild. Each replayed event was not written before (the stored point is at
+least the newest written event's), so nothing is recorded twice.
+
 Each resource's list-then-watch loop, and the cluster's start (discovery), is a coroutine on the
 process's watch loop (collector.watch.loop: one thread for every stream, lists on its small
 pool), not a thread, also through an HTTP proxy; only a cluster behind a SOCKS or https:// proxy
@@ -64,18 +73,34 @@ class _Validated:
 
 @dataclass(frozen=True)
 class _Arrived:
-    """A row change and when its event arrived (for the event-to-Redis lag)."""
+    """A row change and when its event arrived (for the event-to-Redis lag); the event's
+    resourceVersion (`keys.resume`)."""
 
     change: store_events.Change
     at: float
+    rv: str = ""
 
 
 @dataclass(frozen=True)
 class _Replace:
-    """A (re)list of one kind: its rows become exactly `members`."""
+    """A (re)list of one kind: its rows become exactly `members`; `rv` the list's
+    resourceVersion (empty for the validated Istio rows: no list of theirs)."""
 
     kind_key: str
     members: list[str]
+    rv: str = ""
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """A bookmark of a row kind: nothing of that kind happened up to `rv` since what is queued
+    before it (a resume point, written with the next write)."""
+
+    kind_key: str
+    rv: str
+
+
+_Item = store_events.Change | _Arrived | _Replace | _Validated | _Mark
 
 
 class ClusterWatch:
@@ -90,6 +115,7 @@ class ClusterWatch:
         fence: Fence,
         list_slots: threading.BoundedSemaphore | None = None,
         gated: bool = False,
+        resume: bool = False,
     ) -> None:
         self.r, self.client, self.kinds, self.settings = r, client, kinds, settings
         self.retention = history.Retention(
@@ -105,6 +131,11 @@ class ClusterWatch:
         self.gate = threading.Event()
         if not gated:
             self.gate.set()
+        # Watch the row kinds from the resume points stored with the rows (`keys.resume`)
+        # instead of listing them: for a cluster nobody else writes any more.
+        self.resume = resume and not gated
+        self.resumed: set[str] = set()  # the kinds watched from a stored resume point
+        self._carry: dict[str, str] = {}  # resume points not written yet (writer threads only)
         self.list_slots = list_slots or threading.BoundedSemaphore(4)
         self.lost = False  # the lease moved: the replica drops this cluster
         self.stats: Counter[str] = Counter()
@@ -112,9 +143,7 @@ class ClusterWatch:
         self.stop_event = threading.Event()
         self.rbac = RbacState(r, self.cluster, kinds, settings.watch_rbac_debounce_s, self.owned)
         self.mesh: MeshState | None = None
-        self._queue: queue.Queue[store_events.Change | _Arrived | _Replace | _Validated] = (
-            queue.Queue(QUEUE_MAX)
-        )
+        self._queue: queue.Queue[_Item] = queue.Queue(QUEUE_MAX)
         self.mesh_written = False  # a validation's rows were written (see healthy)
         self._streams: set[WatchStream | async_watch.AsyncWatchStream] = set()
         self._live: dict[str, float] = {}  # resource -> monotonic time of its last event
@@ -134,6 +163,7 @@ class ClusterWatch:
         self._build_cut = False  # a resource's first list keeps failing: write without it
         self._build_validated = False  # the first validation's rows are in the build
         self._build_arrived: list[float] = []  # when the build's watch events arrived (lag)
+        self._build_points: dict[str, str] = {}  # the build's resume points
 
     def start(self) -> None:
         if not self._async:
@@ -157,8 +187,20 @@ class ClusterWatch:
                     return
         else:
             return
+        points = await loop.run_in_executor(None, self._resume_points)
         if not self.stop_event.is_set():
-            self._begin(served)
+            self._begin(served, points)
+
+    def _resume_points(self) -> dict[str, str]:
+        """The stored resume points when this watch resumes (`resume`); none else, or when
+        Redis cannot be read (then every kind is listed, as before)."""
+        if not self.resume:
+            return {}
+        try:
+            return store_events.resume_points(self.r, self.cluster)
+        except (redis.RedisError, RedisClusterException) as e:
+            log.warning("cannot read resume points: %s", e, extra={"cluster": self.cluster})
+            return {}
 
     def _spawn(self, target: Any, name: str, *args: Any) -> None:
         t = threading.Thread(target=target, args=args, daemon=True, name=f"{self.cluster}:{name}")
@@ -178,10 +220,11 @@ class ClusterWatch:
     def _start_all(self) -> None:
         served = self._discover()
         if served is not None:
-            self._begin(served)
+            self._begin(served, self._resume_points())
 
-    def _begin(self, served: dict[str, str]) -> None:
-        """Discovery done: keep the Istio state, start the recomputations and the watches."""
+    def _begin(self, served: dict[str, str], points: dict[str, str]) -> None:
+        """Discovery done: keep the Istio state, start the recomputations and the watches (the
+        row kinds with a resume point from it, and then no first build: the rows are stored)."""
         self._build_kinds = set(served)
         self._expected = {k for k in served} | set(RESOURCES)
         checked = mesh.held_kinds(self.kinds, served)
@@ -195,7 +238,24 @@ class ClusterWatch:
                 lambda: self._put(_Validated()),
             )
             self._expected |= set(CONTEXT)
+        held = self.mesh.kinds if self.mesh is not None else {}
+        for kind in self.kinds:
+            rv = points.get(kind.key)
+            if rv and kind.key in served and kind.key not in held:
+                self._rv[kind.key] = rv
+                self.resumed.add(kind.key)
+        if self.resumed:
+            self._build = None  # the rows are stored: batches from the start
+            self.built = True
+            log.info(
+                "resuming %d kinds from their stored resourceVersions",
+                len(self.resumed),
+                extra={"cluster": self.cluster},
+            )
         self.rbac.start(self.stop_event.is_set)
+        # RBAC first: on a take-over, what users may see is listed before anything else.
+        for plural in RESOURCES:
+            self._spawn_watch(plural, RBAC_API, None)
         if self.mesh is not None:
             self.mesh.start(self.stop_event.is_set, self.owned)
             for res in CONTEXT:
@@ -203,8 +263,6 @@ class ClusterWatch:
         for kind in self.kinds:
             if kind.key in served:
                 self._spawn_watch(kind.key, served[kind.key], kind)
-        for plural in RESOURCES:
-            self._spawn_watch(plural, RBAC_API, None)
 
     def _discover(self) -> dict[str, str] | None:
         for attempt in range(1_000_000):
@@ -344,15 +402,16 @@ class ClusterWatch:
         api_version: str,
         event_type: str,
         obj: dict[str, Any],
-    ) -> _Arrived | None:
+    ) -> _Arrived | _Mark | None:
         """One watch event: bookkeeping, RBAC and Istio state; the row change to queue."""
         with self._lock:
             self._live[res] = time.monotonic()
-        new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+        new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if new_rv:
-            self._rv[res] = str(new_rv)
+            self._rv[res] = new_rv
+        rows_kind = kind is not None and (self.mesh is None or kind.key not in self.mesh.kinds)
         if event_type == "BOOKMARK":
-            return None
+            return _Mark(res, new_rv) if rows_kind and new_rv else None
         self.stats["events"] += 1
         watch_metrics.EVENTS.inc()
         if kind is None and res in CONTEXT and self.mesh is not None:
@@ -363,7 +422,7 @@ class ClusterWatch:
             self.mesh.event(kind.key, event_type, obj)
         else:
             change = _change(self.cluster, kind, api_version, event_type, obj)
-            return _Arrived(change, time.monotonic())
+            return _Arrived(change, time.monotonic(), new_rv)
         return None
 
     def _failed(self, res: str, e: FleetscopeError, failures: int) -> tuple[int, float | None]:
@@ -431,7 +490,7 @@ class ClusterWatch:
             self.mesh.replace(kind.key, items)
         else:
             members = [rows.member(self.cluster, kind, api_version, o) for o in items]
-            self._put(_Replace(kind.key, members))
+            self._put(_Replace(kind.key, members, rv))
         self._rv[res] = rv
 
     def _watch(self, res: str, api_version: str, plural: str, kind: Kind | None, rv: str) -> None:
@@ -458,7 +517,7 @@ class ClusterWatch:
         with self._lock:
             self._live.pop(res, None)
 
-    def _put(self, item: store_events.Change | _Arrived | _Replace | _Validated) -> None:
+    def _put(self, item: _Item) -> None:
         while not self.stop_event.is_set():
             try:
                 self._queue.put(item, timeout=0.5)
@@ -478,7 +537,7 @@ class ClusterWatch:
         lease is ours: `open_gate` wakes the writers); True when more is waiting."""
         if not self.gate.is_set() or self.stop_event.is_set():
             return False
-        items: list[store_events.Change | _Arrived | _Replace | _Validated] = []
+        items: list[_Item] = []
         while len(items) < BATCH_MAX:
             try:
                 items.append(self._queue.get_nowait())
@@ -489,9 +548,7 @@ class ClusterWatch:
         self._write_items(items)
         return self.pending()
 
-    def _hold(
-        self, items: list[store_events.Change | _Arrived | _Replace | _Validated]
-    ) -> list[store_events.Change | _Arrived | _Replace | _Validated]:
+    def _hold(self, items: list[_Item]) -> list[_Item]:
         """Fold `items` into the first build while it is held; write it once complete. What
         the build cannot hold (a change of a kind not listed yet) writes the build first; the
         items from there on are returned, to be written as batches."""
@@ -500,9 +557,14 @@ class ClusterWatch:
         for n, it in enumerate(items):
             if isinstance(it, _Replace):
                 build[it.kind_key] = {rows.identity(m): m for m in it.members}
+                if it.rv:
+                    self._build_points[it.kind_key] = it.rv
                 continue
             if isinstance(it, _Validated):
                 self._build_validated = True
+                continue
+            if isinstance(it, _Mark):
+                self._build_points[it.kind_key] = it.rv
                 continue
             change = it.change if isinstance(it, _Arrived) else it
             kind = build.get(rows.split_identity(change.identity)[1])
@@ -515,6 +577,8 @@ class ClusterWatch:
                 kind[change.identity] = change.member
             if isinstance(it, _Arrived):
                 self._build_arrived.append(it.at)
+                if it.rv:
+                    self._build_points[rows.split_identity(change.identity)[1]] = it.rv
         want = self._build_kinds
         if want is not None and (self._build_cut or build.keys() >= want):
             self._flush_build()
@@ -524,9 +588,10 @@ class ClusterWatch:
         """Write the first build in one write (store_events.first_build); batches from now on."""
         build, self._build = self._build, None
         arrived, self._build_arrived = self._build_arrived, []
+        points, self._build_points = self._build_points, {}
         if build and not self._written(
             lambda: store_events.first_build(
-                self.r, self.cluster, build, self.fence, self.retention
+                self.r, self.cluster, build, self.fence, self.retention, points
             )
         ):
             return
@@ -537,22 +602,31 @@ class ClusterWatch:
         for at in arrived:
             watch_metrics.LAG.observe(now - at)
 
-    def _write_items(
-        self, items: list[store_events.Change | _Arrived | _Replace | _Validated]
-    ) -> None:
+    def _write_items(self, items: list[_Item]) -> None:
+        """Write `items` in order: batches of changes, and a relisted kind's rows. The resume
+        points are folded in queue order as they go (`_carry`), so each write carries the
+        points of exactly what is written by then, bookmarks included."""
         pending: list[store_events.Change | _Arrived] = []
-        for it in items:
+        replaced: dict[str, list[str]] = {}  # consecutive lists: one read of the rows for all
+        for n, it in enumerate(items):
             if isinstance(it, _Replace):
                 self._write_arrived(pending)
                 pending = []
-                self._write(
-                    store_events.kind_changes(self.r, self.cluster, it.kind_key, it.members)
-                )
+                replaced[it.kind_key] = it.members
+                if it.rv:  # the stored rows equal the list once written (or already do)
+                    self._carry[it.kind_key] = it.rv
+                if n + 1 == len(items) or not isinstance(items[n + 1], _Replace):
+                    self._write(store_events.kinds_changes(self.r, self.cluster, replaced))
+                    replaced = {}
             elif isinstance(it, _Validated):
                 self._write_arrived(pending)
                 pending = []
                 self.mesh_written = True
+            elif isinstance(it, _Mark):
+                self._carry[it.kind_key] = it.rv
             else:
+                if isinstance(it, _Arrived) and it.rv:
+                    self._carry[rows.split_identity(it.change.identity)[1]] = it.rv
                 pending.append(it)
         self._write_arrived(pending)
 
@@ -567,12 +641,20 @@ class ClusterWatch:
                     watch_metrics.LAG.observe(now - p.at)
 
     def _write(self, changes: list[store_events.Change]) -> bool:
-        """Apply `changes` (retried until written or stopped); True once written."""
-        return bool(changes) and self._written(
+        """Apply `changes` with the resume points carried so far (retried until written or
+        stopped); True once written. Only this cluster's one writer thread at a time runs it
+        (collector.watch.writers), so `_carry` needs no lock."""
+        if not changes:
+            return False
+        points = dict(self._carry)
+        written = self._written(
             lambda: store_events.apply_changes(
-                self.r, self.cluster, changes, self.fence, None, self.retention
+                self.r, self.cluster, changes, self.fence, None, self.retention, points
             )
         )
+        if written:
+            self._carry.clear()
+        return written
 
     def _written(self, write: Callable[[], store_events.EventStats]) -> bool:
         """Run `write` until it is done or the watch stops; True once written."""

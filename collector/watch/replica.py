@@ -322,6 +322,9 @@ class WatchReplica:
             self.fence(name),
             self.list_slots,
             gated=bool(claimed_from),
+            # Free (its holder died, left or lost it): nobody writes it any more, so the
+            # watches resume from what the last holder stored; claimed: its holder still writes.
+            resume=not claimed_from,
         )
         if claimed_from:
             self.claims[name] = watch

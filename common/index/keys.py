@@ -25,6 +25,7 @@ All keys of one leaf cluster share the hash tag `{c:<cluster>}`, so per-cluster 
 | fs:{c:<cluster>}:rbac          | hash | -    | collector (RBAC sync)      | query (access)           |
 | fs:{c:<cluster>}:lock:<work>   | str  | lock | collector                  | collector                |
 | fs:{c:<cluster>}:lease         | str  | lease| watcher                    | watcher                  |
+| fs:{c:<cluster>}:wrv           | hash | -    | watcher                    | watcher (taking over)    |
 | <lease or lock key>:owner      | str  | -    | its holder (common.index.lease)  | writers (fence, WATCH)   |
 | fs:clusters                    | hash | -    | collector (registry)       | everyone                 |
 | fs:registry-problems           | str  | -    | collector (registry)       | query (status)           |
@@ -56,6 +57,9 @@ those rows, both in common.index.graph's compact form; one logical hash spread o
 (common.index.buckets), values over 64 bytes in `dep:long`. `fs:{c:<cluster>}:dependents`, the single hash it was before, is deleted
 by the next full sync. `tt` and `tt:<window>` are the time index (common.index.timeline: the
 windows in use with their versions, and each window's entries scored by transition time).
+`wrv` fields are the watched kinds, values the resourceVersion up to which the stored rows
+hold that kind's watch events (written with the rows, in the same transaction): a replica taking
+the cluster over watches from there instead of listing (collector.watch.cluster).
 `feed` is the cluster's change feed (common.index.feed): one entry per row change, its id
 `<generation>-<n>` (the write's new generation, the change's place in it), capped at
 `FLEETSCOPE_WATCH_FEED_MAX` entries; it and `gen` outlive the cluster leaving the registry (its
@@ -288,6 +292,11 @@ def lease(cluster: str) -> str:
     return f"{_tag(cluster)}:lease"
 
 
+def resume(cluster: str) -> str:
+    """The watcher's resume points: kind key -> resourceVersion its stored rows are at."""
+    return f"{_tag(cluster)}:wrv"
+
+
 def owner(lease_key: str) -> str:
     """The fence of a lease (common.index.lease): its holder's token, set when the lease is taken and
     deleted when it is released, never touched by renewals (so writers WATCHing it are not
@@ -312,7 +321,7 @@ def cluster_keys(cluster: str) -> list[str]:
     but the time index's windows (named in its directory, `timeline`), the histories
     (found with `history_pattern`), and the generations and change feed (they stay: `feed`)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
-    fixed += [sync(cluster), timeline(cluster), history_kinds(cluster)]
+    fixed += [sync(cluster), timeline(cluster), history_kinds(cluster), resume(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]
     indexes.append(flapping(cluster))
     per_ns = [nscounts(cluster, b) for b in range(NSCOUNTS_BUCKETS)]

@@ -96,11 +96,13 @@ def apply_changes(
     fence: Fence | None = None,
     sync_fields: dict[str, Any] | None = None,
     retention: history.Retention = history.DEFAULT,
+    resume: Mapping[str, str] | None = None,
 ) -> EventStats:
     """Apply `changes` in order (the last change of an identity wins); also HSET `sync_fields`
-    (sync status). Raises LockBusy when the fence (the watcher's lease) is no longer ours."""
+    (sync status) and `resume` (the kinds' resourceVersions the rows are at, `keys.resume`).
+    Raises LockBusy when the fence (the watcher's lease) is no longer ours."""
     plan = _Events({c.identity: c.member for c in changes})
-    done = writer.write(r, cluster, plan, fence, sync_fields, retention=retention)
+    done = writer.write(r, cluster, plan, fence, sync_fields, retention=retention, resume=resume)
     st = plan.stats
     return EventStats(st["added"], st["removed"], st["updated"], done.total, done.graph_reads)
 
@@ -133,13 +135,15 @@ def first_build(
     kinds: Mapping[str, Mapping[str, str]],
     fence: Fence | None = None,
     retention: history.Retention = history.DEFAULT,
+    resume: Mapping[str, str] | None = None,
 ) -> EventStats:
     """Write a watched cluster's first build in one write: each kind of `kinds` (kind key ->
     identity -> member) gets exactly those rows, other kinds' rows stay; every `blockedBy` is
     computed in memory from the whole cluster and the derived structures rebuilt from it, as a
-    full sync writes (no `dependents` read back per batch: `graph_reads` is 0). Raises LockBusy
-    when the fence is no longer ours."""
-    done = writer.write(r, cluster, _Build(kinds), fence, None, retention=retention)
+    full sync writes (no `dependents` read back per batch: `graph_reads` is 0); `resume` as in
+    `apply_changes`. Raises LockBusy when the fence is no longer ours."""
+    plan = _Build(kinds)
+    done = writer.write(r, cluster, plan, fence, None, retention=retention, resume=resume)
     return EventStats(done.added, done.removed, 0, done.total, done.graph_reads)
 
 
@@ -147,12 +151,18 @@ def kind_changes(
     r: redis.Redis, cluster: str, kind_key: str, members: Iterable[str]
 ) -> list[Change]:
     """The changes that make one kind's stored rows equal `members` (after a list or relist)."""
-    new = {rows.identity(m): m for m in members}
+    return kinds_changes(r, cluster, {kind_key: members})
+
+
+def kinds_changes(r: redis.Redis, cluster: str, kinds: Mapping[str, Iterable[str]]) -> list[Change]:
+    """The changes that make each kind's stored rows equal its members (kind key -> members),
+    from one read of the cluster's rows however many kinds."""
+    new = {rows.identity(m): m for members in kinds.values() for m in members}
     changes: list[Change] = []
     stored: list[str | bytes] = r.zrange(keys.rows(cluster), 0, -1)  # type: ignore[assignment]
     for raw in stored:
         m = text(raw)
-        if rows.kind_of(m) != kind_key:
+        if rows.kind_of(m) not in kinds:
             continue
         identity = rows.identity(m)
         want = new.pop(identity, None)
@@ -160,6 +170,13 @@ def kind_changes(
             changes.append(Change(identity, want))
     changes.extend(Change(i, m) for i, m in new.items())
     return changes
+
+
+def resume_points(r: redis.Redis, cluster: str) -> dict[str, str]:
+    """The resourceVersion each watched kind's stored rows are at (kind key -> rv), as the
+    last watcher holding the cluster wrote them with its rows (`keys.resume`)."""
+    got: Any = r.hgetall(keys.resume(cluster))
+    return {text(k): text(v) for k, v in got.items() if text(v)}
 
 
 _HEARTBEAT = """

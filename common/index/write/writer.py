@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -98,16 +98,21 @@ def write(
     status: dict[str, Any] | None = None,
     since_generation: int | None = None,
     retention: history.Retention = history.DEFAULT,
+    resume: Mapping[str, str] | None = None,
 ) -> Written:
     """Apply `plan`'s delta and HSET `status` (sync status fields; `objects` and `kinds` are
     filled in from the counts), recording the transitions it makes (common.index.history,
     kept per `retention`). `since_generation`: leave rows alone (`superseded`) when the
-    generation moved since then. Raises LockBusy when the fence is no longer ours."""
+    generation moved since then. `resume`: the watcher's resume points (kind key ->
+    resourceVersion its rows are at), HSET in the same transaction as the rows. Raises
+    LockBusy when the fence is no longer ours."""
     fields = syncstatus.encode(**(status or {}))
     try:
         for _ in range(WATCH_RETRIES):
             try:
-                return _write(r, cluster, plan, fence, fields, since_generation, retention)
+                return _write(
+                    r, cluster, plan, fence, fields, since_generation, retention, resume or {}
+                )
             except redis.WatchError:
                 continue  # another writer (or the fence) moved under us: read again
     except redis.ConnectionError as e:
@@ -123,6 +128,7 @@ def _write(
     fields: dict[str, str],
     since_generation: int | None,
     retention: history.Retention,
+    resume: Mapping[str, str],
 ) -> Written:
     tx: Any  # redis-py's pipeline typing is loose
     with r.pipeline(transaction=True) as tx:
@@ -252,6 +258,8 @@ def _write(
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
+        if resume:
+            tx.hset(keys.resume(cluster), mapping=dict(resume))
         tx.execute()
     if changed or unbucketed or tt_build or tt_stale:
         fleet_moved(r)
