@@ -20,6 +20,7 @@ from flask import Response
 from common.index import rows
 from common.index.edges import decode_blocker
 from common.index.read import facets as reader_facets
+from common.index.read.memo import Memo
 from common.index.read.reader import Facets
 from common.rbac.grants import Access
 
@@ -117,8 +118,12 @@ def _label_values(counts: Facets, label_keys: tuple[str, ...]) -> dict[str, Any]
     return {"labels": shown, "labelsOmitted": omitted}
 
 
-_facets: dict[tuple[int, tuple[str, ...]], tuple[dict[str, int], str]] = {}
-FACETS_CACHED = 1024
+FACETS_CACHED = 128
+_facets: Memo[tuple[int, tuple[str, ...]], str] = Memo(FACETS_CACHED, "body.facets")
+"""Encoded facets answers by the counts they encode (its owner: held, so its id stays its
+own). At fleet L one is 0.5-0.8 MB: the count alone (once 1,024, cleared when full) let a
+worker's RSS climb by hundreds of MB under writes, each write making new counts, so it is a
+named memo, in the budget (`FLEETSCOPE_QUERY_MEMO_MIB`), least recently used first out."""
 
 
 def facets_response(
@@ -133,10 +138,8 @@ def facets_response(
     not sorted and encoded again on every request (with `label_keys`: per keys asked, the
     answer's labels being shared with it)."""
     key = (id(counts.clusters), label_keys)
-    hit = _facets.get(key)
-    if hit is not None and hit[0] is counts.clusters:
-        text = hit[1]
-    else:
+    text = _facets.get(key, owner=counts.clusters)
+    if text is None:
         members = {
             "total": counts.total,
             "clusters": dict(sorted(counts.clusters.items())),
@@ -150,8 +153,6 @@ def facets_response(
         if label_keys:
             members.update(_label_values(counts, label_keys))
         text = json.dumps(members, separators=(",", ":"))[1:-1]
-        if len(_facets) >= FACETS_CACHED:
-            _facets.clear()
-        _facets[key] = (counts.clusters, text)  # held: its id stays its own
+        _facets.put(key, text, owner=counts.clusters)  # held: its id stays its own
     fresh = json.dumps(freshness, separators=(",", ":"))
     return Response(f'{{{text},"freshness":{fresh}}}\n', mimetype="application/json")

@@ -16,6 +16,7 @@ from flask import Blueprint, Response, request
 
 from common.errors import NotFound
 from common.index.read.groups import RANK, Group, Member, group_key
+from common.index.read.memo import Memo
 from common.index.read.plan import Filters
 from query import body, export, listing, params
 from query.state import caller, state
@@ -51,21 +52,21 @@ def list_groups() -> Response:
     )
 
 
-_texts: dict[tuple[int, int], tuple[list[Group], str]] = {}
 TEXTS_CACHED = 1024
+_texts: Memo[tuple[int, int], str] = Memo(TEXTS_CACHED, "groups.texts")
+"""Encoded group pages by the list of groups they encode (its owner: held, so its id stays
+its own); a named memo, in the budget (`FLEETSCOPE_QUERY_MEMO_MIB`)."""
 
 
 def _items_text(groups: list[Group], shown: int) -> str:
     """A page's groups as JSON text, encoded once per page the reader remembers (its repeats
     share the list of groups while no cluster is written): a fleet-wide group holds hundreds
     of clusters to count."""
-    hit = _texts.get((id(groups), shown))
-    if hit is not None and hit[0] is groups:
-        return hit[1]
+    hit = _texts.get((id(groups), shown), owner=groups)
+    if hit is not None:
+        return hit
     text = json.dumps([group_json(g, shown) for g in groups], separators=(",", ":"))
-    if len(_texts) >= TEXTS_CACHED:
-        _texts.clear()
-    _texts[(id(groups), shown)] = (groups, text)  # held: its id stays its own
+    _texts.put((id(groups), shown), text, owner=groups)  # held: its id stays its own
     return text
 
 

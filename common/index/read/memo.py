@@ -34,9 +34,10 @@ SHARES: dict[str, float] = {
     # clusters, 1.57 M rows) with every cap reached, per entry: a caller's group facets
     # counts ~7.9 MB; a facets answer 0.5-0.8 MB; a cluster's namespace counts ~280 KB; a
     # (cluster, caller) table ~46 KB; a list page of 50 ~5 KB (docs/operations.md, "Memory of
-    # a query worker"). The shares add up to 1.
-    "group_facets.states": 0.15,
-    "tally.tables": 0.10,
+    # a query worker"). The shares add up to 1. `body.facets` and `groups.texts` are the query
+    # service's encoded answers (query/body.py, query/groups.py).
+    "group_facets.states": 0.12,
+    "tally.tables": 0.07,
     "facets.answers": 0.04,
     "facets.counted": 0.03,
     "facets.sums": 0.05,
@@ -61,6 +62,8 @@ SHARES: dict[str, float] = {
     "reader.pages": 0.05,
     "reader.visible": 0.01,
     "access.cache": 0.05,
+    "body.facets": 0.04,
+    "groups.texts": 0.02,
 }
 """Shares of the memo budget by memo name; a memo not named here is bounded by its weight only
 (the small ones: plans, directories, keys, serials)."""
