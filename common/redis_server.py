@@ -52,6 +52,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+CLUSTER_BUS_OFFSET = 10_000  # a cluster node also listens on its port + 10,000 (its bus)
+
+
+def free_cluster_port(host: str = "127.0.0.1") -> int:
+    """A free port for a Redis Cluster node: at most 55,535 (Redis refuses a port whose bus
+    port, 10,000 higher, would not exist) and with its bus port free too. Linux hands out
+    ephemeral ports up to 60,999, so `free_port` alone is wrong for one in five."""
+    for _ in range(1_000):
+        port = free_port(host)
+        if port + CLUSTER_BUS_OFFSET > 65_535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port + CLUSTER_BUS_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise ConfigError("no free port pair for a Redis Cluster node (port and port + 10,000)")
+
+
 @dataclass
 class RedisServer:
     """A running private redis-server; `stop()` ends it and removes its directory."""
@@ -99,9 +119,10 @@ def start_redis_server(
     `extra_args`: further command-line options (`--replicaof HOST PORT`, ...); `password`: the
     one they set with `--requirepass`, for the start-up check."""
     binary = find_redis_server()
+    pick = free_cluster_port if "--cluster-enabled" in extra_args else free_port
     for attempt in range(1 if port else attempts):
         try:
-            return _start(binary, port or free_port(), timeout_s, extra_args, password)
+            return _start(binary, port or pick(), timeout_s, extra_args, password)
         except _BindFailed as e:
             if port or attempt == attempts - 1:
                 raise ConfigError(str(e)) from None

@@ -66,3 +66,13 @@ def test_another_redis_on_the_picked_port_is_not_taken_for_ours(
 def test_an_explicit_port_in_use_is_named(taken_port: int) -> None:
     with pytest.raises(ConfigError, match=f"on port {taken_port}"):
         start_redis_server(port=taken_port)
+
+
+def test_a_cluster_node_gets_a_port_whose_bus_port_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linux hands out ephemeral ports up to 60,999; Redis refuses a cluster node above 55,535
+    (its bus is the port + 10,000). A CI run once lost its Redis Cluster to that."""
+    offered = iter([60_999, 57_295])
+    real = rs.free_port
+    monkeypatch.setattr(rs, "free_port", lambda host="127.0.0.1": next(offered, None) or real(host))
+    port = rs.free_cluster_port()
+    assert port <= 65_535 - rs.CLUSTER_BUS_OFFSET
