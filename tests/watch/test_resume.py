@@ -39,15 +39,24 @@ def requests(sim: KubeSim, c: str, verb: str) -> dict[str, list[dict[str, str]]]
     return out
 
 
+def built_then_left(
+    sim: KubeSim, rb: redis.Redis, start_replica: Callable[..., Running], c: str
+) -> dict[str, str]:
+    """Replica `a` builds cluster `c` and leaves (its leases free, nobody watching); the resume
+    points it stored."""
+    a = start_replica("a")
+    wait_for(lambda: built(a, rb, sim, c), 60, "a built the cluster")
+    points = store_events.resume_points(rb, c)
+    a.stop()
+    return points
+
+
 def test_a_free_cluster_is_resumed_from_the_stored_points_not_relisted(
     sim: KubeSim, rb: redis.Redis, start_replica: Callable[..., Running]
 ) -> None:
     c = sim.clusters[0]
-    a = start_replica("a")
-    wait_for(lambda: built(a, rb, sim, c), 60, "a built the cluster")
-    points = store_events.resume_points(rb, c)
+    points = built_then_left(sim, rb, start_replica, c)
     assert set(KINDS) <= set(points), points  # written with the rows
-    a.stop()  # leaves: its leases are free, nobody watches
     sim.set_ready(c, "Kustomization", "app-0003", "apps", False, reason="BuildFailed", message="z")
     kustomizations = sorted(
         (ns, name)
@@ -87,9 +96,7 @@ def test_a_resume_point_past_the_leafs_history_lists_that_kind(
     sim: KubeSim, rb: redis.Redis, start_replica: Callable[..., Running]
 ) -> None:
     c = sim.clusters[1]
-    a = start_replica("a")
-    wait_for(lambda: built(a, rb, sim, c), 60, "a built the cluster")
-    a.stop()
+    built_then_left(sim, rb, start_replica, c)
     sim.set_ready(c, "Kustomization", "app-0002", "apps", False, reason="BuildFailed", message="q")
     sim.compact(c)  # the stored points are now older than what the leaf can replay: 410
     sim.clear_request_log(c)
