@@ -163,7 +163,6 @@ class ClusterWatch:
         self._build_cut = False  # a resource's first list keeps failing: write without it
         self._build_validated = False  # the first validation's rows are in the build
         self._build_arrived: list[float] = []  # when the build's watch events arrived (lag)
-        self._build_points: dict[str, str] = {}  # the build's resume points
 
     def start(self) -> None:
         if not self._async:
@@ -557,14 +556,13 @@ class ClusterWatch:
         for n, it in enumerate(items):
             if isinstance(it, _Replace):
                 build[it.kind_key] = {rows.identity(m): m for m in it.members}
-                if it.rv:
-                    self._build_points[it.kind_key] = it.rv
+                self._fold(it)
                 continue
             if isinstance(it, _Validated):
                 self._build_validated = True
                 continue
             if isinstance(it, _Mark):
-                self._build_points[it.kind_key] = it.rv
+                self._fold(it)
                 continue
             change = it.change if isinstance(it, _Arrived) else it
             kind = build.get(rows.split_identity(change.identity)[1])
@@ -577,8 +575,7 @@ class ClusterWatch:
                 kind[change.identity] = change.member
             if isinstance(it, _Arrived):
                 self._build_arrived.append(it.at)
-                if it.rv:
-                    self._build_points[rows.split_identity(change.identity)[1]] = it.rv
+                self._fold(it)
         want = self._build_kinds
         if want is not None and (self._build_cut or build.keys() >= want):
             self._flush_build()
@@ -588,13 +585,14 @@ class ClusterWatch:
         """Write the first build in one write (store_events.first_build); batches from now on."""
         build, self._build = self._build, None
         arrived, self._build_arrived = self._build_arrived, []
-        points, self._build_points = self._build_points, {}
+        points = dict(self._carry)
         if build and not self._written(
             lambda: store_events.first_build(
                 self.r, self.cluster, build, self.fence, self.retention, points
             )
         ):
             return
+        self._carry.clear()
         self.built = True
         if self._build_validated:
             self.mesh_written = True
@@ -613,8 +611,7 @@ class ClusterWatch:
                 self._write_arrived(pending)
                 pending = []
                 replaced[it.kind_key] = it.members
-                if it.rv:  # the stored rows equal the list once written (or already do)
-                    self._carry[it.kind_key] = it.rv
+                self._fold(it)  # the stored rows equal the list once written (or already do)
                 if n + 1 == len(items) or not isinstance(items[n + 1], _Replace):
                     self._write(store_events.kinds_changes(self.r, self.cluster, replaced))
                     replaced = {}
@@ -623,12 +620,19 @@ class ClusterWatch:
                 pending = []
                 self.mesh_written = True
             elif isinstance(it, _Mark):
-                self._carry[it.kind_key] = it.rv
+                self._fold(it)
             else:
-                if isinstance(it, _Arrived) and it.rv:
-                    self._carry[rows.split_identity(it.change.identity)[1]] = it.rv
+                self._fold(it)
                 pending.append(it)
         self._write_arrived(pending)
+
+    def _fold(self, it: _Item) -> None:
+        """Note the resume point `it` carries (`_carry`, folded in queue order: the next write
+        stores every point noted before it, the first build's included)."""
+        if isinstance(it, _Replace | _Mark) and it.rv:
+            self._carry[it.kind_key] = it.rv
+        elif isinstance(it, _Arrived) and it.rv:
+            self._carry[rows.split_identity(it.change.identity)[1]] = it.rv
 
     def _write_arrived(self, pending: list[store_events.Change | _Arrived]) -> None:
         """Write `pending`; the lag of those that came from watch events (validated Istio rows

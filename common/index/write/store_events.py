@@ -147,16 +147,9 @@ def first_build(
     return EventStats(done.added, done.removed, 0, done.total, done.graph_reads)
 
 
-def kind_changes(
-    r: redis.Redis, cluster: str, kind_key: str, members: Iterable[str]
-) -> list[Change]:
-    """The changes that make one kind's stored rows equal `members` (after a list or relist)."""
-    return kinds_changes(r, cluster, {kind_key: members})
-
-
 def kinds_changes(r: redis.Redis, cluster: str, kinds: Mapping[str, Iterable[str]]) -> list[Change]:
-    """The changes that make each kind's stored rows equal its members (kind key -> members),
-    from one read of the cluster's rows however many kinds."""
+    """The changes that make each kind's stored rows equal its members (kind key -> members,
+    after a list or relist), from one read of the cluster's rows however many kinds."""
     new = {rows.identity(m): m for members in kinds.values() for m in members}
     changes: list[Change] = []
     stored: list[str | bytes] = r.zrange(keys.rows(cluster), 0, -1)  # type: ignore[assignment]

@@ -12,7 +12,7 @@ import redis
 from common.errors import LockBusy
 from common.index import keys, rows
 from common.index.lease import Fence, Lease
-from common.index.write.store_events import Beat, Change, apply_changes, heartbeats, kind_changes
+from common.index.write.store_events import Beat, Change, apply_changes, heartbeats, kinds_changes
 from tests.support import rowfactory, topology
 
 C = "c1"
@@ -62,7 +62,7 @@ def test_kind_changes_replace_only_that_kind(rb: redis.Redis) -> None:
     old = [member("ns", "Kustomization", n) for n in ("a", "b")]
     apply_changes(rb, C, [Change.of(m) for m in [keep, *old]])
     new = [old[0], member("ns2", "Kustomization", "c")]
-    changes = kind_changes(rb, C, "Kustomization", new)
+    changes = kinds_changes(rb, C, {"Kustomization": new})
     assert len(changes) == 2  # b deleted, c added; a unchanged
     apply_changes(rb, C, changes)
     stored = {rows.without_recent(m.decode()) for m in rb.zrange(keys.rows(C), 0, -1)}
