@@ -90,6 +90,11 @@ class Written:
     """Read round trips made to settle `blockedBy` (graph.settle)."""
 
 
+RESUME_POINT_MAX = 128
+"""The longest resourceVersion kept as a resume point (etcd's are int64 revisions): a leaf's
+longer one is not stored, and the kind's older point is dropped: it is listed on a take-over."""
+
+
 def write(
     r: redis.Redis,
     cluster: str,
@@ -258,8 +263,11 @@ def _write(
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
-        if resume:
-            tx.hset(keys.resume(cluster), mapping=dict(resume))
+        points = {k: v for k, v in resume.items() if len(v) <= RESUME_POINT_MAX}
+        if points:
+            tx.hset(keys.resume(cluster), mapping=points)
+        if len(points) < len(resume):  # an older point would replay what this write stored
+            tx.hdel(keys.resume(cluster), *(k for k in resume if k not in points))
         tx.execute()
     if changed or unbucketed or tt_build or tt_stale:
         fleet_moved(r)
