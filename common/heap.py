@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import logging
+import functools
 import os
 import threading
 
-log = logging.getLogger(__name__)
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 TRIM_EVERY_S = 60.0
 
 
+@functools.cache  # find_library runs ldconfig: once per process, not per trim
 def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     if not name:
