@@ -14,9 +14,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import logging
 import os
 import threading
+from collections.abc import Callable
 
+log = logging.getLogger(__name__)
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 TRIM_EVERY_S = 60.0
 
@@ -51,18 +54,30 @@ def trim() -> bool:
 
 
 class Trimmer(threading.Thread):
-    """Calls `trim` every `every_s` seconds until `stop` (a daemon thread)."""
+    """Calls `before` (when given: what frees memory first) and then `trim` every `every_s`
+    seconds until `stop` (a daemon thread)."""
 
-    def __init__(self, every_s: float = TRIM_EVERY_S) -> None:
-        super().__init__(name="heap-trim", daemon=True)
+    def __init__(
+        self,
+        every_s: float = TRIM_EVERY_S,
+        before: Callable[[], object] | None = None,
+        name: str = "heap-trim",
+    ) -> None:
+        super().__init__(name=name, daemon=True)
         self.every_s = every_s
+        self.before = before
         self.stopped = threading.Event()
         self.trims = 0
 
     def run(self) -> None:
-        if _libc() is None:
+        if _libc() is None and self.before is None:
             return
         while not self.stopped.wait(self.every_s):
+            if self.before is not None:
+                try:
+                    self.before()
+                except Exception:  # the thread must outlive a failed round
+                    log.exception("%s: round failed", self.name)
             trim()
             self.trims += 1
 

@@ -197,6 +197,9 @@ class Settings:
     query_memo_mib: int = 0
     """MiB each query worker may keep in its memos (pages, counts, tables and time windows remembered between requests, by generation), shared out among them by fixed shares, entries' sizes estimated; 0 = each memo bounded by its entry count only (at fleet L one worker's memos reached ~600 MiB with 14 callers: docs/operations.md, "Memory of a query worker")."""
 
+    query_memo_idle_s: float = 600.0
+    """Seconds after which a query worker drops what its memos hold and no request has used since (checked every half of it; 0 = never: only the budget and the entry counts bound them). Under writes most entries are of generations no request asks again: this keeps a worker's memory at what its callers asked lately, and gives it back when the load stops."""
+
     metrics_cluster_labels: bool = False
     """The query service's /metrics carries per-cluster series (a `cluster` label) only when true: cluster names are otherwise not shown to whoever can scrape it."""
 
@@ -355,6 +358,10 @@ class Settings:
             )
         if self.query_memo_mib < 0:
             raise ConfigError(f"{env_name('query_memo_mib')} must be 0 (off) or a number of MiB")
+        if self.query_memo_idle_s < 0:
+            raise ConfigError(
+                f"{env_name('query_memo_idle_s')} must be 0 (never) or a number of seconds"
+            )
         _check_alerting(self)
         topology = redis_urls.check(self.redis_url, env_name("redis_url"))
         if self.broker_url.startswith("sentinel://") and topology != "sentinel":

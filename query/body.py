@@ -20,6 +20,7 @@ from flask import Response
 from common.index import rows
 from common.index.edges import decode_blocker
 from common.index.read import facets as reader_facets
+from common.index.read import memo
 from common.index.read.memo import Memo
 from common.index.read.reader import Facets
 from common.rbac.grants import Access
@@ -45,6 +46,7 @@ class _Cached(NamedTuple):
 
 
 _rows: dict[tuple[str, bytes], _Cached] = {}
+memo.on_sweep(_rows.clear)  # rows of pages asked since the last sweep, not of the whole run
 
 
 def _render(cluster: str, member: bytes) -> _Cached:

@@ -29,6 +29,7 @@ import shutil
 from typing import Any
 
 from common import heap
+from common.index.read import memo
 from common.settings import Settings
 from query import stream_supervisor
 from query.access_log import TEXT_FORMAT
@@ -62,6 +63,9 @@ def on_starting(server: Any) -> None:
     if _settings.metrics_dir:
         shutil.rmtree(_settings.metrics_dir, ignore_errors=True)
         os.makedirs(_settings.metrics_dir, exist_ok=True)
+        # imported now, with PROMETHEUS_MULTIPROC_DIR set: first imported at a worker's exit
+        # (`child_exit`), it was a lasting step of ~5 MiB in the master's RSS at that moment
+        import prometheus_client.multiprocess  # noqa: F401
     from common import logs
 
     logs.configure(_settings)
@@ -79,14 +83,18 @@ def on_exit(server: Any) -> None:
 
 def post_worker_init(worker: Any) -> None:
     """Keep the loaded app out of full collections (module docstring); cap the C heap's
-    arenas before the request threads start and trim it now and then (common.heap)."""
+    arenas before the request threads start and trim it now and then (common.heap); drop
+    what the memos hold and nobody used for `FLEETSCOPE_QUERY_MEMO_IDLE_S` (memo.sweep_idle)."""
     gc.freeze()
     heap.limit_arenas(QUERY_ARENAS)
     heap.Trimmer().start()
+    if _settings.query_memo_idle_s > 0:  # memos' idle entries dropped, then the heap trimmed
+        heap.Trimmer(_settings.query_memo_idle_s / 2, memo.sweep_idle, "memo-sweep").start()
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    """Tell prometheus-client a worker is gone (its live gauges stop counting)."""
+    """Tell prometheus-client a worker is gone (its live gauges stop counting); its module was
+    imported at the start (`on_starting`)."""
     if _settings.metrics_dir:
         from prometheus_client import multiprocess
 

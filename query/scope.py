@@ -16,6 +16,7 @@ from typing import Any
 import redis
 
 from common.index import keys, syncstatus
+from common.index.read import memo
 from common.index.syncstatus import ClusterSync, FleetState
 from common.rbac.authorizer import UserInfo
 from common.rbac.grants import Access, AccessResolver
@@ -30,6 +31,9 @@ def iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+memo.on_sweep(iso.cache_clear)
 
 
 class FleetView:

@@ -37,6 +37,7 @@ from typing import Any, NotRequired, TypedDict
 
 from common.index import edges as edge_codec
 from common.index import keys, label_field
+from common.index.read import memo
 from common.kinds import relations
 from common.kinds import status as status_rules
 from common.kinds.registry import Kind
@@ -899,3 +900,6 @@ def _day_s(year: str, month: str, day: str) -> int:
 @functools.lru_cache(maxsize=65536)  # decoded for every row of every page; times repeat a lot
 def _iso(epoch: str) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch))) if epoch else None
+
+
+memo.on_sweep(_iso.cache_clear)  # times of the rows read lately, not of every row ever read

@@ -48,6 +48,25 @@ def test_a_query_worker_caps_and_trims_its_heap(monkeypatch: pytest.MonkeyPatch)
     assert calls == [gunicorn_conf.QUERY_ARENAS]
     trimmers = [t for t in threading.enumerate() if t.name == "heap-trim"]
     assert len(trimmers) == len(before) + 1
-    for t in trimmers:
+    sweepers = [t for t in threading.enumerate() if t.name == "memo-sweep"]
+    assert sweepers and all(isinstance(t, heap.Trimmer) for t in sweepers)
+    assert sweepers[-1].every_s == gunicorn_conf._settings.query_memo_idle_s / 2  # type: ignore[attr-defined]
+    for t in trimmers + sweepers:
         if isinstance(t, heap.Trimmer):
             t.stop()
+
+
+def test_the_trimmer_runs_its_hook_first_and_outlives_its_failure() -> None:
+    calls: list[int] = []
+
+    def hook() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first round fails")
+
+    t = heap.Trimmer(every_s=0.01, before=hook, name="test-hook")
+    t.start()
+    wait_for(lambda: len(calls) >= 3, 10, "three rounds")
+    t.stop()
+    t.join(5)
+    assert not t.is_alive() and t.trims >= 2

@@ -61,7 +61,7 @@ import redis
 from common import redis_client
 from common.errors import InvalidInput
 from common.index import keys, nscounts, revisions, rows, timeline
-from common.index.read import tally
+from common.index.read import memo, tally
 from common.index.read.memo import Memo
 from common.index.read.plan import AccessLike, Filters
 from common.index.read.reader import Reader, Stream
@@ -1095,3 +1095,7 @@ def group_key(namespace: str, kind: str | None = None, name: str | None = None) 
     if kind is None or name is None:
         return namespace.encode() + b"\x00"
     return rows.sort_key(namespace, kind, name).encode()
+
+
+for _cache in (_member, _decoded, _summed):  # decoded values of generations: cleared by sweeps
+    memo.on_sweep(_cache.cache_clear)

@@ -18,16 +18,18 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import weakref
 from array import array
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_Entry = tuple[Any, Any, Any, int, int]
-"""(owner, generation, value, weight, estimated bytes: 0 unless the memo is byte-bounded)."""
+_Entry = tuple[Any, Any, Any, int, int, int]
+"""(owner, generation, value, weight, estimated bytes: 0 unless the memo is byte-bounded, the
+sweep round of its last use)."""
 
 SHARES: dict[str, float] = {
     # What each named memo may hold of the process's budget. Measured at fleet L (200
@@ -70,6 +72,12 @@ SHARES: dict[str, float] = {
 
 _budget = [0]
 """The process's memo budget in bytes; 0: memos are bounded by their weights only."""
+_round = [0]
+"""The sweep round (`sweep_idle`): each entry remembers the round of its last use."""
+_memos: weakref.WeakSet[Memo[Any, Any]] = weakref.WeakSet()
+"""Every memo of the process, for `sweep_idle`."""
+_sweeps: list[Callable[[], None]] = []
+"""Other caches' clears, run by every `sweep_idle` (`on_sweep`)."""
 _SAMPLE = 8
 """Items of a container measured to estimate the rest (`approx_size`)."""
 
@@ -125,7 +133,7 @@ class Memo(Generic[K, V]):
     the plain dicts these memos replaced were). Values are never None: `get` answers None for
     a miss."""
 
-    __slots__ = ("_bytes", "_data", "_lock", "_weight", "name", "share", "size")
+    __slots__ = ("__weakref__", "_bytes", "_data", "_lock", "_weight", "name", "share", "size")
 
     def __init__(self, size: int, name: str = "") -> None:
         self.size = size
@@ -137,6 +145,7 @@ class Memo(Generic[K, V]):
         self._lock = threading.Lock()
         self._weight = 0
         self._bytes = 0
+        _memos.add(self)
 
     def get(self, key: K, gen: Any = None, owner: Any = None) -> V | None:
         """The value remembered for `key` at `gen` for `owner`; None when there is none, or it
@@ -152,6 +161,8 @@ class Memo(Generic[K, V]):
             data.move_to_end(key)
         except KeyError:  # dropped by another thread meanwhile
             pass
+        if e[5] != _round[0]:
+            self._used(key, e)
         value: V = e[2]
         return value
 
@@ -167,7 +178,16 @@ class Memo(Generic[K, V]):
             data.move_to_end(key)
         except KeyError:
             pass
+        if e[5] != _round[0]:
+            self._used(key, e)
         return e[1], e[2]
+
+    def _used(self, key: K, e: _Entry) -> None:
+        """Mark `e` used in this sweep round (once per round and entry: the lookups take no
+        lock, this does), unless it was replaced or dropped meanwhile."""
+        with self._lock:
+            if self._data.get(key) is e:
+                self._data[key] = (*e[:5], _round[0])
 
     def put(self, key: K, value: V, gen: Any = None, owner: Any = None, weight: int = 1) -> None:
         """Remember `value` for `key`, computed at `gen` for `owner`; the least recently used
@@ -178,7 +198,7 @@ class Memo(Generic[K, V]):
             if old is not None:
                 self._weight -= old[3]
                 self._bytes -= old[4]
-            self._data[key] = (owner, gen, value, weight, nbytes)
+            self._data[key] = (owner, gen, value, weight, nbytes, _round[0])
             self._weight += weight
             self._bytes += nbytes
             self._shrink()
@@ -190,7 +210,7 @@ class Memo(Generic[K, V]):
             e = self._data.get(key)
             if e is not None:
                 more = e[4] * weight // e[3] if e[3] > 0 else 0  # as much again per weight
-                self._data[key] = (e[0], e[1], e[2], e[3] + weight, e[4] + more)
+                self._data[key] = (e[0], e[1], e[2], e[3] + weight, e[4] + more, _round[0])
                 self._data.move_to_end(key)
                 self._weight += weight
                 self._bytes += more
@@ -228,6 +248,23 @@ class Memo(Generic[K, V]):
         """The most estimated bytes kept: its share of the process's budget (0: no bound)."""
         return int(self.share * _budget[0])
 
+    def drop_idle(self, before: int) -> int:
+        """Drop the entries last used before sweep round `before` (the least recently used come
+        first, so the scan stops at the first one used since); how many were dropped."""
+        dropped = 0
+        with self._lock:
+            data = self._data
+            while data:
+                key = next(iter(data))
+                e = data[key]
+                if e[5] >= before:
+                    break
+                del data[key]
+                self._weight -= e[3]
+                self._bytes -= e[4]
+                dropped += 1
+        return dropped
+
     def _shrink(self) -> None:
         data = self._data
         while self._weight > self.size and data:
@@ -240,6 +277,28 @@ class Memo(Generic[K, V]):
             _key, e = data.popitem(last=False)
             self._weight -= e[3]
             self._bytes -= e[4]
+
+
+def sweep_idle() -> int:
+    """Start a new sweep round: drop every memo's entries not used in the last whole round (so
+    an entry unused for one to two sweep periods goes), and clear the caches registered with
+    `on_sweep`. Called every `FLEETSCOPE_QUERY_MEMO_IDLE_S / 2` by the query workers'
+    housekeeping thread (query.gunicorn_conf), so a worker's memos follow what its callers
+    asked lately: under writes most entries are of generations no request will ask again, and
+    the memory they held is reused rather than added to. Returns the entries dropped."""
+    _round[0] += 1
+    dropped = sum(m.drop_idle(_round[0] - 1) for m in list(_memos))
+    for clear in _sweeps:
+        clear()
+    return dropped
+
+
+def on_sweep(clear: Callable[[], None]) -> None:
+    """Run `clear` at every `sweep_idle` (once however often it is registered): for caches
+    outside the memos (functools.lru_cache's `cache_clear`, a plain dict's `clear`) that would
+    otherwise fill up to their bound however seldom their entries are asked again."""
+    if clear not in _sweeps:
+        _sweeps.append(clear)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -315,3 +315,70 @@ def test_every_share_names_a_memo_of_the_query_readers() -> None:
     names |= {body._facets.name, groups._texts.name}
     assert set(memo_mod.SHARES) <= names
     assert sum(memo_mod.SHARES.values()) <= 1.0 + 1e-9
+
+
+def test_a_sweep_drops_what_was_not_used_for_a_whole_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(memo_mod, "_sweeps", [])
+    m: Memo[str, int] = Memo(100)
+    m.put("old", 1, gen=1)
+    m.put("used", 2, gen=1)
+    m.put("peeked", 3, gen=1)
+    memo_mod.sweep_idle()  # round 1 starts: everything was used in round 0, the last whole one
+    assert len(m) == 3
+    assert m.get("used", 1) == 2
+    assert m.peek("peeked") == (1, 3)
+    assert m.get("old", 2) is None  # a miss is no use
+    m.put("new", 4, gen=1)
+    memo_mod.sweep_idle()  # round 2: "old" was last used in round 0
+    assert m.get("old", 1) is None and m.weight == 3
+    assert [m.get(k, 1) for k in ("used", "peeked", "new")] == [2, 3, 4]
+    memo_mod.sweep_idle()
+    memo_mod.sweep_idle()  # two rounds with no use at all: nothing is left
+    assert len(m) == 0 and m.weight == 0
+
+
+def test_a_sweep_keeps_the_bytes_of_a_budgeted_memo_right(
+    budget: Callable[[float], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memo_mod, "_sweeps", [])
+    budget(1)
+    m: Memo[int, bytes] = Memo(100, "reader.pages")
+    m.put(1, b"x" * 1000)
+    memo_mod.sweep_idle()
+    m.put(2, b"y" * 1000)
+    held = m.nbytes
+    memo_mod.sweep_idle()
+    assert len(m) == 1 and 0 < m.nbytes < held
+    m.grow(2, 1)
+    memo_mod.sweep_idle()
+    assert len(m) == 1  # growing is a use
+    memo_mod.sweep_idle()
+    assert m.nbytes == 0
+
+
+def test_a_sweep_clears_the_registered_caches_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memo_mod, "_sweeps", [])
+    cache: dict[str, int] = {"a": 1}
+    memo_mod.on_sweep(cache.clear)
+    memo_mod.on_sweep(cache.clear)  # registered twice: run once
+    assert len(memo_mod._sweeps) == 1
+    memo_mod.sweep_idle()
+    assert cache == {}
+
+
+def test_the_query_caches_outside_the_memos_are_swept() -> None:
+    from common.index import rows
+    from common.index.read import groups
+    from query import body, scope
+
+    for clear in (
+        body._rows.clear,
+        scope.iso.cache_clear,
+        rows._iso.cache_clear,
+        groups._member.cache_clear,
+        groups._decoded.cache_clear,
+        groups._summed.cache_clear,
+    ):
+        assert clear in memo_mod._sweeps
