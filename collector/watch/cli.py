@@ -20,7 +20,7 @@ from collector import gc_tuning
 from collector.clusters import ClusterSource
 from collector.watch import metrics as watch_metrics
 from collector.watch.replica import WatchReplica
-from common import logs, redis_client
+from common import heap, logs, redis_client
 from common.errors import ConfigError
 from common.kinds.registry import load_registry
 from common.settings import Settings
@@ -47,6 +47,7 @@ def run(args: argparse.Namespace, settings: Settings | None = None) -> int:
     settings = settings or Settings.from_env()
     logs.configure(settings)
     gc_tuning.tune()
+    heap.Trimmer().start()  # a build's and a hand-over's freed pages go back to the kernel
     _raise_open_files()
     heartbeat = _heartbeat(Path(args.heartbeat_file)) if args.heartbeat_file else None
     stop = threading.Event()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import threading
 import time
@@ -26,7 +27,7 @@ from collector.clusters import ClusterSource
 from collector.watch import metrics as watch_metrics
 from collector.watch.cluster import ClusterWatch
 from collector.watch.rbac import RESOURCES
-from common import redis_client
+from common import heap, redis_client
 from common.errors import FleetscopeError
 from common.index import keys, lease, syncstatus
 from common.index.write import store, store_events
@@ -42,6 +43,15 @@ CLAIM_TICKS = 4 * TICKS_PER_TTL  # a claim the holder does not let go of is drop
 HANDOVER_MAX_S = 20.0  # a leaving replica waits at most this long for its clusters' claimants
 LIST_CONCURRENCY = 4
 RETIRE_WORKERS = 2  # threads stopping dropped watches (each stop is bounded: ClusterWatch.stop)
+
+
+def release_memory() -> None:
+    """Give back what dropped watches held: a full collection (their rows and watch state hold
+    reference cycles, and the watcher's thresholds put one far away, collector.gc_tuning), then
+    the C heap's free pages (common.heap). Once after the last of a batch of retirements, not
+    per cluster: a full collection walks every live object of the replica."""
+    gc.collect()
+    heap.trim()
 
 
 class WatchReplica:
@@ -77,6 +87,8 @@ class WatchReplica:
             RETIRE_WORKERS, thread_name_prefix="watch-retire"
         )
         self._retiring: list[concurrent.futures.Future[None]] = []
+        self._retire_lock = threading.Lock()
+        self._unretired = 0  # retirements submitted and not finished
         self._free_seen: set[str] = set()  # free clusters left to the others last round
         self._started = time.monotonic()
         self._loading: dict[str, _Load] = {}  # exec plugins running (`_client`)
@@ -379,9 +391,19 @@ class WatchReplica:
         log.info("stopped watching", extra={"cluster": name})
 
     def _retire(self, watch: ClusterWatch) -> None:
+        with self._retire_lock:
+            self._unretired += 1
+
         def retire() -> None:
-            watch.stop()
-            watch.client.close()
+            try:
+                watch.stop()
+                watch.client.close()
+            finally:
+                with self._retire_lock:
+                    self._unretired -= 1
+                    last = not self._unretired
+                if last:
+                    release_memory()
 
         done = self._retirer.submit(retire)
         self._retiring = [x for x in self._retiring if not x.done()] + [done]
