@@ -56,6 +56,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=128,
         help="FLEETSCOPE_QUERY_MEMO_MIB of the query workers: memos that fill within the warm-up",
     )
+    p.add_argument(
+        "--query-memo-idle-s",
+        type=float,
+        default=120,
+        help="FLEETSCOPE_QUERY_MEMO_IDLE_S of the query workers: memos that settle within the "
+        "warm-up (with the default, 600 s, they settle after about 10 minutes)",
+    )
     p.add_argument("--out", default="soak.json")
     return p.parse_args(argv)
 
@@ -78,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             leaf_timeout_s=2,
             log_level="WARNING",
             query_memo_mib=args.query_memo_mib,
+            query_memo_idle_s=args.query_memo_idle_s,
         )
         try:
             result = run(args, sim, stack, fleet)
@@ -152,7 +160,8 @@ def run(args: argparse.Namespace, sim: KubeSim, stack: Stack, fleet: Any) -> dic
             next_sample = now + args.sample_every_s
             procs = {n: [p, rss_kib(p)] for n, p in stack.processes().items()}
             procs[HARNESS] = [0, rss_kib(_self_pid())]
-            samples.append({"t_s": round(now, 1), "procs": procs})
+            data = stack.redis_data_kib()
+            samples.append({"t_s": round(now, 1), "procs": procs, "redis_data_kib": data})
             print(f"[{now:6.0f}s] {progress(rec)}", flush=True)
         time.sleep(0.2)
     for t in threads:
@@ -276,6 +285,8 @@ def finish(
         "streams": dict(rec.streams),
         "churn": dict(rec.churn),
         "rss": rss,
+        "rss_not_judged": sorted(n for n, v in rss.items() if not v["judged"]),
+        "redis_data": soak_invariants.redis_data(samples),
         "rss_harness": harness,
         "rss_samples": samples,
         "freshness_samples": rec.freshness,

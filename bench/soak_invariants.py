@@ -184,12 +184,49 @@ def slope_pct_per_10min(points: Sequence[tuple[float, float]]) -> float:
     return round(100 * slope * 600 / mv, 3)
 
 
+JUDGED_MIN_S = 600.0
+"""The least span of samples after warm-up on which a process's RSS slope is judged: the
+slope's own unit (per 10 minutes)."""
+
+
 def rss_series(samples: Iterable[dict[str, Any]]) -> dict[str, list[tuple[float, int, int]]]:
-    """name -> [(t_s, pid, kib)], from samples {"t_s", "procs": {name: [pid, kib]}}."""
+    """name -> [(t_s, pid, kib)], from samples {"t_s", "procs": {name: [pid, kib]}}. A Redis
+    server's samples with its data (`redis_data_kib`: INFO `used_memory`) count its RSS net of
+    that data: what the server holds beyond the data it was given (its allocator's overhead and
+    fragmentation, buffers), the part a leak would grow; the data is bounded by the retention
+    settings and reported apart (`redis_data`). Its samples without the data are left out."""
     out: dict[str, list[tuple[float, int, int]]] = {}
     for s in samples:
+        data = s.get("redis_data_kib")
         for name, (pid, kib) in s["procs"].items():
+            if data is not None and name.startswith("redis-"):
+                if name not in data:
+                    continue
+                kib -= data[name]
             out.setdefault(name, []).append((s["t_s"], pid, kib))
+    return out
+
+
+def redis_data(samples: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per Redis server: its data (INFO `used_memory`, KiB) at the first and last sample, and
+    the growth per 10 minutes (least squares): what the history and the change feeds add until
+    their retention bounds (`FLEETSCOPE_HISTORY_MAX`, `FLEETSCOPE_WATCH_FEED_MAX`)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for s in samples:
+        for name, kib in (s.get("redis_data_kib") or {}).items():
+            series.setdefault(name, []).append((s["t_s"], float(kib)))
+    out = {}
+    for name, points in series.items():
+        n = len(points)
+        mt = sum(t for t, _ in points) / n
+        var = sum((t - mt) ** 2 for t, _ in points)
+        mv = sum(v for _, v in points) / n
+        slope = sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
+        out[name] = {
+            "first_kib": points[0][1],
+            "last_kib": points[-1][1],
+            "kib_per_10min": round(slope * 600, 1),
+        }
     return out
 
 
@@ -198,24 +235,50 @@ def rss_flat(
     warmup_s: float,
     limit_pct: float = 1.0,
     skip: Sequence[str] = (),
+    min_judged_s: float = JUDGED_MIN_S,
 ) -> dict[str, dict[str, Any]]:
-    """Per process: the slope after `warmup_s` of its last pid's series (a process replaced by
-    a fault starts a new series, warmed up again), and whether it is under `limit_pct`."""
+    """Per process name: each of its pids (a process replaced by a fault, or by Celery, starts a
+    new series that warms up again) judged on its samples after `warmup_s` when those span at
+    least `min_judged_s`; a shorter series is reported, not judged (a slope per 10 minutes read
+    off a few minutes is the tail of its warm-up). Flat when every judged series is under
+    `limit_pct`; the slope shown is the worst judged one (else the last pid's)."""
     out = {}
     for name, series in rss_series(samples).items():
         if name in skip:
             continue
-        pid = series[-1][1]
-        mine = [(t, kib) for t, p, kib in series if p == pid]
-        start = mine[0][0] + warmup_s
-        points = [(t, float(kib)) for t, kib in mine if t >= start]
-        slope = slope_pct_per_10min(points)
+        pids = list(dict.fromkeys(p for _, p, _ in series))
+        runs = [_run(pid, series, warmup_s, min_judged_s, limit_pct) for pid in pids]
+        judged = [r for r in runs if r["judged"]]
+        shown = max(judged, key=lambda r: r["slope_pct_per_10min"]) if judged else runs[-1]
         out[name] = {
-            "pid": pid,
-            "samples": len(points),
-            "first_kib": points[0][1] if points else None,
-            "last_kib": points[-1][1] if points else None,
-            "slope_pct_per_10min": slope,
-            "flat": len(points) < 3 or slope < limit_pct,
+            **shown,
+            "flat": all(r["flat"] for r in judged),
+            "judged": bool(judged),
+            "series": runs,
         }
     return out
+
+
+def _run(
+    pid: int,
+    series: Sequence[tuple[float, int, int]],
+    warmup_s: float,
+    min_judged_s: float,
+    limit_pct: float,
+) -> dict[str, Any]:
+    mine = [(t, kib) for t, p, kib in series if p == pid]
+    start = mine[0][0] + warmup_s
+    points = [(t, float(kib)) for t, kib in mine if t >= start]
+    span = points[-1][0] - points[0][0] if points else 0.0
+    slope = slope_pct_per_10min(points)
+    judged = span >= min_judged_s and len(points) >= 3
+    return {
+        "pid": pid,
+        "samples": len(points),
+        "span_s": round(span, 1),
+        "first_kib": points[0][1] if points else None,
+        "last_kib": points[-1][1] if points else None,
+        "slope_pct_per_10min": slope,
+        "judged": judged,
+        "flat": not judged or slope < limit_pct,
+    }

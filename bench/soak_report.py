@@ -83,7 +83,7 @@ def cells(result: dict[str, Any]) -> list[tuple[str, str]]:
     revs = [r["revoked_s"] for r in result["revocations"] if r["revoked_s"] is not None]
     inv = result["invariants"]
     oracle = len(result["oracle_walks"])
-    rss = ", ".join(f"{n} {v['slope_pct_per_10min']}" for n, v in result["rss"].items())
+    rss = ", ".join(_rss(n, v) for n, v in result["rss"].items())
     return [
         ("requests served (by kind)", f"{result['requests']:,}: " + _pairs(served)),
         (
@@ -109,6 +109,14 @@ def cells(result: dict[str, Any]) -> list[tuple[str, str]]:
         ("RSS slope per process (% per 10 min)", rss),
         ("failed invariants", ", ".join(verdicts(inv)) or "none"),
     ]
+
+
+def _rss(name: str, judged: dict[str, Any]) -> str:
+    """A process's slope; one whose every pid lived too short after its warm-up is marked."""
+    cell = f"{name} {judged['slope_pct_per_10min']}"
+    if judged.get("judged", True):
+        return cell
+    return f"{cell} (not judged: {judged.get('span_s', 0) / 60:.1f} min)"
 
 
 def _pairs(counts: dict[str, int]) -> str:

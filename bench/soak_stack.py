@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import gunicorn as gunicorn_pkg
+import redis
 
 from bench.soak_faults import kill9, wait_until
 from common.redis_server import RedisServer, start_redis_server
@@ -172,6 +173,21 @@ class Stack:
                 out.update({f"{child.name}.stream": p for p in kids if p not in workers})
             elif child.name.startswith("worker-"):
                 out.update({f"{child.name}.child{i}": p for i, p in enumerate(kids)})
+        return out
+
+    def redis_data_kib(self) -> dict[str, int]:
+        """Per Redis server (named as in `processes`): the memory its allocator holds for data
+        (`INFO memory` `used_memory`), KiB; a server that does not answer is left out."""
+        out = {}
+        for name, server in (
+            ("redis-primary", self.redis.primary),
+            ("redis-replica", self.redis.replica),
+        ):
+            try:
+                with redis.Redis(port=server.port, socket_timeout=2) as r:
+                    out[name] = int(r.info("memory")["used_memory"]) // 1024
+            except redis.RedisError:
+                continue
         return out
 
     def stop(self) -> None:

@@ -100,15 +100,36 @@ def sample(t: float, procs: dict[str, tuple[int, int]]) -> dict:
     return {"t_s": t, "procs": {k: list(v) for k, v in procs.items()}}
 
 
-def test_rss_flat_reads_the_last_pid_after_its_warm_up() -> None:
-    samples = [sample(t, {"a": (1, 1000 + t), "b": (2, 5000)}) for t in range(0, 600, 10)]
-    # b is killed at 600 s and replaced: its new series warms up again, then stays flat
-    samples += [sample(t, {"a": (1, 1000 + t), "b": (3, 9000 if t < 700 else 6000)})
-                for t in range(600, 1200, 10)]  # fmt: skip
+def test_rss_flat_judges_each_pid_after_its_warm_up() -> None:
+    samples = [sample(t, {"a": (1, 1000 + t), "b": (2, 5000)}) for t in range(0, 900, 10)]
+    # b is killed at 900 s and replaced: its new series warms up again, then stays flat
+    samples += [sample(t, {"a": (1, 1000 + t), "b": (3, 9000 if t < 1000 else 6000)})
+                for t in range(900, 1800, 10)]  # fmt: skip
     out = inv.rss_flat(samples, warmup_s=120)
     assert out["a"]["flat"] is False and out["a"]["slope_pct_per_10min"] > 1
-    assert out["b"]["pid"] == 3 and out["b"]["flat"] is True
-    assert out["b"]["first_kib"] == 6000
+    assert out["b"]["flat"] is True and out["b"]["judged"] is True
+    assert [s["pid"] for s in out["b"]["series"]] == [2, 3]
+    assert out["b"]["series"][1]["first_kib"] == 6000
+
+
+def test_rss_flat_judges_the_predecessor_of_a_late_replacement() -> None:
+    # b leaks until it is replaced at 1,500 s; its successor is too short to judge
+    samples = [sample(t, {"b": (2, 5000 + 2 * t)}) for t in range(0, 1500, 10)]
+    samples += [sample(t, {"b": (3, 4000 + 5 * (t - 1500))}) for t in range(1500, 1800, 10)]
+    out = inv.rss_flat(samples, warmup_s=120)
+    first, last = out["b"]["series"]
+    assert first["judged"] is True and first["flat"] is False
+    assert last["judged"] is False and last["span_s"] < inv.JUDGED_MIN_S
+    assert out["b"]["flat"] is False and out["b"]["pid"] == 2  # the worst judged series shown
+
+
+def test_rss_flat_reports_a_process_with_no_series_long_enough_as_not_judged() -> None:
+    samples = [sample(t, {"c": (4, 1000 + 10 * t)}) for t in range(0, 500, 10)]
+    out = inv.rss_flat(samples, warmup_s=100)
+    assert out["c"]["judged"] is False and out["c"]["flat"] is True
+    assert out["c"]["slope_pct_per_10min"] > 1  # still reported
+    out = inv.rss_flat(samples, warmup_s=100, min_judged_s=300)
+    assert out["c"]["judged"] is True and out["c"]["flat"] is False
 
 
 def test_freshness_leaves_out_the_probed_clusters_own_leaf_faults() -> None:
@@ -119,3 +140,21 @@ def test_freshness_leaves_out_the_probed_clusters_own_leaf_faults() -> None:
     assert inv.freshness(samples, [], leaves)["p99_s"] == 0.1
     slow = [(30.0, 9.0, "c2"), (31.0, 9.0, "c2")]  # another cluster at the time: kept
     assert inv.freshness([*samples, *slow], [], leaves)["p99_s"] == 9.0
+
+
+def test_a_redis_server_is_judged_net_of_its_data() -> None:
+    # the server's RSS follows its data (history and feeds filling): no growth of its own
+    samples = [
+        {"t_s": t, "procs": {"redis-primary": [7, 50_000 + 3 * t]}, "redis_data_kib": {"redis-primary": 20_000 + 3 * t}}
+        for t in range(0, 1800, 10)
+    ]  # fmt: skip
+    samples[50]["redis_data_kib"] = {}  # it did not answer (failing over): that sample is left out
+    out = inv.rss_flat(samples, warmup_s=300)
+    assert out["redis-primary"]["flat"] is True and out["redis-primary"]["first_kib"] == 30_000
+    assert inv.redis_data(samples)["redis-primary"]["kib_per_10min"] == 1800.0
+    leaking = [{**s, "procs": {"redis-primary": [7, s["procs"]["redis-primary"][1] + 2 * s["t_s"]]}}
+               for s in samples]  # fmt: skip
+    assert inv.rss_flat(leaking, warmup_s=300)["redis-primary"]["flat"] is False
+    # without data samples (an older soak.json) the RSS itself is judged
+    bare = [{"t_s": s["t_s"], "procs": s["procs"]} for s in samples]
+    assert inv.rss_flat(bare, warmup_s=300)["redis-primary"]["flat"] is False
