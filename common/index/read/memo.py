@@ -252,14 +252,14 @@ class Memo(Generic[K, V]):
         """Drop the entries last used before sweep round `before` (the least recently used come
         first, so the scan stops at the first one used since); how many were dropped."""
         dropped = 0
-        with self._lock:
+        with self._lock:  # writers wait; readers only move entries to the end meanwhile
             data = self._data
             while data:
-                key = next(iter(data))
-                e = data[key]
+                key, e = data.popitem(last=False)  # atomic: no iterator a reader could upset
                 if e[5] >= before:
+                    data[key] = e
+                    data.move_to_end(key, last=False)  # back in front, where it was
                     break
-                del data[key]
                 self._weight -= e[3]
                 self._bytes -= e[4]
                 dropped += 1

@@ -172,6 +172,43 @@ def test_threads_share_one_memo() -> None:
     assert memo.weight == weights <= 64
 
 
+def test_sweeps_while_threads_read_and_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sweeps racing readers that move entries and writers that add them: no error, and the
+    weight stays the entries' own."""
+    monkeypatch.setattr(memo_mod, "_sweeps", [])
+    memo: Memo[int, int] = Memo(500)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work(seed: int) -> None:
+        try:
+            for i in range(30_000):
+                k = (i * 13 + seed) % 400
+                if memo.get(k) is None:
+                    memo.put(k, k, weight=1 + k % 3)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    def sweep() -> None:
+        try:
+            while not done.is_set():
+                memo_mod.sweep_idle()
+        except BaseException as e:
+            errors.append(e)
+
+    sweeper = threading.Thread(target=sweep)
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    sweeper.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    sweeper.join()
+    assert not errors
+    assert memo.weight == sum(1 + k % 3 for k in range(400) if memo.peek(k) is not None)
+
+
 # -- the memo budget: named memos bounded in bytes --------------------------------------------
 
 
