@@ -103,6 +103,10 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
     def worker_process_init(**_: Any) -> None:
         gc_tuning.tune()
 
+    def worker_ready(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is app:
+            gc_tuning.pool_parent_ready(getattr(sender, "pool", None))
+
     def task_postrun(sender: Any = None, state: str | None = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:
             gc_tuning.after_task(state)
@@ -118,5 +122,6 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
     signals.setup_logging.connect(setup_logging, weak=False)
     signals.worker_init.connect(worker_init, weak=False)
     signals.worker_process_init.connect(worker_process_init, weak=False)
+    signals.worker_ready.connect(worker_ready, weak=False)
     signals.task_postrun.connect(task_postrun, weak=False)
     signals.beat_init.connect(beat_init, weak=False)

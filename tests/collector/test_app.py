@@ -19,3 +19,36 @@ def test_settings_become_celery_configuration() -> None:
     assert conf.task_soft_time_limit == s.sync_soft_time_limit_s
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert beat_schedule(s)["sync-objects"]["schedule"] == 15
+
+
+def test_a_prefork_parent_collects_with_cpythons_thresholds_once_its_pool_runs() -> None:
+    """The parent syncs nothing: the raised thresholds (gc_tuning) kept a broker failover's
+    garbage in it; a solo or threads pool runs the syncs in the parent and stays tuned."""
+    import gc
+    from typing import Any
+
+    from celery import signals
+    from celery.concurrency import prefork, solo
+
+    from collector import gc_tuning
+
+    class Consumer:  # what Celery sends worker_ready from (hashable, as a sender must be)
+        def __init__(self, app: Any, pool: Any) -> None:
+            self.app, self.pool = app, pool
+
+    app = create_celery(Settings(redis_url="redis://127.0.0.1:1/0"))
+    before = gc.get_threshold()
+    try:
+        gc_tuning.tune()
+        consumer = Consumer(app, object.__new__(solo.TaskPool))
+        signals.worker_ready.send(sender=consumer)
+        assert gc.get_threshold() == gc_tuning.THRESHOLDS
+        other = Consumer(object(), object.__new__(prefork.TaskPool))
+        signals.worker_ready.send(sender=other)  # another app's worker: not ours to change
+        assert gc.get_threshold() == gc_tuning.THRESHOLDS
+        consumer.pool = object.__new__(prefork.TaskPool)
+        signals.worker_ready.send(sender=consumer)
+        assert gc.get_threshold() == gc_tuning.DEFAULT_THRESHOLDS == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
