@@ -194,11 +194,14 @@ def rss_series(samples: Iterable[dict[str, Any]]) -> dict[str, list[tuple[float,
     server's samples with its data (`redis_data_kib`: INFO `used_memory`) count its RSS net of
     that data: what the server holds beyond the data it was given (its allocator's overhead and
     fragmentation, buffers), the part a leak would grow; the data is bounded by the retention
-    settings and reported apart (`redis_data`). Its samples without the data are left out."""
+    settings and reported apart (`redis_data`). Its samples without the data are left out, as
+    is a sample of 0 KiB (a process gone between the listing and the read)."""
     out: dict[str, list[tuple[float, int, int]]] = {}
     for s in samples:
         data = s.get("redis_data_kib")
         for name, (pid, kib) in s["procs"].items():
+            if not kib:  # gone between the listing and the read (killed by a fault)
+                continue
             if data is not None and name.startswith("redis-"):
                 if name not in data:
                     continue

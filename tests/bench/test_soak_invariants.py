@@ -105,9 +105,11 @@ def test_rss_flat_judges_each_pid_after_its_warm_up() -> None:
     # b is killed at 900 s and replaced: its new series warms up again, then stays flat
     samples += [sample(t, {"a": (1, 1000 + t), "b": (3, 9000 if t < 1000 else 6000)})
                 for t in range(900, 1800, 10)]  # fmt: skip
+    samples[89]["procs"]["b"] = [2, 0]  # read as it was killed: gone, not empty
     out = inv.rss_flat(samples, warmup_s=120)
     assert out["a"]["flat"] is False and out["a"]["slope_pct_per_10min"] > 1
     assert out["b"]["flat"] is True and out["b"]["judged"] is True
+    assert out["b"]["series"][0]["last_kib"] == 5000
     assert [s["pid"] for s in out["b"]["series"]] == [2, 3]
     assert out["b"]["series"][1]["first_kib"] == 6000
 
