@@ -47,6 +47,7 @@ class _Cached(NamedTuple):
 
 _rows: dict[tuple[str, bytes], _Cached] = {}
 memo.on_sweep(_rows.clear)  # rows of pages asked since the last sweep, not of the whole run
+memo.on_sweep(rows.clear_caches)  # the rows' decoded times, likewise
 
 
 def _render(cluster: str, member: bytes) -> _Cached:

@@ -37,7 +37,6 @@ from typing import Any, NotRequired, TypedDict
 
 from common.index import edges as edge_codec
 from common.index import keys, label_field
-from common.index.read import memo
 from common.kinds import relations
 from common.kinds import status as status_rules
 from common.kinds.registry import Kind
@@ -902,4 +901,7 @@ def _iso(epoch: str) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch))) if epoch else None
 
 
-memo.on_sweep(_iso.cache_clear)  # times of the rows read lately, not of every row ever read
+def clear_caches() -> None:
+    """Forget the times decoded so far (a reader's sweep calls it: the rows read lately, not
+    every row ever read, common.index.read.memo.on_sweep)."""
+    _iso.cache_clear()

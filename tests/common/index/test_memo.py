@@ -413,9 +413,12 @@ def test_the_query_caches_outside_the_memos_are_swept() -> None:
     for clear in (
         body._rows.clear,
         scope.iso.cache_clear,
-        rows._iso.cache_clear,
+        rows.clear_caches,
         groups._member.cache_clear,
         groups._decoded.cache_clear,
         groups._summed.cache_clear,
     ):
         assert clear in memo_mod._sweeps
+    rows._iso("1700000000")
+    rows.clear_caches()
+    assert rows._iso.cache_info().currsize == 0
