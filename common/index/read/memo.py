@@ -281,7 +281,7 @@ class Memo(Generic[K, V]):
 
 def sweep_idle() -> int:
     """Start a new sweep round: drop every memo's entries not used in the last whole round (so
-    an entry unused for one to two sweep periods goes), and clear the caches registered with
+    an entry goes after one to two sweep periods unused), and clear the caches registered with
     `on_sweep`. Called every `FLEETSCOPE_QUERY_MEMO_IDLE_S / 2` by the query workers'
     housekeeping thread (query.gunicorn_conf), so a worker's memos follow what its callers
     asked lately: under writes most entries are of generations no request will ask again, and
