@@ -174,14 +174,17 @@ def slope_pct_per_10min(points: Sequence[tuple[float, float]]) -> float:
     """Least-squares slope of (t_s, rss) as a share of the mean RSS per 600 s, in percent."""
     if len(points) < 3:
         return 0.0
+    mv = sum(v for _, v in points) / len(points)
+    return round(100 * _slope(points) * 600 / mv, 3) if mv else 0.0
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (t, v) per unit of t; 0 when the times do not vary."""
     n = len(points)
     mt = sum(t for t, _ in points) / n
     mv = sum(v for _, v in points) / n
     var = sum((t - mt) ** 2 for t, _ in points)
-    if var == 0 or mv == 0:
-        return 0.0
-    slope = sum((t - mt) * (v - mv) for t, v in points) / var
-    return round(100 * slope * 600 / mv, 3)
+    return sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
 
 
 JUDGED_MIN_S = 600.0
@@ -220,15 +223,10 @@ def redis_data(samples: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             series.setdefault(name, []).append((s["t_s"], float(kib)))
     out = {}
     for name, points in series.items():
-        n = len(points)
-        mt = sum(t for t, _ in points) / n
-        var = sum((t - mt) ** 2 for t, _ in points)
-        mv = sum(v for _, v in points) / n
-        slope = sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
         out[name] = {
             "first_kib": points[0][1],
             "last_kib": points[-1][1],
-            "kib_per_10min": round(slope * 600, 1),
+            "kib_per_10min": round(_slope(points) * 600, 1),
         }
     return out
 
