@@ -15,8 +15,11 @@ the best head of all until the page is full. Per cluster, the plan is one of two
 
 Visible entries are remembered per (window versions or generation, caller's visibility,
 filters); a page is remembered with the generations of the caller's clusters (read first, in
-the page's first round trip): the same page again costs that one round trip. Rows of entries
-are read by identity and remembered by entry and window version.
+the page's first round trip): the same page again costs that one round trip. After writes that
+moved no status generation (common.index.keys.status_generation: rows' messages changed, most
+watch events), the page's order is the same: it is kept, and only its rows on the written
+clusters are read again (two more round trips, not a walk). Rows of entries are read by
+identity and remembered by entry and window version.
 
 The order is (time, cluster, entry) ascending, or exactly its reverse. The keyset cursor is the
 last row's position in it, plus the time the walk began: a row that transitions after that is
@@ -161,6 +164,13 @@ class TimeReader:
         self._keys: Memo[tuple[Filters, bytes], tuple[Filters, bytes]] = Memo(PAGES_MAX)
         self._visible: Memo[tuple[int, Filters], Visibility] = Memo(PAGES_MAX, "timesort.visible")
         self._pages: Memo[tuple[Any, ...], TimePage] = Memo(PAGES_MAX, "timesort.pages")
+        self._orders: Memo[tuple[Any, ...], tuple[list[Any], list[Any], TimePage]] = Memo(
+            PAGES_MAX, "timesort.orders"
+        )
+        """The last page of a request, with the status generations and generations it was
+        read at: a page after writes that moved no status generation (`_reworded`)."""
+        self.reworded = 0
+        """Pages answered from the last one's order with only their rows read again."""
 
     def page(
         self,
@@ -174,7 +184,9 @@ class TimeReader:
         """Up to `limit` visible rows after `cursor` in time order (newest first when
         `descending`); `confirm_version` as common.index.read.reader.Reader.page has it. A page is
         remembered with the generations of the caller's clusters, read first: while none of
-        them was written, the same request is answered from it after that one round trip."""
+        them was written, the same request is answered from it after that one round trip; while
+        none of their status generations moved, from its order, with the rows on the written
+        clusters read again (`_reworded`)."""
         wanted = set(filters.clusters)
         clusters = [c for c in sorted(access) if not wanted or c in wanted]
         out = TimePage([], None)
@@ -188,9 +200,51 @@ class TimeReader:
             return dataclasses.replace(
                 hit, version=out.version, round_trips=1, scanned=0, window_reads=0
             )
-        self._page(access, clusters, gens, filters, limit, descending, cursor, out)
+        # Written since: if no status generation moved (only rows' text did: most watch
+        # events), the order is the one remembered and only its rows on the written clusters
+        # are read again; else the page is walked again.
+        sgens, _ = tally.status_generations(self.r, clusters)
+        out.round_trips += 1
+        if not self._reworded(memo, access, clusters, gens, sgens, out):
+            self._page(access, clusters, gens, filters, limit, descending, cursor, out)
         self._pages.put(memo, out, list(gens), access)
+        self._orders.put(memo, (list(sgens), list(gens), out), owner=access)
         return out
+
+    def _reworded(
+        self,
+        memo: tuple[Any, ...],
+        access: Mapping[str, AccessLike],
+        clusters: list[str],
+        gens: list[Any],
+        sgens: list[Any],
+        out: TimePage,
+    ) -> bool:
+        """Fill `out` from the page remembered for `memo` when the clusters' status generations
+        are those it was walked at (the time index, the rows present and their statuses are
+        the same: the same rows in the same order): its rows on the clusters written since are
+        read again (their messages moved), the others kept. False when it cannot."""
+        prev = self._orders.get(memo, owner=access)
+        if prev is None or prev[0] != sgens:
+            return False
+        _sgens, pgens, page = prev
+        moved = {c for c, g, pg in zip(clusters, gens, pgens, strict=True) if g != pg}
+        todo = [(i, c, m) for i, (c, m) in enumerate(page.members) if c in moved]
+        members = list(page.members)
+        if todo:
+            commands = []
+            for _i, c, m in todo:
+                ident = rows.identity_bytes(m)
+                lo, hi = b"[" + ident, b"(" + ident[:-1] + b"\x01"
+                commands.append(("ZRANGEBYLEX", keys.rows(c), lo, hi, "LIMIT", 0, 1))
+            got = redis_client.pipelined(self.r, commands)
+            out.round_trips += 1
+            for (i, c, m), reply in zip(todo, got, strict=True):
+                members[i] = (c, reply[0] if reply else m)
+        self.reworded += 1
+        out.members = members
+        out.cursor = page.cursor
+        return True
 
     def _page(
         self,

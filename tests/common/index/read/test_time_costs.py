@@ -231,3 +231,57 @@ def test_pages_survive_the_caches_emptied_between_round_trips(
         shared._pages.clear()
         got = [shared.page(a, f, 30, d).members for a, f, d in cases]
         assert got == want
+
+
+def reworded_rows(r: redis.Redis, cluster: str, members: list[bytes], message: str) -> None:
+    """The rows `members` of `cluster` get a new message through the watcher's writer."""
+    from common.index.write import store_events
+
+    changes = []
+    for m in members:
+        got = rows.decode(cluster, m.decode())
+        got["message"] = message
+        changes.append(store_events.Change.of(rows.encode(got, rows.edges_of(m.decode()))))
+    assert store_events.apply_changes(r, cluster, changes).updated == len(changes)
+
+
+@pytest.mark.parametrize("descending", [True, False])
+def test_after_message_only_writes_a_page_keeps_its_order_and_rereads_the_written_rows(
+    fleet: redis.Redis, descending: bool
+) -> None:
+    """A write that moves no status generation (a new message) leaves the time order as it
+    was: the next page keeps the last one's order, reads again only its rows on the written
+    clusters (one ZRANGEBYLEX each, no window), and shows the new message; a transition walks
+    again."""
+    reader = TimeReader(fleet)
+    first = reader.page(ADMIN, Filters(), 20, descending)
+    shown = [m for c, m in first.members if c == "c03"]
+    assert shown
+    reworded_rows(fleet, "c03", shown[:2], "Reconciliation finished in 3.1s")
+    reworded_rows(fleet, "c05", [m for c, m in fleet_rows(fleet, "c05")[:1]], "off the page")
+    topology.reset_stats(fleet)
+    after = reader.page(ADMIN, Filters(), 20, descending)
+    assert reader.reworded == 1 and after.window_reads == 0
+    stats = topology.commandstats(fleet)
+    stats.pop("config|resetstat", None)
+    # the generations, the status generations, and the rows shown of the written clusters
+    written = sum(1 for c, _m in first.members if c in ("c03", "c05"))
+    assert stats == {"mget": 2, "zrangebylex": written} and written < len(first.members), stats
+    assert after.members == TimeReader(fleet).page(ADMIN, Filters(), 20, descending).members
+    assert sum(b"Reconciliation finished in 3.1s" in m for _c, m in after.members) == len(shown[:2])
+    assert after.cursor == first.cursor
+    old = member("c03", 4)  # a transition: walked again
+    new = member("c03", 4, "unhealthy", at=T0 + 25 * DAY)
+    store.replace_rows(
+        fleet, "c03", [new if m == old else m for m in map(member, ["c03"] * 40, range(40))]
+    )
+    moved = reader.page(ADMIN, Filters(), 20, descending)
+    assert reader.reworded == 1
+    assert moved.members == TimeReader(fleet).page(ADMIN, Filters(), 20, descending).members
+
+
+def fleet_rows(r: redis.Redis, cluster: str) -> list[tuple[str, bytes]]:
+    return [
+        (cluster, m.encode() if isinstance(m, str) else m)
+        for m in r.zrange(keys.rows(cluster), 0, -1)
+    ]
