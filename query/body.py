@@ -129,6 +129,23 @@ worker's RSS climb by hundreds of MB under writes, each write making new counts,
 named memo, in the budget (`FLEETSCOPE_QUERY_MEMO_MIB`), least recently used first out."""
 
 
+_ns_texts: Memo[int, str] = Memo(FACETS_CACHED, "body.namespaces")
+"""Encoded `namespaces` of facets answers by the dict they encode (its owner): the reader
+shares one while the caller's rows per namespace do not move, so an answer after a
+transition (which moves statuses, not namespaces) does not sort and encode thousands again."""
+
+
+def _namespaces_text(namespaces: dict[str, int]) -> str:
+    """`namespaces` as JSON; `_`: cluster-scoped rows, as the namespace filter and object
+    paths name them."""
+    text = _ns_texts.get(id(namespaces), owner=namespaces)
+    if text is None:
+        shown = {ns or "_": n for ns, n in sorted(namespaces.items())}
+        text = json.dumps(shown, separators=(",", ":"))
+        _ns_texts.put(id(namespaces), text, owner=namespaces)  # held: its id stays its own
+    return text
+
+
 def facets_response(
     counts: Facets,
     freshness: dict[str, Any],
@@ -150,12 +167,12 @@ def facets_response(
             "statuses": dict(sorted(counts.statuses.items())),
             "suspended": {flag: counts.suspended.get(flag, 0) for flag in ("true", "false")},
         }
-        if not by:  # rows per namespace (group counts have none); `_`: cluster-scoped rows,
-            # as the namespace filter and object paths name them
-            members["namespaces"] = {ns or "_": n for ns, n in sorted(counts.namespaces.items())}
-        if label_keys:
-            members.update(_label_values(counts, label_keys))
         text = json.dumps(members, separators=(",", ":"))[1:-1]
+        if not by:  # rows per namespace (group counts have none)
+            text += ',"namespaces":' + _namespaces_text(counts.namespaces)
+        if label_keys:
+            labels = _label_values(counts, label_keys)
+            text += "," + json.dumps(labels, separators=(",", ":"))[1:-1]
         _facets.put(key, text, owner=counts.clusters)  # held: its id stays its own
     fresh = json.dumps(freshness, separators=(",", ":"))
     return Response(f'{{{text},"freshness":{fresh}}}\n', mimetype="application/json")

@@ -65,9 +65,27 @@ def _items_text(groups: list[Group], shown: int) -> str:
     hit = _texts.get((id(groups), shown), owner=groups)
     if hit is not None:
         return hit
-    text = json.dumps([group_json(g, shown) for g in groups], separators=(",", ":"))
+    text = "[" + ",".join(_group_text(g, shown) for g in groups) + "]"
     _texts.put((id(groups), shown), text, owner=groups)  # held: its id stays its own
     return text
+
+
+GROUP_TEXTS_CACHED = 65536
+_group_texts: Memo[tuple[int, bytes, int, int], str] = Memo(
+    GROUP_TEXTS_CACHED, "groups.group_texts"
+)
+"""Encoded groups by their list of Members (its owner), key, place and clusters shown: a page
+after a write re-encodes only the groups whose Members changed (the reader keeps the others'
+lists: common.index.read.groups._rank), not every group's hundreds of clusters."""
+
+
+def _group_text(g: Group, shown: int) -> str:
+    key = (id(g.clusters), g.key, g.order, shown)
+    hit = _group_texts.get(key, owner=g.clusters)
+    if hit is None:
+        hit = json.dumps(group_json(g, shown), separators=(",", ":"))
+        _group_texts.put(key, hit, owner=g.clusters)  # held: its id stays its own
+    return hit
 
 
 @bp.get("/groups/<namespace>/<kind>/<name>")
