@@ -18,7 +18,7 @@ write re-reads only its cluster. The generations are the status generations
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +89,9 @@ class _Sums:
     gens: list[Any] = field(default_factory=list)
     parts: dict[str, dict[str, int]] = field(default_factory=dict)
     out: dict[str, int] = field(default_factory=dict)
+    view: dict[str, int] | None = None
+    """A copy of `out` as answers show it, shared (read only) until `out` moves: a page's
+    encoded namespaces are kept by it (query.body)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -96,22 +99,29 @@ class Extras:
     """Per-process memos of facets, by cluster generation: answers summed from the count
     tables, namespace counts, scanned parts (thread-safe)."""
 
-    def __init__(self, r: Any) -> None:
+    def __init__(self, r: Any, follow: Callable[[Any], list[Any]] | None = None) -> None:
         self.r = r
+        self.follow = follow
+        """`Reader.follow`: what the clusters' change feeds say moved since a generation."""
         self.answers: Memo[tuple[int, Filters], _Summed] = Memo(ANSWERS_MAX, "facets.answers")
         """(caller's access, filters) -> the last answer, at the generations it was summed at."""
         self._ns: Memo[tuple[str, int, Filters], _Shares] = Memo(MEMO_MAX, "facets.ns")
         """(cluster, access, filters) -> the cluster's rows per namespace, with the counts
         they were summed from (the next generation's re-sums only the namespaces that moved)."""
         self._parts: Memo[tuple[Any, ...], Part] = Memo(MEMO_MAX, "facets.parts")
-        self._raw: Memo[str, dict[str, str]] = Memo(MEMO_MAX, "facets.raw")
-        """Every namespace's counts of a cluster (encoded), by generation: for wide callers."""
-        self.counted: Memo[tuple[int, Filters, tuple[str, ...]], tuple[list[str], Facets]] = Memo(
-            ANSWERS_MAX, "facets.counted"
-        )
-        """(caller's access, filters, label keys) -> the clusters and the answer counted from
-        their rows (a label selector, label keys, a name), at the generations it was counted
-        at: summing 1,000 clusters' parts was the request's cost at fleet XL. Never mutated."""
+        self._raw: Memo[str, tuple[Mapping[str, str], int]] = Memo(MEMO_MAX, "facets.raw")
+        """Every namespace's counts of a cluster (encoded), by status generation, and the
+        generation its change feed is followed from: for wide callers."""
+        self.counted: Memo[
+            tuple[int, Filters, tuple[str, ...]], tuple[list[str], Facets, dict[str, Part]]
+        ] = Memo(ANSWERS_MAX, "facets.counted")
+        """(caller's access, filters, label keys) -> the clusters, the answer counted from
+        their rows (a label selector, label keys, a name) and each cluster's part, at the
+        generations it was counted at: summing 1,000 clusters' parts was the request's cost at
+        fleet XL; after a write the answer is moved by the written clusters' parts
+        (`_moved_count`). Never mutated."""
+        self.moved = 0
+        """Answers counted from rows moved by the written clusters' parts: for tests."""
         self._sums: Memo[tuple[int, Filters, tuple[str, ...]], _Sums] = Memo(
             SUMS_MAX, "facets.sums"
         )
@@ -121,6 +131,8 @@ class Extras:
         """Clusters whose rows or counts were read (not answered from memory): for tests."""
         self.summed = 0
         """Clusters' shares of a caller's per-namespace sums moved (`namespaces`): for tests."""
+        self.followed = 0
+        """Clusters whose namespaces' counts were moved by their change feeds: for tests."""
         self.resummed = 0
         """Namespaces re-summed from a cluster's moved counts (`_shares`): for tests."""
 
@@ -140,7 +152,8 @@ class Extras:
         read of its own); one with cluster-wide kinds from every namespace's counts, read once
         per cluster generation and shared by every such caller. The caller's sum is kept and
         moved by the clusters whose (status) generation moved since: a request after a write
-        re-sums the written clusters only, one on a still fleet none."""
+        re-sums the written clusters only, one on a still fleet none. The dict is shared (read
+        only) while the sum does not move."""
         key = (id(access), filters, tuple(clusters))
         with self._lock:
             st = self._sums.get(key, owner=access)
@@ -156,14 +169,22 @@ class Extras:
                 )
                 for i in moved:
                     c = clusters[i]
-                    gone = st.parts.get(c)
-                    if gone is not None:
-                        _sub_all(st.out, gone)
-                    _add_all(st.out, parts[c])
-                    st.parts[c] = parts[c]
+                    gone, new = st.parts.get(c), parts[c]
+                    if gone is None:
+                        _add_all(st.out, new)
+                    elif gone is not new and gone != new:  # a transition moves none
+                        # by the namespaces that differ (set operations in C), not all of them
+                        touched = {ns for ns, _n in gone.items() ^ new.items()}
+                        _sub_all(st.out, {ns: gone[ns] for ns in touched if ns in gone})
+                        _add_all(st.out, {ns: new[ns] for ns in touched if ns in new})
+                    st.parts[c] = new
+                    if gone is None or (gone is not new and gone != new):
+                        st.view = None
                 st.gens = list(gens)
                 self.summed += len(moved)
-            return dict(st.out)
+            if st.view is None:
+                st.view = dict(st.out)
+            return st.view
 
     def _cluster_namespaces(
         self,
@@ -184,24 +205,69 @@ class Extras:
                 out[c] = hit[1]
                 continue
             entry = None if tally.view(a, ns_key).cluster_wide else tallies.entry(c, a, ns_key, gen)
-            values: Mapping[str, str] | None
-            values = entry.per_ns if entry is not None else self._raw.get(c, gen)
+            values: Mapping[str, str] | None = None
+            if entry is not None:
+                values = entry.per_ns
+            elif (raw := self._raw.get(c, gen)) is not None:
+                values = raw[0]
             if values is None:
                 todo.append((c, gen))
                 continue
             out[c] = self._shares(c, gen, a, filters, values)
-        if not todo:
-            return out
-        p = self.r.pipeline(transaction=False)
-        spans = [nscounts.queue_read_all(p, c) for c, _g in todo]
-        replies = p.execute()
-        self.reads += len(todo)
-        pos = 0
-        for (c, gen), n in zip(todo, spans, strict=True):
-            values = nscounts.collect_all(replies[pos : pos + n])
-            pos += n
-            self._raw.put(c, values, gen)
+        for c, (gen, values) in self._every_namespace(todo).items():
             out[c] = self._shares(c, gen, access[c], filters, values)
+        return out
+
+    def _every_namespace(
+        self, todo: Sequence[tuple[str, int]]
+    ) -> dict[str, tuple[int, Mapping[str, str]]]:
+        """Every namespace's counts of each (cluster, status generation), remembered (`_raw`):
+        a cluster held at an older generation is moved by its change feed (the namespaces its
+        entries since touch read again, common.index.read.lua.FOLLOW), the others read whole
+        (after their generation: the feed is followed from there next time)."""
+        if not todo:
+            return {}
+        held = {c: hit[1] for c, _g in todo if (hit := self._raw.peek(c)) is not None}
+        asked = [(c, pos) for c, (_v, pos) in held.items() if pos and self.follow is not None]
+        touched: dict[str, tuple[int, list[str]]] = {}
+        if asked:
+            assert self.follow is not None
+            for (c, _pos), (g, whole, lines) in zip(asked, self.follow(asked), strict=True):
+                if not int(whole):
+                    found = {rows.member_ns_kind(line)[0] for line in lines.split(b"\n") if line}
+                    touched[c] = (int(g), sorted(s.decode() for s in found))
+        whole_read = [(c, gen) for c, gen in todo if c not in touched]
+        p = self.r.pipeline(transaction=False)
+        spans = []
+        for c, _g in whole_read:
+            p.get(keys.generation(c))  # first: the counts read after it hold at least it
+            spans.append(nscounts.queue_read_all(p, c))
+        groups = {c: nscounts.queue_read(p, c, spaces) for c, (_g, spaces) in touched.items()}
+        replies = p.execute() if whole_read or any(groups.values()) else []
+        self.reads += len(whole_read)
+        self.followed += len(touched)
+        out: dict[str, tuple[int, Mapping[str, str]]] = {}
+        at = 0
+        for (c, gen), n in zip(whole_read, spans, strict=True):
+            pos = int(replies[at] or 0)
+            values = nscounts.collect_all(replies[at + 1 : at + 1 + n])
+            at += 1 + n
+            self._raw.put(c, (values, pos), gen)
+            out[c] = (gen, values)
+        gen_of = dict(todo)
+        for c, (pos, spaces) in touched.items():
+            got = nscounts.collect(groups[c], replies[at : at + len(groups[c])])
+            at += len(groups[c])
+            moved: Mapping[str, str] = held[c][0]
+            if spaces:  # read after the feed: as new as it, or newer (moved again)
+                moved = dict(moved)
+                for ns in spaces:
+                    if ns in got:
+                        moved[ns] = got[ns]
+                    else:
+                        moved.pop(ns, None)
+            self._raw.put(c, (moved, pos), gen_of[c])
+            out[c] = (gen_of[c], moved)
         return out
 
     def _shares(
@@ -214,9 +280,10 @@ class Extras:
         if prev is None:
             mine = _namespace_rows(a, filters, values)
         else:
-            old_values, mine = prev[1][0], dict(prev[1][1])
-            moved = [ns for ns, v in values.items() if old_values.get(ns) != v]
-            moved += [ns for ns in old_values if ns not in values]
+            old_values, mine = prev[1][0], prev[1][1]
+            moved = list({ns for ns, _v in values.items() ^ old_values.items()})
+            if moved:  # else the same (read-only) dict: its callers see it did not move
+                mine = dict(mine)
             fresh = _namespace_rows(a, filters, values, moved)
             for ns in moved:
                 if ns in fresh:
@@ -237,10 +304,11 @@ class Extras:
         clusters: Sequence[str],
         gens: Sequence[Any],
         label_keys: tuple[str, ...],
-        out: Facets,
-    ) -> None:
+        out: Facets | None,
+    ) -> dict[str, Part]:
         """Count every visible row passing `filters` into `out` (with `namespaces` and the
-        values of `label_keys`), from the rows; clusters not written since are remembered."""
+        values of `label_keys`; None: not summed), from the rows; clusters not written since
+        are remembered. Returns each cluster's part."""
         parts: dict[str, Part] = {}
         todo = []
         for c, g in zip(clusters, gens, strict=True):
@@ -266,10 +334,12 @@ class Extras:
             streams = left
         for c, g in todo:  # gens were read before the scans: a later write moves them
             self._parts.put((c, id(access[c]), filters, label_keys), parts[c], g, access[c])
-        read_now = {c for c, _g in todo}
-        for c in clusters:
-            _add_part(out, c, parts[c], label_keys)
-            out.scanned += parts[c].scanned if c in read_now else 0
+        if out is not None:
+            read_now = {c for c, _g in todo}
+            for c in clusters:
+                _add_part(out, c, parts[c], label_keys)
+                out.scanned += parts[c].scanned if c in read_now else 0
+        return parts
 
 
 # -- one answer ------------------------------------------------------------------------------
@@ -294,11 +364,68 @@ def count(
         hit = reader.extras.counted.get(key, gens, access)
         if hit is not None and hit[0] == clusters:
             return replace(hit[1], version=version, scanned=0)
-        out = Facets(version=version)
-        reader.extras.scanned(reader, access, filters, clusters, gens, label_keys, out)
-        reader.extras.counted.put(key, (list(clusters), replace(out)), list(gens), access)
+        older = reader.extras.counted.peek(key, access)
+        out, parts = _moved_count(reader, access, filters, clusters, gens, label_keys, older)
+        out.version = version
+        reader.extras.counted.put(key, (list(clusters), replace(out), parts), list(gens), access)
         return out
     return _from_tables(reader, access, filters, confirm_version)
+
+
+MOVED_MAX = 0.25
+"""Of a caller's clusters, the share written since its last answer counted from rows up to
+which that answer is moved by their parts rather than summed again."""
+
+
+def _moved_count(
+    reader: Reader,
+    access: Mapping[str, AccessLike],
+    filters: Filters,
+    clusters: list[str],
+    gens: Sequence[Any],
+    label_keys: tuple[str, ...],
+    older: tuple[Any, tuple[list[str], Facets, dict[str, Part]]] | None,
+) -> tuple[Facets, dict[str, Part]]:
+    """The caller's facets counted from the rows, and each cluster's part: from the last answer
+    (`older`: its generations and value) when it covered the same clusters and a few of them
+    were written since, by taking their old parts away and adding their new ones (summing
+    every cluster's label values again was the request at fleet L under writes); else summed
+    from every cluster's part."""
+    if older is not None and older[1][0] == clusters:
+        ogens, (_clusters, last, oparts) = older
+        moved = [i for i, g in enumerate(gens) if len(ogens) != len(gens) or ogens[i] != g]
+        if len(moved) <= MOVED_MAX * len(clusters):
+            fresh = reader.extras.scanned(
+                reader,
+                access,
+                filters,
+                [clusters[i] for i in moved],
+                [gens[i] for i in moved],
+                label_keys,
+                None,
+            )
+            out = replace(
+                last,
+                clusters=dict(last.clusters),
+                kinds=dict(last.kinds),
+                statuses=dict(last.statuses),
+                suspended=dict(last.suspended),
+                namespaces=dict(last.namespaces),
+                labels={k: dict(v) for k, v in last.labels.items()},
+                scanned=0,
+            )
+            parts = dict(oparts)
+            for c, part in fresh.items():
+                _take_part(out, c, parts[c], label_keys)
+                _add_part(out, c, part, label_keys)
+                out.scanned += part.scanned
+                parts[c] = part
+            _drop_zeros(out)
+            reader.extras.moved += 1
+            return out, parts
+    out = Facets()
+    parts = reader.extras.scanned(reader, access, filters, clusters, gens, label_keys, out)
+    return out, parts
 
 
 def _from_tables(
@@ -356,6 +483,7 @@ def _from_tables(
     if unready:  # their per-namespace counts are not complete: counted from the rows
         rest = Facets()
         extras.scanned(reader, access, filters, unready, [g for _, g in late], (), rest)
+        spaces = dict(spaces)  # the sums' own is shared
         for ns, n in rest.namespaces.items():
             spaces[ns] = spaces.get(ns, 0) + n
     return replace(out, version=version, namespaces=spaces)
@@ -569,6 +697,16 @@ def _sub_all(out: dict[str, int], less: Mapping[str, int]) -> None:
             out[k] = left
         else:
             out.pop(k, None)
+
+
+def _take_part(out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...]) -> None:
+    """`_add_part` undone (counts left at zero: `_drop_zeros`)."""
+    for (kind, code), n in part.kinds.items():
+        status, susp = tally.code_status(code)
+        _take(out, cluster, kind, status, susp, n)
+    _sub_all(out.namespaces, part.namespaces)
+    for k in label_keys:
+        _sub_all(out.labels.setdefault(k, {}), part.labels.get(k, {}))
 
 
 def _add_part(out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...]) -> None:

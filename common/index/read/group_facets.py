@@ -15,8 +15,12 @@ status code per row, read once per cluster status generation (a write that chang
 messages does not move it: common.index.keys.status_generation; a script returns identities and codes
 only, a chunk at a time: common.index.read.lua.IDENTS) and shared by every caller. Each
 caller's counts (per access, filters and grouping) are kept per group and moved cluster by
-cluster: a write to a cluster costs the next request that cluster's rows, read again, and the
-caller's counts move by the rows' difference from before (a transition: one row's code). While
+cluster: a write to a cluster costs the next request that cluster's change feed since its rows
+were held (common.index.feed, one script: common.index.read.lua.FOLLOW, which returns only the
+entries that moved an identity or a status code), the held rows move by it, and the caller's
+counts move by the difference (a transition: one row's code). Where the feed cannot say what
+moved (its entries since were trimmed, or the generation moved past its last entry) the
+cluster's rows are read again whole, from the generation read before them. While
 one request moves a caller's counts, that caller's other requests get the answer before it
 (exact as of the generations it was counted at) instead of waiting.
 
@@ -65,6 +69,8 @@ _CODE_PARTS = [
     (_STATUS_INDEX[tally.code_status(c)[0]], int(tally.code_status(c)[1])) for c in _STATUS_CODES
 ]
 """Per code index: (status index, 1 if suspended)."""
+DELETED = ord(".")
+"""The code FOLLOW gives a row gone."""
 _SLOTS = 3 + len(STATUSES)
 """Per group: rows, rows not suspended, rows suspended, then rows by status."""
 
@@ -79,6 +85,9 @@ class _Held:
     codes: bytes
     namespaces: list[str]
     starts: array[int]
+    pos: int = 0
+    """The cluster's generation whose change feed entries (and every one before) the rows
+    hold (common.index.feed): the next write moves them by the entries after it. 0: unknown."""
     delta: list[Any] = field(default_factory=list, compare=False)
     """[the Held this one replaced, its rows gone, its rows new] ((identity, code) pairs):
     callers who counted the one before move by the difference (usually a few rows) instead
@@ -131,6 +140,8 @@ class GroupFacets:
         self._reset()
         self.reads = 0
         """Clusters whose rows were read (not held for their generation): for tests."""
+        self.followed = 0
+        """Clusters whose rows were moved by their change feeds (not read again): for tests."""
         self.whole = 0
         """Clusters' shares counted whole (not moved by their difference): for tests."""
 
@@ -206,14 +217,34 @@ class GroupFacets:
         return hit is None or hit.gen != gen
 
     def _read(self, todo: list[str], gens: Sequence[Any], clusters: list[str]) -> dict[str, _Held]:
-        """Every cluster's rows, those in `todo` read again (`CLUSTERS_PER_READ` clusters' chunks
-        a round trip)."""
+        """Every cluster's rows, those in `todo` moved by their change feeds since they were
+        held, or read again where the feed cannot tell (`CLUSTERS_PER_READ` clusters' chunks a
+        round trip)."""
         gen_of = dict(zip(clusters, gens, strict=True))
-        blobs: dict[str, list[bytes]] = {c: [] for c in todo}
-        waiting = [(c, b"-") for c in todo]
+        known = {c: h for c in todo if (h := self._held.get(c)) is not None and h.pos}
+        moved: dict[str, tuple[_Held, int, bytes]] = {}
+        if known:
+            asked = list(known.items())
+            for (c, h), (gen, whole, lines) in zip(
+                asked, self.reader.follow([(c, h.pos) for c, h in asked]), strict=True
+            ):
+                if not int(whole):
+                    moved[c] = (h, int(gen), lines)
+        whole_read = [c for c in todo if c not in moved]
+        blobs: dict[str, list[bytes]] = {c: [] for c in whole_read}
+        waiting = [(c, b"-") for c in whole_read]
+        # The generations before any of their rows: feed entries after them are applied next
+        # time (setting a row's code is idempotent, so rows read after such a write are fine).
+        lead = tally.generations_command(whole_read) if whole_read else None
+        positions: dict[str, int] = {}
         while waiting:
             pending, waiting = waiting[:CLUSTERS_PER_READ], waiting[CLUSTERS_PER_READ:]
-            replies = self.reader.idents(pending, CHUNK)
+            replies = self.reader.idents(pending, CHUNK, lead)
+            if lead is not None:
+                positions = {
+                    c: int(g or 0) for c, g in zip(whole_read, replies.pop(0), strict=True)
+                }
+                lead = None
             for (c, _start), (after, blob) in zip(pending, replies, strict=True):
                 if blob:
                     blobs[c].append(blob)
@@ -221,16 +252,27 @@ class GroupFacets:
                     waiting.append((c, after))
         with self._interning:  # not the states' lock: other callers' answers do not wait
             for c in todo:
-                new = self._hold(gen_of[c], blobs[c])
                 old = self._held.get(c)
+                if c in moved:
+                    base, pos, lines = moved[c]
+                    if old is not base and old is not None and old.pos >= pos:
+                        continue  # another request moved it as far meanwhile
+                    new = self._moved(base, gen_of[c], pos, lines)
+                    base.delta.clear()
+                    if old is not base and old is not None:
+                        new.delta[:] = [old, *_delta(old, new)]
+                else:
+                    new = self._hold(gen_of[c], blobs[c], positions[c])
+                    if old is not None:
+                        new.delta[:] = [old, *_delta(old, new)]
                 if old is not None:
                     old.delta.clear()  # one step kept: the older ones are let go
-                    new.delta[:] = [old, *_delta(old, new)]
                 self._held[c] = new
-            self.reads += len(todo)
+            self.reads += len(whole_read)
+            self.followed += len(moved)
             return {c: self._held[c] for c in clusters}
 
-    def _hold(self, gen: Any, blobs: list[bytes]) -> _Held:
+    def _hold(self, gen: Any, blobs: list[bytes], pos: int) -> _Held:
         """A cluster's rows from the script's replies (`identity code` lines), interned."""
         lines = [line for blob in blobs for line in blob.split(b"\n")]
         known = self._ids
@@ -243,6 +285,10 @@ class GroupFacets:
             ],
         )
         codes = bytes(line[-1] for line in lines).translate(_TO_INDEX)
+        return self._arranged(gen, ids, codes, pos)
+
+    def _arranged(self, gen: Any, ids: array[int], codes: bytes, pos: int) -> _Held:
+        """A `_Held` of rows in identity order, with where each namespace's rows start."""
         namespaces: list[str] = []
         starts = array("I")
         id_ns, names = self._id_ns, self._ns_names
@@ -253,7 +299,57 @@ class GroupFacets:
                 starts.append(j)
                 last = ns
         starts.append(len(ids))
-        return _Held(gen, ids, codes, namespaces, starts)
+        return _Held(gen, ids, codes, namespaces, starts, pos)
+
+    def _moved(self, old: _Held, gen: Any, pos: int, lines: bytes) -> _Held:
+        """`old` moved by the feed's lines since it was held (common.index.read.lua.FOLLOW):
+        rows whose code changed take the new one, rows gone leave and new rows join; its
+        `delta` holds the difference. The arrays are shared with `old` where nothing moved."""
+        last: dict[bytes, int] = {}
+        for line in lines.split(b"\n") if lines else ():
+            last[line[:-2]] = line[-1]  # the last entry of an identity is its state now
+        key = self._id_key.__getitem__
+        ids, codes = old.ids, old.codes
+        recoded: dict[int, int] = {}
+        gone: list[int] = []
+        joined: list[tuple[bytes, int]] = []
+        for ident, code in last.items():
+            i = self._ids.get(ident)
+            j = bisect.bisect_left(ids, ident, key=key) if i is not None else len(ids)
+            here = j < len(ids) and ids[j] == i
+            if code == DELETED:
+                if here:
+                    gone.append(j)
+                continue
+            c = _TO_INDEX[code]
+            if not here:
+                joined.append((ident, c))
+            elif codes[j] != c:
+                recoded[j] = c
+        out = [(ids[j], codes[j]) for j in (*recoded, *gone)]
+        into = [(ids[j], c) for j, c in recoded.items()]
+        if not joined and not gone:
+            if recoded:
+                changed = bytearray(codes)
+                for j, c in recoded.items():
+                    changed[j] = c
+                codes = bytes(changed)
+            new = _Held(gen, ids, codes, old.namespaces, old.starts, pos)
+        else:
+            dropped = set(gone)
+            kept = [(ids[j], recoded.get(j, codes[j])) for j in range(len(ids)) if j not in dropped]
+            added = [(self._interned(ident), c) for ident, c in joined]
+            into += added
+            rows_now = sorted(kept + added, key=lambda p: self._id_key[p[0]])
+            new = self._arranged(
+                gen, array("I", [i for i, _ in rows_now]), bytes(c for _, c in rows_now), pos
+            )
+        new.delta[:] = [old, sorted(out), sorted(into)]
+        return new
+
+    def _interned(self, ident: bytes) -> int:
+        i = self._ids.get(ident)
+        return self._intern(ident) if i is None else i
 
     def _intern(self, ident: bytes) -> int:
         ns_b, kind_b, _ = rows.member_ns_kind(ident)

@@ -76,6 +76,8 @@ PAGES_MAX = 1024  # remembered pages per process
 INDEXES_MAX = 4096  # remembered per-cluster reads (unhealthy indexes, namespaces, codes, counts)
 SHARES_MAX = 262_144
 """Members of the clusters' shares of pages remembered (`_shares`)."""
+SPARE = 16
+"""Groups after a page whose clusters' statuses are looked up with it (`GroupReader._spare`)."""
 RUNS_MAX = 262_144
 """Identities of the clusters' first chunks remembered for the merge (`_runs`, ~25 MB)."""
 REMEMBERED_PER_CLUSTER_MAX = 8192
@@ -247,23 +249,82 @@ def _summed(
     return worst, suspended, sum(by_status.values()), by_status
 
 
-def _ranked(
-    clusters: Sequence[str], shares: Mapping[str, Sequence[tuple[Any, Member]]], keys: Sequence[Any]
-) -> list[list[Member]]:
+@dataclass(frozen=True)
+class _Ranking:
+    """A page's groups' Members (`_rank`), with the clusters' shares they were made from: the
+    next page of the same groups moves only the groups whose Members changed."""
+
+    clusters: tuple[str, ...]
+    keys: tuple[Any, ...]
+    shares: dict[str, Sequence[tuple[Any, Member]]]
+    found: list[list[list[Member]]]
+    out: list[list[Member]]
+
+
+RERANK_MAX = 8
+"""Clusters whose shares changed up to which a ranking is moved rather than made again."""
+
+
+def _rank(
+    clusters: Sequence[str],
+    shares: Mapping[str, Sequence[tuple[Any, Member]]],
+    keys: Sequence[Any],
+    prev: _Ranking | None,
+) -> _Ranking:
     """The Members of the groups `keys` from the clusters' shares ((key, Member) pairs): worst
     status first, clusters in name order within a status (bucketed in cluster order, not
-    sorted)."""
-    place = {k: j for j, k in enumerate(keys)}
-    found: list[list[list[Member]]] = [[[], [], [], []] for _ in keys]
-    for c in clusters:
-        for k, m in shares.get(c, ()):
-            found[place[k]][RANK[m.status]].append(m)
-    return [[m for b in buckets for m in b] for buckets in found]
+    sorted). From `prev` when it ranked the same groups over the same clusters and only a few
+    clusters' shares changed since (a write moves one cluster's): only the groups whose Member
+    on those clusters changed are ranked again (a transition: one group), instead of every
+    Member of the page (a page of 50 groups over 200 clusters: 10,000)."""
+    cs, ks = tuple(clusters), tuple(keys)
+    mine = {c: shares.get(c, ()) for c in cs}
+    changed = None
+    if prev is not None and prev.clusters == cs and prev.keys == ks:
+        changed = [c for c in cs if mine[c] is not prev.shares[c]]
+    if changed is None or len(changed) > RERANK_MAX:
+        place = {k: j for j, k in enumerate(ks)}
+        found: list[list[list[Member]]] = [[[], [], [], []] for _ in ks]
+        for c in cs:
+            for k, m in mine[c]:
+                found[place[k]][RANK[m.status]].append(m)
+        return _Ranking(cs, ks, mine, found, [[m for b in bs for m in b] for bs in found])
+    assert prev is not None
+    if not changed:
+        return prev
+    place = {k: j for j, k in enumerate(ks)}
+    order = {c: i for i, c in enumerate(cs)}
+    found = list(prev.found)
+    copied: set[int] = set()
+    for c in changed:
+        old, new = dict(prev.shares[c]), dict(mine[c])
+        for k in old.keys() | new.keys():
+            om, nm = old.get(k), new.get(k)
+            if om is nm or om == nm:
+                continue
+            j = place[k]
+            if j not in copied:  # never the previous ranking's lists: other threads read them
+                found[j] = [list(b) for b in found[j]]
+                copied.add(j)
+            if om is not None:
+                b = found[j][RANK[om.status]]
+                b.pop(next(i for i, m in enumerate(b) if m.cluster == c))
+            if nm is not None:
+                b = found[j][RANK[nm.status]]
+                b.insert(bisect.bisect_left(b, order[c], key=lambda m: order[m.cluster]), nm)
+    out = list(prev.out)
+    for j in copied:
+        out[j] = [m for b in found[j] for m in b]
+    return _Ranking(cs, ks, mine, found, out)
 
 
 def _key_of(identity: bytes, by: str) -> bytes:
     """A group's key: the identity (`ns NUL kind NUL name NUL`) or `ns NUL`."""
     return identity if by == "object" else rows.member_namespace_key(identity)
+
+
+def _namespace_of(identity: bytes) -> str:
+    return identity[: identity.index(b"\x00")].decode()
 
 
 def _order(p: tuple[int, bytes]) -> tuple[int, bytes]:
@@ -303,16 +364,20 @@ class GroupReader:
         self._pages: Memo[Any, GroupPage] = Memo(pages_max, "groups.pages")
         self._unhealthy: Memo[str, list[bytes]] = Memo(INDEXES_MAX)
         """cluster -> its unhealthy index."""
-        self._namespaces: Memo[str, list[str]] = Memo(INDEXES_MAX)
-        """cluster -> its namespaces (those of the per-namespace counts), sorted."""
+        self._namespaces: Memo[str, tuple[list[str], int]] = Memo(INDEXES_MAX)
+        """cluster -> its namespaces (those of the per-namespace counts), sorted, and the
+        generation its change feed is followed from."""
         self._keys: Memo[Any, tuple[bytes, ...]] = Memo(INDEXES_MAX * 4, "groups.keys")
         """(cluster, access, filters, by) -> the cluster's unhealthy group keys."""
         self._tallies: Memo[Any, _Tally] = Memo(pages_max, "groups.tallies")
         """(access, filters, by) -> the unhealthy part's counts, moved cluster by cluster."""
-        self._codes: Memo[str, dict[bytes, str]] = Memo(INDEXES_MAX, "groups.codes")
-        """cluster -> identity -> its status code there ("" for none)."""
-        self._nsvalues: Memo[str, dict[str, str]] = Memo(INDEXES_MAX, "groups.nsvalues")
-        """cluster -> namespace -> its per-namespace counts ("" for none)."""
+        self._codes: Memo[str, tuple[dict[bytes, str], int]] = Memo(INDEXES_MAX, "groups.codes")
+        """cluster -> (identity -> its status code and revision there ("" for none), the
+        generation its change feed is followed from: `_held`)."""
+        self._nsvalues: Memo[str, tuple[dict[str, str], int]]
+        self._nsvalues = Memo(INDEXES_MAX, "groups.nsvalues")
+        """cluster -> (namespace -> its per-namespace counts ("" for none), the generation its
+        change feed is followed from)."""
         self._nsmembers: Memo[Any, dict[str, Member | None]] = Memo(
             INDEXES_MAX * 4, "groups.nsmembers"
         )
@@ -323,6 +388,9 @@ class GroupReader:
         self._shares: Memo[Any, tuple[tuple[Any, Member], ...]] = Memo(SHARES_MAX, "groups.shares")
         """(cluster, access, filters, page serial) -> the cluster's Members of that page's
         groups, with their places (weighted by Members)."""
+        self._rankings: Memo[Any, _Ranking] = Memo(SHARES_MAX, "groups.rankings")
+        """(access, filters, by, page serial) -> the last ranking of that page's groups
+        (weighted by Members)."""
         self._serials: Memo[frozenset[Any], int] = Memo(PAGES_MAX)
         self._next_serial = itertools.count()
         self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
@@ -337,6 +405,9 @@ class GroupReader:
         """Clusters whose streams a merge read (not remembered): for tests."""
         self.shares_built = 0
         """Clusters' shares of group pages built (not remembered): for tests."""
+        self.followed = 0
+        """Clusters' namespace lists, codes and counts carried through a write by their change
+        feeds (`_held`): for tests."""
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -416,15 +487,32 @@ class GroupReader:
             else:
                 picked += self._merge_namespaces(q, after_key, skip, need - len(picked))
         page = picked[:limit]
+        spare = () if drain else self._spare(q, picked[limit:], changed)
         if drain:
             out.groups = [drained[k] for _n, k in page]
         elif by == "object":
-            out.groups = self._object_groups(q, page)
+            out.groups = self._object_groups(q, page, spare)
         else:
-            out.groups = self._namespace_groups(q, page)
+            out.groups = self._namespace_groups(q, page, spare)
         if len(picked) > limit:
             n, k = page[-1]
             out.cursor = GroupCursor(n, k, start)
+
+    def _spare(
+        self, q: _Ask, after: list[tuple[int, bytes]], changed: set[bytes]
+    ) -> tuple[bytes, ...]:
+        """The keys of up to `SPARE` groups right after a page in the unhealthy order (from
+        the one after its last, `after`): looked up with the page on the clusters asked anyway,
+        so that when a write moves one of them onto the page it is already known there (else
+        every cluster is asked for it: hundreds of commands for one new group)."""
+        if not after or after[0][0] <= 0:
+            return ()
+        t = self._tallies.get((id(q.access), q.filters, q.by), owner=q.access)
+        if t is None:
+            return ()
+        with t.lock:
+            i = bisect.bisect_left(t.order, (-after[0][0], after[0][1]))
+            return tuple(k for _m, k in t.order[i : i + SPARE] if k not in changed)
 
     # -- drift: object groups whose clusters run two or more revisions ------------------------
 
@@ -747,19 +835,26 @@ class GroupReader:
         namespace filter)."""
         access, clusters, gens, filters, out = q.access, q.clusters, q.gens, q.filters, q.out
         wide = [c for c in clusters if access[c].cluster_wide and not filters.namespaces]
-        known = {c: self._namespaces.get(c, gens[c]) for c in wide}
+        known: dict[str, list[str] | None] = {}
+        for c in wide:
+            hit = self._namespaces.get(c, gens[c])
+            known[c] = hit[0] if hit is not None else None
         todo = [c for c, names in known.items() if names is None]
+        if todo:
+            todo = self._namespaces_followed(todo, gens, known, out)
         if todo:
             p = self.r.pipeline(transaction=False)
             for c in todo:
+                p.get(keys.generation(c))  # first: the feed is followed from it next time
                 for b in range(nscounts.BUCKETS):
                     p.hkeys(keys.nscounts(c, b))
             replies = p.execute()
             out.round_trips += 1
+            span = 1 + nscounts.BUCKETS
             for i, c in enumerate(todo):
-                buckets = replies[i * nscounts.BUCKETS : (i + 1) * nscounts.BUCKETS]
+                buckets = replies[i * span + 1 : (i + 1) * span]
                 names = sorted({redis_client.text(n) for ns in buckets for n in ns})
-                self._namespaces.put(c, names, gens[c])
+                self._namespaces.put(c, (names, int(replies[i * span] or 0)), gens[c])
                 known[c] = names
             self.index_reads += len(todo)
         lists = []
@@ -775,12 +870,99 @@ class GroupReader:
                 lists.append(sorted(access[c].namespaces))
         return lists
 
+    def _held(
+        self,
+        memo: Memo[str, Any],
+        clusters: Sequence[str],
+        q: _Ask,
+        every: bool,
+        key_of: Any,
+    ) -> dict[str, tuple[dict[Any, str], int]]:
+        """Per cluster, what `memo` holds of it ((values by key, the generation its change feed
+        is followed from)): at its status generation, or of an older one carried forward by the
+        feed since (common.index.read.lua.FOLLOW; every entry's line when `every`): the keys
+        (`key_of` a line's identity) the entries touched are dropped, to be read again, the rest
+        kept. Clusters neither held nor carried are left out (read afresh)."""
+        out: dict[str, tuple[dict[Any, str], int]] = {}
+        older: dict[str, tuple[dict[Any, str], int]] = {}
+        for c in clusters:
+            hit = memo.get(c, q.gens.get(c))
+            if hit is not None:
+                out[c] = hit
+            elif c in q.gens and (old := memo.peek(c)) is not None and old[1][1]:
+                older[c] = old[1]
+        if not older:
+            return out
+        asked = [(c, pos) for c, (_values, pos) in older.items()]
+        replies = self.reader.follow(asked, every)
+        q.out.round_trips += 1
+        for (c, _pos), (gen, whole, lines) in zip(asked, replies, strict=True):
+            if int(whole):
+                continue
+            values = older[c][0]
+            touched = {key_of(line[:-2]) for line in lines.split(b"\n") if line}
+            if any(k in values for k in touched):
+                values = {k: v for k, v in values.items() if k not in touched}
+            out[c] = (values, int(gen))
+            memo.put(c, out[c], q.gens[c])
+            self.followed += 1
+        return out
+
+    @staticmethod
+    def _codes_moved(
+        known: dict[bytes, str], ids: list[bytes], whole: int, lines: bytes, codes: list[bytes]
+    ) -> tuple[dict[bytes, str], int]:
+        """A cluster's codes held at an older generation, moved by a CODES_SINCE reply for
+        `ids` (the held ones first): the identities its feed touched dropped, the page's
+        looked up (or, "=", still right) kept; all of them afresh when the feed could not say."""
+        if whole:
+            known = {}
+        else:
+            touched = {line[:-2] for line in lines.split(b"\n") if line}
+            if any(k in known for k in touched):
+                known = {k: v for k, v in known.items() if k not in touched}
+        looked = {
+            k: sys.intern(code.decode()) for k, code in zip(ids, codes, strict=True) if code != b"="
+        }
+        if looked:
+            known = {**known, **looked}
+        return known, 0
+
+    def _namespaces_followed(
+        self,
+        todo: list[str],
+        gens: Mapping[str, Any],
+        known: dict[str, list[str] | None],
+        out: GroupPage,
+    ) -> list[str]:
+        """The clusters of `todo` whose namespaces are still those held at an older status
+        generation, by their change feeds since (common.index.read.lua.FOLLOW: no row came or
+        went, so no namespace did; a transition moves only codes), set in `known`; returns
+        the others, to be read."""
+        held = {c: hit[1] for c in todo if (hit := self._namespaces.peek(c)) is not None}
+        asked = [(c, pos) for c, (_names, pos) in held.items() if pos]
+        if not asked:
+            return todo
+        replies = self.reader.follow(asked)
+        out.round_trips += 1
+        for (c, _pos), (gen, whole, lines) in zip(asked, replies, strict=True):
+            if int(whole) or any(
+                line[-2:-1] == b"+" or line[-1:] == b"." for line in lines.split(b"\n") if line
+            ):
+                continue
+            names = held[c][0]
+            self._namespaces.put(c, (names, int(gen)), gens[c])
+            known[c] = names
+            self.followed += 1
+        return [c for c in todo if known[c] is None]
+
     # -- a page's groups with their clusters ---------------------------------------------------
 
     def _object_groups(
         self,
         q: _Ask,
         page: list[tuple[int, bytes]],
+        spare: Sequence[bytes] = (),
     ) -> list[Group]:
         """The page's object groups, with the status of each on every cluster that holds it
         (one script call per cluster, all in one round trip). Each cluster's share of a page
@@ -792,9 +974,10 @@ class GroupReader:
         ids_of_page = tuple(k for _n, k in page)
         serial = self._serial(frozenset(ids_of_page))
         shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
-        pending: list[tuple[str, list[bytes], dict[bytes, str]]] = []
-        asked: list[tuple[str, list[bytes]]] = []
+        need: list[tuple[str, list[bytes]]] = []
+        extra: dict[str, list[bytes]] = {}
         parts: list[tuple[bytes, str, str]] | None = None
+        spares: list[tuple[bytes, str, str]] = []
         for c in clusters:
             a = access[c]
             hit = self._shares.get((c, id(a), filters, serial), q.gens.get(c), a)
@@ -803,21 +986,71 @@ class GroupReader:
                 continue
             if parts is None:
                 parts = [(k, *rows.split_identity(k.decode())[:2]) for k in ids_of_page]
-            ids = [k for k, ns, kind in parts if _may_list(a, ns, kind)]
-            known = self._codes.get(c, q.gens.get(c)) or {}  # read only
-            pending.append((c, ids, known))
+                spares = [(k, *rows.split_identity(k.decode())[:2]) for k in spare]
+            need.append((c, [k for k, ns, kind in parts if _may_list(a, ns, kind)]))
+            extra[c] = [k for k, ns, kind in spares if _may_list(a, ns, kind)]
+        # Per cluster: its codes as held at its status generation; or held at an older one,
+        # whose feed since says which of them still hold (CODES_SINCE, in the round trip that
+        # looks up the rest); or none, looked up with the generation they are read after.
+        pending: list[tuple[str, list[bytes], dict[bytes, str], int]] = []
+        asked: list[tuple[str, list[bytes]]] = []
+        since: list[tuple[str, int, list[bytes], list[bytes]]] = []
+        fresh: list[str] = []
+        older: dict[str, dict[bytes, str]] = {}
+        for c, ids in need:
+            now = self._codes.get(c, q.gens.get(c))
+            old = self._codes.peek(c) if now is None and c in q.gens else None
+            if now is not None:
+                known, pos = now  # read only
+            elif old is not None and old[1][1]:
+                older[c], pos = old[1]
+                wanted = ids + [k for k in extra[c] if k not in older[c]]
+                since.append(
+                    (
+                        c,
+                        pos,
+                        [k for k in wanted if k in older[c]],
+                        [k for k in wanted if k not in older[c]],
+                    )
+                )
+                pending.append((c, ids, {}, pos))
+                continue
+            else:
+                known, pos = {}, 0
+                fresh.append(c)
+            pending.append((c, ids, known, pos))
             unknown = [k for k in ids if k not in known]
-            if unknown:
-                asked.append((c, unknown))
+            if unknown:  # asked anyway: the spares it does not know too
+                asked.append((c, unknown + [k for k in extra[c] if k not in known]))
+        fresh = [c for c in fresh if c in q.gens]
         replies: dict[str, list[bytes]] = {}
-        if asked:  # only what the clusters written since the last page hold
-            replies = dict(zip((c for c, _ in asked), self.reader.codes(asked), strict=True))
+        moved: dict[str, tuple[dict[bytes, str], int]] = {}
+        positions: dict[str, int] = {}
+        if asked or since:  # only what the clusters written since the last page hold
+            # the generations of clusters held afresh first: their feeds are followed from them
+            lead = tally.generations_command(fresh) if fresh else None
+            got = self.reader.codes(asked, lead, since)
+            if lead is not None:
+                positions = {c: int(g or 0) for c, g in zip(fresh, got.pop(0), strict=True)}
+            replies = dict(zip((c for c, _ in asked), got[: len(asked)], strict=True))
+            for (c, _pos, held_ids, rest), (gen, whole, lines, codes) in zip(
+                since, got[len(asked) :], strict=True
+            ):
+                moved[c] = self._codes_moved(older[c], held_ids + rest, int(whole), lines, codes)
+                moved[c] = (moved[c][0], int(gen))
             out.round_trips += 1
-            self.lookups += len(asked)
+            self.lookups += len(asked) + len(since)
+            self.followed += sum(1 for c in moved if c in older)
         unknowns = dict(asked)
         allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
-        for c, ids, known in pending:
-            if c in unknowns:
+        for c, ids, known, pos in pending:
+            if c in moved:
+                known, pos = moved[c]
+                if len(known) >= REMEMBERED_PER_CLUSTER_MAX:  # start again with this page's
+                    keep = {*ids, *extra[c]}
+                    known = {k: v for k, v in known.items() if k in keep}
+                self._codes.put(c, (known, pos), q.gens[c])
+            elif c in unknowns:
                 # interned: the same code and revision repeat across objects and clusters
                 new = {
                     k: sys.intern(code.decode())
@@ -825,9 +1058,9 @@ class GroupReader:
                 }
                 if len(known) >= REMEMBERED_PER_CLUSTER_MAX:  # start again with this page's
                     known = {k: known[k] for k in ids if k in known}
-                known = {**known, **new}
+                known = {**known, **new}  # the page's and its spares
                 if c in q.gens:
-                    self._codes.put(c, known, q.gens[c])
+                    self._codes.put(c, (known, pos or positions.get(c, 0)), q.gens[c])
             # one Member per (cluster, code, revision): shared
             share = tuple((k, _member(c, known[k])) for k in ids if known[k][:1] in allowed)
             shares[c] = share
@@ -836,10 +1069,28 @@ class GroupReader:
                 key = (c, id(access[c]), filters, serial)
                 self._shares.put(key, share, q.gens[c], access[c], 1 + len(share))
         groups = []
-        for (n, k), members in zip(page, _ranked(clusters, shares, ids_of_page), strict=True):
+        ranked = self._ranked(q, serial, shares, ids_of_page)
+        for (n, k), members in zip(page, ranked, strict=True):
             ns, kind, name = rows.split_identity(k.decode())
             groups.append(Group(k, ns, kind, name, members, n))
         return groups
+
+    def _ranked(
+        self,
+        q: _Ask,
+        serial: int,
+        shares: Mapping[str, Sequence[tuple[Any, Member]]],
+        keys: Sequence[Any],
+    ) -> list[list[Member]]:
+        """`_rank`, moved from the last ranking of the same groups for this caller and filters
+        (`_rankings`)."""
+        key = (id(q.access), q.filters, q.by, serial)
+        prev = self._rankings.get(key, owner=q.access)
+        got = _rank(q.clusters, shares, keys, prev)
+        if got is not prev:
+            weight = 1 + sum(len(ms) for ms in got.out)
+            self._rankings.put(key, got, owner=q.access, weight=weight)
+        return got.out
 
     def _serial(self, ids: frozenset[Any]) -> int:
         """A number for a page's groups, whatever their order (the same groups, the same number
@@ -856,9 +1107,10 @@ class GroupReader:
         self,
         q: _Ask,
         page: list[tuple[int, bytes]],
+        spare: Sequence[bytes] = (),
     ) -> list[Group]:
         names = [k[:-1].decode() for _n, k in page]
-        members = self._namespace_members(q, names)
+        members = self._namespace_members(q, names, [k[:-1].decode() for k in spare])
         return [
             Group(k, ns, None, None, members.get(ns, []), n)
             for (n, k), ns in zip(page, names, strict=True)
@@ -868,6 +1120,7 @@ class GroupReader:
         self,
         q: _Ask,
         names: list[str],
+        spare: Sequence[str] = (),
     ) -> dict[str, list[Member]]:
         """Per namespace, the clusters where the caller may list rows there that pass the
         filters, from the per-namespace counts (one round trip). Each cluster's share of the
@@ -877,9 +1130,7 @@ class GroupReader:
             return {}
         serial = self._serial(frozenset(names))
         shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
-        p = self.r.pipeline(transaction=False)
-        spans = []
-        held: list[tuple[str, dict[str, str]]] = []
+        need: list[tuple[str, list[str]]] = []
         for c in clusters:
             a = access[c]
             hit = self._shares.get((c, id(a), filters, serial), q.gens.get(c), a)
@@ -887,31 +1138,48 @@ class GroupReader:
                 shares[c] = hit
                 continue
             mine = [ns for ns in names if a.cluster_wide or ns in a.namespaces]
-            if not mine:
-                continue
-            known = self._nsvalues.get(c, q.gens.get(c)) or {}  # read only
-            held.append((c, known))
+            if mine:
+                need.append((c, mine))
+        values = self._held(
+            self._nsvalues, [c for c, _ in need], q, every=False, key_of=_namespace_of
+        )
+        p = self.r.pipeline(transaction=False)
+        spans = []
+        held: list[tuple[str, dict[str, str], int]] = []
+        for c, mine in need:
+            known, at = values.get(c, ({}, 0))  # read only
+            held.append((c, known, at))
             unknown = [ns for ns in mine if ns not in known]
             if unknown:  # only what the clusters written since the last page hold
+                a = access[c]
+                unknown += [
+                    ns for ns in spare if ns not in known and (a.cluster_wide or ns in a.namespaces)
+                ]
+                if c not in values:  # held afresh: its feed is followed from this generation
+                    p.get(keys.generation(c))
                 spans.append((c, unknown, nscounts.queue_read(p, c, unknown)))
         replies = p.execute() if spans else []
         out.round_trips += 1 if spans else 0
         self.lookups += len(spans)
         pos = 0
         fresh = {}
+        positions: dict[str, int] = {}
         for c, unknown, groups in spans:
+            if c not in values:
+                positions[c] = int(replies[pos] or 0)
+                pos += 1
             fresh[c] = nscounts.collect(groups, replies[pos : pos + len(groups)])
             fresh[c].update((ns, "") for ns in unknown if ns not in fresh[c])
             pos += len(groups)
         kinds = frozenset(filters.kinds)
         codes = frozenset(code for code in rows.CODE_STATUS if _code_ok(code, filters))
-        for c, known in held:
+        for c, known, at in held:
             if c in fresh:
                 known = (
                     {**known, **fresh[c]} if len(known) < REMEMBERED_PER_CLUSTER_MAX else fresh[c]
                 )
                 if c in q.gens:
-                    self._nsvalues.put(c, known, q.gens[c])
+                    self._nsvalues.put(c, (known, at or positions.get(c, 0)), q.gens[c])
             a = access[c]
             # This caller's members on this cluster, remembered by its generation: a page
             # after a write re-sums only the written clusters.
@@ -943,7 +1211,7 @@ class GroupReader:
                 self._shares.put(
                     (c, id(a), filters, serial), shares[c], q.gens[c], a, 1 + len(share)
                 )
-        ranked = _ranked(clusters, shares, names)
+        ranked = self._ranked(q, serial, shares, names)
         return {ns: ms for ns, ms in zip(names, ranked, strict=True) if ms}
 
     # -- namespaces of name-filtered rows ------------------------------------------------------

@@ -277,34 +277,43 @@ end
     + COUNT
 )
 
-STATUS_REVISIONS = r"""
--- KEYS[1]: a cluster's rows; ARGV: identities (namespace NUL kind NUL name NUL). For each, the
--- status code of the row with that identity followed by its revision (the member's field after
--- lastTransitionTime; "" for none), or "" when the cluster has no such row
+_STATUS_REVISION = r"""
+-- The status code of the row of `rows` (a cluster's rows) with identity `id` (namespace NUL
+-- kind NUL name NUL) followed by its revision (the member's field after lastTransitionTime;
+-- "" for none), or "" when the cluster has no such row.
+local function status_revision(rows, id)
+  local m = redis.call('ZRANGEBYLEX', rows, '[' .. id, '(' .. id .. '\255', 'LIMIT', 0, 1)
+  if not m[1] then
+    return ""
+  end
+  local s = m[1]
+  local p = #id + 2  -- the NUL after the status code
+  for _ = 1, 3 do  -- past reason, message, lastTransitionTime
+    p = string.find(s, "\0", p + 1, true)
+    if p == nil then break end
+  end
+  local rev = ""
+  if p ~= nil then
+    local e = string.find(s, "\0", p + 1, true)
+    rev = string.sub(s, p + 1, (e or (#s + 1)) - 1)
+  end
+  return string.sub(s, #id + 1, #id + 1) .. rev
+end
+"""
+
+STATUS_REVISIONS = (
+    _STATUS_REVISION
+    + r"""
+-- KEYS[1]: a cluster's rows; ARGV: identities. For each, `status_revision`
 -- (common.index.read.groups: which clusters hold a group's object, its status and revision
 -- there: one lookup serves both).
 local out = {}
 for i, id in ipairs(ARGV) do
-  local m = redis.call('ZRANGEBYLEX', KEYS[1], '[' .. id, '(' .. id .. '\255', 'LIMIT', 0, 1)
-  if m[1] then
-    local s = m[1]
-    local p = #id + 2  -- the NUL after the status code
-    for _ = 1, 3 do  -- past reason, message, lastTransitionTime
-      p = string.find(s, "\0", p + 1, true)
-      if p == nil then break end
-    end
-    local rev = ""
-    if p ~= nil then
-      local e = string.find(s, "\0", p + 1, true)
-      rev = string.sub(s, p + 1, (e or (#s + 1)) - 1)
-    end
-    out[i] = string.sub(s, #id + 1, #id + 1) .. rev
-  else
-    out[i] = ""
-  end
+  out[i] = status_revision(KEYS[1], id)
 end
 return out
 """
+)
 
 IDENTS = r"""
 -- KEYS[1]: a cluster's rows; ARGV[1]: where to start (a ZRANGEBYLEX bound); ARGV[2]: how many.
@@ -326,3 +335,111 @@ if #ms == limit then
 end
 return {after, table.concat(out, "\n")}
 """
+
+_SINCE = r"""
+-- What a cluster's change feed (common.index.feed) says moved after generation `held` (every
+-- feed entry up to it is in what the caller holds): the generation now; `whole` 1 when the feed
+-- cannot say (entries after `held` may have been trimmed, or the generation moved past the
+-- last entry), else 0; and one line per entry after `held` whose identity or status code
+-- changed (every entry when `every`: a revision or a message moved), in feed order: the
+-- identity (namespace NUL kind NUL name NUL), the old status code ("+" for a row new) and the
+-- new one ("." for a row gone).
+local function head(m)
+  local p1 = string.find(m, "\0", 1, true)
+  local p2 = string.find(m, "\0", p1 + 1, true)
+  local p3 = string.find(m, "\0", p2 + 1, true)
+  return string.sub(m, 1, p3 + 1)
+end
+
+local function since(feed, genkey, held, every)
+  local gen = tonumber(redis.call('GET', genkey) or '0')
+  if gen == held then
+    return gen, 0, {}
+  end
+  local oldest = redis.call('XRANGE', feed, '-', '+', 'COUNT', 1)[1]
+  if oldest == nil or gen < held then
+    return gen, 1, {}
+  end
+  local dash = string.find(oldest[1], "-", 1, true)
+  local og = tonumber(string.sub(oldest[1], 1, dash - 1))
+  local os = tonumber(string.sub(oldest[1], dash + 1))
+  if og > held + 1 or (og == held + 1 and os > 0) then
+    return gen, 1, {}
+  end
+  local es = redis.call('XRANGE', feed, (held + 1) .. '-0', '+')
+  local last = 0
+  local out = {}
+  for _, e in ipairs(es) do
+    local id, f = e[1], e[2]
+    last = tonumber(string.sub(id, 1, string.find(id, "-", 1, true) - 1))
+    local n, o = nil, nil
+    for j = 1, #f, 2 do
+      if f[j] == "n" then n = f[j + 1] elseif f[j] == "o" then o = f[j + 1] end
+    end
+    if n == nil then
+      if o ~= nil and o ~= "" then
+        out[#out + 1] = head(o) .. "."
+      end
+    else
+      local h = head(n)
+      if o == nil then
+        out[#out + 1] = string.sub(h, 1, #h - 1) .. "+" .. string.sub(h, #h)
+      else
+        local ho = head(o)
+        if every or ho ~= h then
+          out[#out + 1] = ho .. string.sub(h, #h)
+        end
+      end
+    end
+  end
+  if last ~= gen then
+    return gen, 1, {}
+  end
+  return gen, 0, out
+end
+"""
+
+FOLLOW = (
+    _SINCE
+    + r"""
+-- KEYS[1]: a cluster's change feed; KEYS[2]: its generation; ARGV[1]: a generation the caller
+-- holds the cluster's rows at; ARGV[2]: "1" for a line for every entry, else "0".
+-- Returns {generation, whole, the lines joined by "\n"} (`since`)
+-- (common.index.read.group_facets: the written cluster's rows moved by the changes instead of
+-- read again; common.index.read.facets and groups: its namespaces whose counts moved, whether
+-- its namespaces did).
+local gen, whole, out = since(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2] == "1")
+return {gen, whole, table.concat(out, "\n")}
+"""
+)
+
+CODES_SINCE = (
+    _SINCE
+    + _STATUS_REVISION
+    + r"""
+-- KEYS[1]: a cluster's change feed; KEYS[2]: its generation; KEYS[3]: its rows. ARGV[1]: the
+-- generation the caller holds some rows' codes at; ARGV[2]: how many of the identities that
+-- follow it holds (those first, then the ones it does not).
+-- Returns {generation, whole, the feed's lines since (every entry; `since`) joined by "\n",
+-- codes}: per identity its `status_revision`, or "=" for a held one that no entry since
+-- touched (the caller's is still right). With `whole`, every identity is looked up
+-- (common.index.read.groups: a page's codes on a written cluster in the round trip that
+-- would have looked them all up, looking up only the ones that moved).
+local gen, whole, out = since(KEYS[1], KEYS[2], tonumber(ARGV[1]), true)
+local held = tonumber(ARGV[2])
+local touched = {}
+for _, line in ipairs(out) do
+  touched[string.sub(line, 1, #line - 2)] = true
+end
+local codes = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  if whole == 0 and i - 2 <= held and not touched[id] then
+    codes[i - 2] = "="
+  else
+    codes[i - 2] = status_revision(KEYS[3], id)
+  end
+end
+return {gen, whole, table.concat(out, "\n"), codes}
+"""
+)

@@ -232,7 +232,7 @@ class Reader:
         self._sha: dict[str, str] = {}
         self._plans: Memo[tuple[int, Filters], list[Range]] = Memo(PLANS_MAX)
         self.tallies = tally.Tallies(r)
-        self.extras = reader_facets.Extras(r)
+        self.extras = reader_facets.Extras(r, self.follow)
         """The facets' memos (common.index.read.facets)."""
         self._sizes: Memo[str, tuple[float, dict[str, int]]] = Memo(PLANS_MAX)
         self._visible: Memo[tuple[int, Filters, bytes], Visibility] = Memo(
@@ -364,18 +364,47 @@ class Reader:
         remembered as plans are."""
         return self._visibility(access, filters, codes)
 
-    def codes(self, asked: Sequence[tuple[str, Sequence[bytes]]]) -> list[list[bytes]]:
+    def codes(
+        self,
+        asked: Sequence[tuple[str, Sequence[bytes]]],
+        lead: Any = None,
+        since: Sequence[tuple[str, int, Sequence[bytes], Sequence[bytes]]] = (),
+    ) -> list[Any]:
         """Per (cluster, identities), the status code of each identity's row there (b"": the
-        cluster has none), in one pipelined round trip (common.index.read.lua.STATUS_REVISIONS)."""
+        cluster has none), in one pipelined round trip (common.index.read.lua.STATUS_REVISIONS);
+        the packed command `lead`'s reply first when given; then per (cluster, generation,
+        identities whose codes are held at it, identities not held) of `since`, a
+        common.index.read.lua.CODES_SINCE reply."""
         calls: list[_Call] = [("STATUS_REVISIONS", keys.rows(c), list(ids)) for c, ids in asked]
-        return self.run(calls) if calls else []
+        calls += [
+            (
+                "CODES_SINCE",
+                (keys.feed(c), keys.generation(c), keys.rows(c)),
+                [str(pos).encode(), str(len(held)).encode(), *held, *rest],
+            )
+            for c, pos, held, rest in since
+        ]
+        return self.run(calls, lead=lead) if calls else []
 
-    def idents(self, starts: Sequence[tuple[str, bytes]], count: int) -> list[list[bytes]]:
+    def idents(
+        self, starts: Sequence[tuple[str, bytes]], count: int, lead: Any = None
+    ) -> list[Any]:
         """Per (cluster, ZRANGEBYLEX bound), up to `count` rows' identities and status codes
         from there and the bound to go on from (b"" at the end), in one pipelined round trip
-        (common.index.read.lua.IDENTS)."""
+        (common.index.read.lua.IDENTS); the packed command `lead`'s reply first when given."""
         n = str(count).encode()
         calls: list[_Call] = [("IDENTS", keys.rows(c), [start, n]) for c, start in starts]
+        return self.run(calls, lead=lead) if calls or lead is not None else []
+
+    def follow(self, held: Sequence[tuple[str, int]], every: bool = False) -> list[list[Any]]:
+        """Per (cluster, generation its rows are held at), what its change feed says moved
+        since, in one pipelined round trip: [generation, whole, lines]
+        (common.index.read.lua.FOLLOW; `every`: a line for every entry, not only those moving
+        an identity or a status code)."""
+        flag = b"1" if every else b"0"
+        calls: list[_Call] = [
+            ("FOLLOW", (keys.feed(c), keys.generation(c)), [str(g).encode(), flag]) for c, g in held
+        ]
         return self.run(calls) if calls else []
 
     def _visibility(self, access: AccessLike, filters: Filters, codes: bytes) -> Visibility:

@@ -7,6 +7,7 @@ the written cluster only."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -115,10 +116,122 @@ def test_group_facets_read_nothing_after_a_reworded_row_and_one_cluster_after_a_
     assert commands(fleet) == 1 and gf.reads == len(CLUSTERS)
     assert (again.total, again.statuses) == (first.total, first.statuses)
     flipped(fleet, WRITTEN)
+    gf.reader.follow([])  # nothing asked: no round trip
+    topology.reset_stats(fleet)
     moved = gf.facets(ADMIN, Filters(), by)
-    assert gf.reads == len(CLUSTERS) + 1  # the written cluster's rows only
+    # the status generations, then the written cluster's feed since its rows were held (the
+    # script loaded once; its GET and two XRANGEs inside): none of its rows read again
+    assert (gf.reads, gf.followed) == (len(CLUSTERS), 1)
+    assert commands(fleet) <= 6, topology.commandstats(fleet)
     fresh = GroupFacets(Reader(fleet, KINDS)).facets(ADMIN, Filters(), by)
     assert (moved.total, moved.statuses, moved.kinds) == (fresh.total, fresh.statuses, fresh.kinds)
+
+
+def counts_of(f: Any) -> tuple[Any, ...]:
+    return (f.total, f.clusters, f.kinds, f.statuses, f.suspended)
+
+
+def renamed(r: redis.Redis, cluster: str, i: int, suffix: str) -> str:
+    """A new row in `cluster` (a copy of its `i`th under a new name), through the writer."""
+    row = rows.decode(cluster, stored(r, cluster)[i])
+    row["name"] = row["name"] + suffix
+    member = rows.encode(row, "")
+    store_events.apply_changes(r, cluster, [store_events.Change.of(member)])
+    return rows.identity(member)
+
+
+def removed(r: redis.Redis, cluster: str, i: int) -> None:
+    ident = rows.identity(stored(r, cluster)[i])
+    store_events.apply_changes(r, cluster, [store_events.Change(ident, None)])
+
+
+@pytest.mark.parametrize("by", ["object", "namespace"])
+def test_group_facets_follow_the_feed_through_flips_new_rows_and_deletions(
+    fleet: redis.Redis, by: str
+) -> None:
+    """Held rows move by the change feed: status flips (one flipped back in the same span),
+    a row added (in a new group) and removed, a row of another cluster's group deleted: every
+    caller's counts equal a fresh count, and no cluster's rows are read again."""
+    gf = GroupFacets(Reader(fleet, KINDS))
+    for access in (ADMIN, TEAM):
+        gf.facets(access, Filters(), by)
+    read = gf.reads
+    flipped(fleet, WRITTEN, 0)
+    flipped(fleet, WRITTEN, 2)
+    flipped(fleet, WRITTEN, 2)  # back: the last entry of an identity is its state
+    added = renamed(fleet, WRITTEN, 1, "-copy")
+    removed(fleet, WRITTEN, 4)
+    removed(fleet, CLUSTERS[5], 0)
+    reworded(fleet, CLUSTERS[5], "Fetched revision main@sha1:0456")
+    for access in (ADMIN, TEAM):
+        for filters in (Filters(), Filters(statuses=("unhealthy",))):
+            moved = gf.facets(access, filters, by)
+            fresh = GroupFacets(Reader(fleet, KINDS)).facets(access, filters, by)
+            assert counts_of(moved) == counts_of(fresh), (access is ADMIN, filters)
+    assert (gf.reads, gf.followed) == (read, 2)
+    assert any(text(m).startswith(added) for m in fleet.zrange(keys.rows(WRITTEN), 0, -1))
+
+
+@pytest.mark.parametrize("lost", ["trimmed", "unrecorded"])
+def test_group_facets_read_a_cluster_again_when_its_feed_cannot_say_what_moved(
+    fleet: redis.Redis, lost: str
+) -> None:
+    """A feed whose entries since the held rows were trimmed, or a generation moved past the
+    feed's last entry (a write the feed does not show): the cluster's rows are read whole."""
+    gf = GroupFacets(Reader(fleet, KINDS))
+    gf.facets(ADMIN, Filters(), "object")
+    read = gf.reads
+    flipped(fleet, WRITTEN, 0)
+    if lost == "trimmed":
+        flipped(fleet, WRITTEN, 1)
+        fleet.xtrim(
+            keys.feed(WRITTEN), maxlen=1, approximate=False
+        )  # the first flip's entry is gone
+    else:
+        fleet.incr(keys.generation(WRITTEN))
+        fleet.incr(keys.status_generation(WRITTEN))
+    moved = gf.facets(ADMIN, Filters(), "object")
+    assert (gf.reads, gf.followed) == (read + 1, 0)
+    fresh = GroupFacets(Reader(fleet, KINDS)).facets(ADMIN, Filters(), "object")
+    assert counts_of(moved) == counts_of(fresh)
+    flipped(fleet, WRITTEN, 3)  # the rows read whole are followed again from there
+    again = gf.facets(ADMIN, Filters(), "object")
+    assert (gf.reads, gf.followed) == (read + 1, 1)
+    assert counts_of(again) == counts_of(
+        GroupFacets(Reader(fleet, KINDS)).facets(ADMIN, Filters(), "object")
+    )
+
+
+def test_group_facets_rows_read_while_a_write_lands_are_made_right_by_the_feed(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows read a chunk at a time while a write lands between two chunks: the generation
+    read before the first chunk is where the feed is followed from, so the next answer after
+    any write holds every change (applying an entry the rows already hold changes nothing)."""
+    from common.index.read import group_facets as module
+
+    monkeypatch.setattr(module, "CHUNK", 7)
+    reader = Reader(fleet, KINDS)
+    gf = GroupFacets(reader)
+    idents = reader.idents
+    wrote: list[int] = []
+
+    def between(starts: Any, count: int, lead: Any = None) -> Any:
+        if lead is None and not wrote:  # a later chunk: a write lands first
+            flipped(fleet, WRITTEN, len(stored(fleet, WRITTEN)) - 1)  # a row not yet read
+            flipped(fleet, WRITTEN, 0)  # a row already read
+            wrote.append(1)
+        return idents(starts, count, lead)
+
+    monkeypatch.setattr(reader, "idents", between)
+    gf.facets(ADMIN, Filters(), "object")
+    assert wrote
+    flipped(fleet, CLUSTERS[0], 1)
+    flipped(fleet, WRITTEN, 5)
+    moved = gf.facets(ADMIN, Filters(), "object")
+    assert gf.followed >= 1
+    fresh = GroupFacets(Reader(fleet, KINDS)).facets(ADMIN, Filters(), "object")
+    assert counts_of(moved) == counts_of(fresh)
 
 
 def test_facets_keep_their_tables_after_a_reworded_row(fleet: redis.Redis) -> None:
@@ -146,6 +259,7 @@ def test_facets_namespaces_are_moved_by_the_written_cluster_only(
     assert summed == len(access)
     assert reader.facets(access, Filters()).namespaces == first.namespaces
     assert reader.extras.summed == summed  # a still fleet: nothing summed again
+    reads = reader.extras.reads
     flipped(fleet, WRITTEN)
     m = stored(fleet, WRITTEN)[-1]  # and a row leaves: its namespace's count moves
     store_events.apply_changes(fleet, WRITTEN, [store_events.Change(rows.identity(m), None)])
@@ -153,6 +267,27 @@ def test_facets_namespaces_are_moved_by_the_written_cluster_only(
     assert reader.extras.summed == summed + 1
     assert reader.extras.resummed <= 2  # the namespaces of the two rows written
     assert moved.namespaces == Reader(fleet, KINDS).facets(access, Filters()).namespaces
+    # An admin's every-namespace counts move by the feed (the two namespaces read again); a
+    # team member's come with its count table
+    assert (reader.extras.reads, reader.extras.followed) == (reads, int(who == "admin"))
+
+
+def test_an_admins_namespace_counts_are_read_whole_when_the_feed_was_trimmed(
+    fleet: redis.Redis,
+) -> None:
+    reader = Reader(fleet, KINDS)
+    reader.facets(ADMIN, Filters())
+    reads = reader.extras.reads
+    flipped(fleet, WRITTEN, 0)
+    flipped(fleet, WRITTEN, 1)
+    fleet.xtrim(keys.feed(WRITTEN), maxlen=1, approximate=False)
+    moved = reader.facets(ADMIN, Filters())
+    assert (reader.extras.reads, reader.extras.followed) == (reads + 1, 0)
+    assert moved.namespaces == Reader(fleet, KINDS).facets(ADMIN, Filters()).namespaces
+    flipped(fleet, WRITTEN, 2)
+    again = reader.facets(ADMIN, Filters())
+    assert (reader.extras.reads, reader.extras.followed) == (reads + 1, 1)
+    assert again.namespaces == Reader(fleet, KINDS).facets(ADMIN, Filters()).namespaces
 
 
 def test_list_pages_show_the_new_message(fleet: redis.Redis) -> None:
@@ -215,3 +350,171 @@ def test_after_a_flip_a_page_rebuilds_the_written_clusters_share_only(
     assert shown == [
         (g.key, g.order, [(m.cluster, m.status) for m in g.clusters]) for g in fresh.groups
     ]
+
+
+def shown_groups(page: Any) -> list[Any]:
+    return [
+        (g.key, g.order, [(m.cluster, m.status, m.suspended, m.revision) for m in g.clusters])
+        for g in page.groups
+    ]
+
+
+def revised(r: redis.Redis, cluster: str, i: int, revision: str) -> bytes:
+    """The `i`th row of `cluster` gets a new revision (its status kept); its identity."""
+    m = stored(r, cluster)[i]
+    row = rows.decode(cluster, m)
+    row["revision"] = revision
+    store_events.apply_changes(
+        r, cluster, [store_events.Change.of(rows.encode(row, rows.edges_of(m)))]
+    )
+    return rows.identity(m).encode()
+
+
+@pytest.mark.parametrize("who", ["admin", "team"])
+def test_a_pages_codes_on_a_written_cluster_are_looked_up_only_where_its_feed_moved(
+    fleet: redis.Redis, who: str
+) -> None:
+    """After a write, the codes (status and revision) a page holds of the written cluster are
+    kept where its feed since touched nothing (CODES_SINCE answers "=" for them), in the round
+    trip that looked them all up before: a flip and a new revision show as a fresh reader
+    shows them, and the script looks up only the identities the feed touched."""
+    access = ADMIN if who == "admin" else TEAM
+    groups = GroupReader(Reader(fleet, KINDS))
+    first = groups.page(access, Filters(), "object", 50)
+    shown = {g.key for g in first.groups}
+    ids = [rows.identity(m).encode() for m in stored(fleet, WRITTEN)]
+    on_page = [i for i, k in enumerate(ids) if k in shown]
+    assert len(on_page) >= 3
+    flipped(fleet, WRITTEN, on_page[0])
+    revised(fleet, WRITTEN, on_page[1], "main@sha1:feedface")
+    followed = groups.followed
+    topology.reset_stats(fleet)
+    page = groups.page(access, Filters(), "object", 50)
+    assert groups.followed == followed + 1
+    stats = topology.commandstats(fleet)
+    # the two identities touched looked up, and the written cluster's stream read for the
+    # merge (two ZRANGEBYLEX): before, each of the page's groups on it was looked up
+    assert stats.get("zrangebylex", 0) <= 2 + 2 < len(on_page), stats
+    fresh = GroupReader(Reader(fleet, KINDS)).page(access, Filters(), "object", 50)
+    assert shown_groups(page) == shown_groups(fresh)
+    assert any(m.revision == "main@sha1:feedface" for g in page.groups for m in g.clusters) == (
+        ids[on_page[1]] in {g.key for g in page.groups}
+    )
+
+
+def test_a_pages_codes_are_looked_up_whole_when_the_feed_was_trimmed(fleet: redis.Redis) -> None:
+    groups = GroupReader(Reader(fleet, KINDS))
+    groups.page(ADMIN, Filters(), "object", 50)
+    flipped(fleet, WRITTEN, 0)
+    flipped(fleet, WRITTEN, 1)
+    fleet.xtrim(keys.feed(WRITTEN), maxlen=1, approximate=False)
+    page = groups.page(ADMIN, Filters(), "object", 50)
+    fresh = GroupReader(Reader(fleet, KINDS)).page(ADMIN, Filters(), "object", 50)
+    assert shown_groups(page) == shown_groups(fresh)
+
+
+def test_a_ranking_moved_by_one_clusters_share_equals_one_made_whole() -> None:
+    """`_rank` from the last ranking of the same groups: only the groups whose Member changed
+    on the written clusters move, in cluster order within each status."""
+    from common.index.read.groups import Member, _rank
+
+    clusters = [f"c{i}" for i in range(12)]
+    keys_ = [b"a", b"b", b"c"]
+
+    def share(c: str, statuses: dict[bytes, str]) -> tuple[Any, ...]:
+        return tuple((k, Member(c, s, False)) for k, s in statuses.items())
+
+    base = {
+        c: share(
+            c, {k: ("unhealthy" if (i + j) % 5 == 0 else "healthy") for j, k in enumerate(keys_)}
+        )
+        for i, c in enumerate(clusters)
+    }
+    first = _rank(clusters, base, keys_, None)
+    moved = dict(base)
+    moved["c3"] = share("c3", {b"a": "progressing", b"b": base["c3"][1][1].status})  # c gone
+    moved["c7"] = share("c7", {b"a": "unhealthy", b"b": "unknown", b"c": "healthy"})
+    again = _rank(clusters, moved, keys_, first)
+    whole = _rank(clusters, moved, keys_, None)
+    assert again.out == whole.out
+    assert first.out == _rank(clusters, base, keys_, None).out  # the first one left as it was
+    assert _rank(clusters, moved, keys_, again) is again  # nothing changed: the same
+
+
+def labelled_row(r: redis.Redis, cluster: str, i: int, labels: dict[str, str]) -> None:
+    m = stored(r, cluster)[i]
+    row = rows.decode(cluster, m)
+    row["labels"] = labels
+    store_events.apply_changes(
+        r, cluster, [store_events.Change.of(rows.encode(row, rows.edges_of(m)))]
+    )
+
+
+def every_count(f: Any) -> tuple[Any, ...]:
+    return (*counts_of(f), f.namespaces, f.labels)
+
+
+@pytest.mark.parametrize("who", ["admin", "team"])
+def test_facets_counted_from_rows_move_by_the_written_clusters_parts(
+    fleet: redis.Redis, who: str
+) -> None:
+    """Facets with label keys (counted from the rows) after writes: the last answer moved by
+    the written clusters' parts (their old part taken away, the new one added), equal to a
+    fresh count, with only the written clusters' rows read; past a quarter of the clusters
+    written, summed again."""
+    access = ADMIN if who == "admin" else TEAM
+    label_keys = ("tier",)
+    for c in CLUSTERS[:4]:
+        labelled_row(fleet, c, 1, {"tier": "gold"})
+    reader = Reader(fleet, KINDS)
+    reader.facets(access, Filters(), label_keys=label_keys)
+    reads = reader.extras.reads
+    flipped(fleet, WRITTEN, 2)
+    labelled_row(fleet, WRITTEN, 1, {"tier": "silver"})  # a value moves
+    labelled_row(fleet, CLUSTERS[0], 1, {})  # a value's last row leaves it
+    removed(fleet, CLUSTERS[0], 5)
+    moved = reader.facets(access, Filters(), label_keys=label_keys)
+    assert reader.extras.moved == 1 and reader.extras.reads == reads + 2
+    fresh = Reader(fleet, KINDS).facets(access, Filters(), label_keys=label_keys)
+    assert every_count(moved) == every_count(fresh)
+    for c in CLUSTERS[:4]:  # half of them written: summed again
+        flipped(fleet, c, 3)
+    again = reader.facets(access, Filters(), label_keys=label_keys)
+    assert reader.extras.moved == 1
+    assert every_count(again) == every_count(
+        Reader(fleet, KINDS).facets(access, Filters(), label_keys=label_keys)
+    )
+
+
+@pytest.mark.parametrize("by", ["object", "namespace"])
+def test_a_group_moving_onto_a_page_is_known_on_the_clusters_not_written(
+    fleet: redis.Redis, by: str
+) -> None:
+    """The groups right after a page are looked up with it (spares): when writes move one of
+    them onto the page, only the written clusters are asked again, not every cluster that
+    holds the newcomer."""
+    limit = 3
+    groups = GroupReader(Reader(fleet, KINDS))
+    first = groups.page(ADMIN, Filters(), by, limit)
+    longer = GroupReader(Reader(fleet, KINDS)).page(ADMIN, Filters(), by, limit + 1)
+    last, newcomer = first.groups[-1], longer.groups[-1]
+    assert last.order > 0 and newcomer.order > 0  # both in the unhealthy order
+    # the page's last group gets healthy where it was unhealthy: it drops, the next moves up
+    written = set()
+    for m in last.clusters:
+        if m.status != "unhealthy":
+            continue
+        members = stored(fleet, m.cluster)
+        for i, member in enumerate(members):
+            ident = rows.identity(member).encode()
+            key = ident if by == "object" else ident.split(b"\x00")[0] + b"\x00"
+            if key == last.key and rows.decode(m.cluster, member)["status"] == "unhealthy":
+                flipped(fleet, m.cluster, i)
+                written.add(m.cluster)
+    lookups = groups.lookups
+    after = groups.page(ADMIN, Filters(), by, limit)
+    assert newcomer.key in [g.key for g in after.groups]
+    assert {m.cluster for m in newcomer.clusters} - written  # held where nothing was written
+    assert groups.lookups - lookups <= len(written)
+    fresh = GroupReader(Reader(fleet, KINDS)).page(ADMIN, Filters(), by, limit)
+    assert shown_groups(after) == shown_groups(fresh)
