@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.index import keys, nscounts, rows
 from common.index.read import tally
-from common.index.read.memo import Memo
+from common.index.read.memo import Flights, Memo, not_older
 from common.index.read.plan import AccessLike, Filters, Range, after, clip_all
 from common.index.read.plan import visible_kinds_uniform as _uniform
 from common.kinds.status import STATUSES
@@ -127,6 +127,8 @@ class Extras:
         )
         """(caller's access, filters, clusters) -> rows per namespace, moved cluster by cluster."""
         self._lock = threading.Lock()
+        self.flights = Flights()
+        """Answers being counted: the same one asked meanwhile waits for it (`Flights`)."""
         self.reads = 0
         """Clusters whose rows or counts were read (not answered from memory): for tests."""
         self.summed = 0
@@ -364,10 +366,14 @@ def count(
         hit = reader.extras.counted.get(key, gens, access)
         if hit is not None and hit[0] == clusters:
             return replace(hit[1], version=version, scanned=0)
-        older = reader.extras.counted.peek(key, access)
-        out, parts = _moved_count(reader, access, filters, clusters, gens, label_keys, older)
-        out.version = version
-        reader.extras.counted.put(key, (list(clusters), replace(out), parts), list(gens), access)
+        with reader.extras.flights.one(key):  # asked meanwhile: counted once
+            older = reader.extras.counted.peek(key, access)
+            if older is not None and older[1][0] == clusters and not_older(older[0], gens):
+                return replace(older[1][1], version=version, scanned=0)
+            out, parts = _moved_count(reader, access, filters, clusters, gens, label_keys, older)
+            out.version = version
+            value = (list(clusters), replace(out), parts)
+            reader.extras.counted.put(key, value, list(gens), access)
         return out
     return _from_tables(reader, access, filters, confirm_version)
 
@@ -440,9 +446,27 @@ def _from_tables(
     gens, version = tally.status_generations(reader.r, clusters, confirm_version)
     key = (id(access), filters)
     hit = extras.answers.get(key, gens, access)
-    if hit is not None and hit.clusters == clusters:
-        spaces = extras.namespaces(access, filters, clusters, gens, tallies)
-        return replace(hit.out, version=version, namespaces=spaces)
+    if hit is None or hit.clusters != clusters:
+        with extras.flights.one(key):  # asked meanwhile: summed once, then answered from it
+            hit = extras.answers.get(key, gens, access)
+            if hit is None or hit.clusters != clusters:
+                return _summed(reader, access, filters, clusters, gens, version)
+    spaces = extras.namespaces(access, filters, clusters, gens, tallies)
+    return replace(hit.out, version=version, namespaces=spaces)
+
+
+def _summed(
+    reader: Reader,
+    access: Mapping[str, AccessLike],
+    filters: Filters,
+    clusters: list[str],
+    gens: Sequence[Any],
+    version: Any,
+) -> Facets:
+    """`_from_tables` when no answer is remembered at these generations: the last one moved by
+    the tables of the clusters written since, or every table summed."""
+    extras, tallies = reader.extras, reader.tallies
+    key = (id(access), filters)
     older = extras.answers.peek(key, access)
     last = older[1] if older is not None and older[1].clusters == clusters else None
     namespaces = tuple(sorted(set(filters.namespaces)))

@@ -62,7 +62,8 @@ from common import redis_client
 from common.errors import InvalidInput
 from common.index import keys, nscounts, revisions, rows, timeline
 from common.index.read import memo, tally
-from common.index.read.memo import Memo
+from common.index.read.memo import Flights, Memo
+from common.index.read.memo import not_older as memo_not_older
 from common.index.read.plan import AccessLike, Filters
 from common.index.read.reader import Reader, Stream
 from common.kinds.status import STATUSES
@@ -397,6 +398,8 @@ class GroupReader:
         self._changes = Memo(INDEXES_MAX * 4, "groups.changes")
         """(cluster, walk start, by) -> the groups changed there since."""
         self._lock = threading.Lock()
+        self._flights = Flights()
+        """Pages being read: the same one asked meanwhile waits for it (`Flights`)."""
         self.index_reads = 0
         """Unhealthy indexes and namespace lists read from Redis (not remembered): for tests."""
         self.lookups = 0
@@ -434,20 +437,26 @@ class GroupReader:
         hit = None if filters.flapping else self._pages.get(memo, gens, access)
         if hit is not None:  # (flapping slides with time: never remembered)
             return dataclasses.replace(hit, version=out.version, round_trips=1, scanned=0)
-        start = cursor.start if cursor is not None else int(time.time() * 1000)
-        # Drift under a label selector is kept on the selector's drained groups (_page);
-        # otherwise drifting groups are picked from the plain walk (_drift_page).
-        drained = bool(filters.labels) or bool(filters.flapping)
-        base = (
-            dataclasses.replace(filters, drift=False) if filters.drift and not drained else filters
-        )
-        ask = _Ask(access, clusters, dict(zip(clusters, gens, strict=True)), base, by, out)
-        if filters.drift and by == "object" and not drained:
-            self._drift_page(ask, limit, cursor, start)
-        else:
-            self._page(ask, limit, cursor, start)
-        if not filters.flapping:
-            self._pages.put(memo, out, list(gens), access)
+        with self._flights.one(memo):  # the same page asked meanwhile: its answer, once
+            held = None if filters.flapping else self._pages.peek(memo, access)
+            if held is not None and memo_not_older(held[0], gens):
+                return dataclasses.replace(held[1], version=out.version, round_trips=1, scanned=0)
+            start = cursor.start if cursor is not None else int(time.time() * 1000)
+            # Drift under a label selector is kept on the selector's drained groups (_page);
+            # otherwise drifting groups are picked from the plain walk (_drift_page).
+            drained = bool(filters.labels) or bool(filters.flapping)
+            base = (
+                dataclasses.replace(filters, drift=False)
+                if filters.drift and not drained
+                else filters
+            )
+            ask = _Ask(access, clusters, dict(zip(clusters, gens, strict=True)), base, by, out)
+            if filters.drift and by == "object" and not drained:
+                self._drift_page(ask, limit, cursor, start)
+            else:
+                self._page(ask, limit, cursor, start)
+            if not filters.flapping:
+                self._pages.put(memo, out, list(gens), access)
         return out
 
     def _page(

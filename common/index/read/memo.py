@@ -306,3 +306,56 @@ def _same(a: Any, b: Any) -> bool:
     if type(a) is not tuple or type(b) is not tuple or len(a) != len(b):
         return a is b
     return all(x is y for x, y in zip(a, b, strict=True))
+
+
+class Flights:
+    """One computation per key at a time (thread-safe): a request that misses its memo while
+    another request of the same key is computing waits for that one and then looks again,
+    instead of computing the same answer beside it. After a write every concurrent request
+    for a popular page misses at once: without this, a worker's threads each walked it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[Any, list[Any]] = {}
+        """key -> [its lock, callers holding or waiting for it]."""
+        self.waited = 0
+        """Callers that found the key being computed: for tests."""
+
+    def one(self, key: Hashable) -> _Flight:
+        return _Flight(self, key)
+
+
+class _Flight:
+    __slots__ = ("flights", "key", "slot")
+
+    def __init__(self, flights: Flights, key: Hashable) -> None:
+        self.flights, self.key = flights, key
+        self.slot: list[Any] = []
+
+    def __enter__(self) -> None:
+        f = self.flights
+        with f._lock:
+            slot = f._running.get(self.key)
+            if slot is None:
+                slot = f._running[self.key] = [threading.Lock(), 0]
+            elif slot[1]:
+                f.waited += 1
+            slot[1] += 1
+        self.slot = slot
+        slot[0].acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        f, slot = self.flights, self.slot
+        slot[0].release()
+        with f._lock:
+            slot[1] -= 1
+            if not slot[1]:
+                del f._running[self.key]
+
+
+def not_older(held: Any, wanted: Any) -> bool:
+    """Whether generations `held` (a list, as read: bytes or None) are each at least those of
+    `wanted`: an answer computed at them is as new as one at `wanted` would be, or newer."""
+    if held is None or len(held) != len(wanted):
+        return False
+    return all(int(h or 0) >= int(w or 0) for h, w in zip(held, wanted, strict=True))

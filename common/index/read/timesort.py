@@ -45,7 +45,7 @@ import redis
 from common import redis_client
 from common.index import keys, rows, timeline
 from common.index.read import tally
-from common.index.read.memo import Memo
+from common.index.read.memo import Flights, Memo, not_older
 from common.index.read.plan import AccessLike, Filters
 from common.index.read.reader import Visibility, labelled
 from common.kinds.status import STATUSES
@@ -169,6 +169,8 @@ class TimeReader:
         )
         """The last page of a request, with the status generations and generations it was
         read at: a page after writes that moved no status generation (`_reworded`)."""
+        self._flights = Flights()
+        """Pages being read: the same one asked meanwhile waits for it (`Flights`)."""
         self.reworded = 0
         """Pages answered from the last one's order with only their rows read again."""
 
@@ -200,15 +202,21 @@ class TimeReader:
             return dataclasses.replace(
                 hit, version=out.version, round_trips=1, scanned=0, window_reads=0
             )
-        # Written since: if no status generation moved (only rows' text did: most watch
-        # events), the order is the one remembered and only its rows on the written clusters
-        # are read again; else the page is walked again.
-        sgens, _ = tally.status_generations(self.r, clusters)
-        out.round_trips += 1
-        if not self._reworded(memo, access, clusters, gens, sgens, out):
-            self._page(access, clusters, gens, filters, limit, descending, cursor, out)
-        self._pages.put(memo, out, list(gens), access)
-        self._orders.put(memo, (list(sgens), list(gens), out), owner=access)
+        with self._flights.one(memo):  # the same page asked meanwhile: its answer, once
+            held = self._pages.peek(memo, access)
+            if held is not None and not_older(held[0], gens):
+                return dataclasses.replace(
+                    held[1], version=out.version, round_trips=1, scanned=0, window_reads=0
+                )
+            # Written since: if no status generation moved (only rows' text did: most watch
+            # events), the order is the one remembered and only its rows on the written
+            # clusters are read again; else the page is walked again.
+            sgens, _ = tally.status_generations(self.r, clusters)
+            out.round_trips += 1
+            if not self._reworded(memo, access, clusters, gens, sgens, out):
+                self._page(access, clusters, gens, filters, limit, descending, cursor, out)
+            self._pages.put(memo, out, list(gens), access)
+            self._orders.put(memo, (list(sgens), list(gens), out), owner=access)
         return out
 
     def _reworded(

@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import sys
 import threading
+import time
 import weakref
 from array import array
 from collections.abc import Callable, Iterator
@@ -422,3 +423,47 @@ def test_the_query_caches_outside_the_memos_are_swept() -> None:
     rows._iso("1700000000")
     rows.clear_caches()
     assert rows._iso.cache_info().currsize == 0
+
+
+def test_flights_run_one_computation_per_key_and_let_other_keys_run() -> None:
+    """Callers of one key take turns (the later ones find it running and wait); another key
+    runs beside them."""
+    from common.index.read.memo import Flights
+
+    flights = Flights()
+    inside: list[str] = []
+    most = [0]
+    lock = threading.Lock()
+    entered = threading.Event()
+    release = threading.Event()
+
+    def run(key: str) -> None:
+        with flights.one(key):
+            with lock:
+                inside.append(key)
+                most[0] = max(most[0], inside.count("a"))
+            entered.set()
+            release.wait(10)
+            with lock:
+                inside.remove(key)
+
+    first = threading.Thread(target=run, args=("a",))
+    first.start()
+    assert entered.wait(10)
+    others = [threading.Thread(target=run, args=("a",)) for _ in range(3)]
+    for t in others:
+        t.start()
+    deadline = time.monotonic() + 10
+    while flights.waited < 3 and time.monotonic() < deadline:
+        time.sleep(0.001)  # polling a counter with a deadline, not sleeping for a race
+    assert flights.waited == 3
+    b = threading.Thread(target=run, args=("b",))
+    b.start()
+    deadline = time.monotonic() + 10
+    while "b" not in inside and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert "b" in inside  # another key was not held up
+    release.set()
+    for t in (first, *others, b):
+        t.join(10)
+    assert most[0] == 1 and not inside and not flights._running

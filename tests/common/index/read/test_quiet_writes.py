@@ -6,6 +6,7 @@ the written cluster only."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -518,3 +519,38 @@ def test_a_group_moving_onto_a_page_is_known_on_the_clusters_not_written(
     assert groups.lookups - lookups <= len(written)
     fresh = GroupReader(Reader(fleet, KINDS)).page(ADMIN, Filters(), by, limit)
     assert shown_groups(after) == shown_groups(fresh)
+
+
+def test_the_same_group_page_asked_at_once_after_a_write_is_read_once(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a write every concurrent request for a page misses at once: the first reads it,
+    the others wait for it (`Flights`) and answer from it."""
+    import threading
+
+    groups = GroupReader(Reader(fleet, KINDS))
+    groups.page(ADMIN, Filters(), "object", 10)
+    flipped(fleet, WRITTEN, 0)
+    real = groups._page
+    calls: list[int] = []
+
+    def slow(*a: Any) -> None:
+        calls.append(1)
+        deadline = time.monotonic() + 10  # the others arrive and wait while this one reads
+        while groups._flights.waited < 3 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        real(*a)
+
+    monkeypatch.setattr(groups, "_page", slow)
+    got: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(groups.page(ADMIN, Filters(), "object", 10)))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(calls) == 1 and groups._flights.waited == 3
+    fresh = GroupReader(Reader(fleet, KINDS)).page(ADMIN, Filters(), "object", 10)
+    assert len(got) == 4 and all(shown_groups(p) == shown_groups(fresh) for p in got)
