@@ -272,7 +272,7 @@ class Settings:
     """Transitions in the last 24 hours from which an object counts as flapping (`flapping=true`, the web view's mark); the same for the collector, the watcher and the query service."""
 
     watch_feed_max: int = 256
-    """Row changes kept per cluster in its change feed (`GET /api/v1/watch` resumes within them; an older position answers 410 Expired and the client lists again). About 400 bytes each."""
+    """Row changes kept per cluster in its change feed (`GET /api/v1/watch` resumes within them; an older position answers 410 Expired and the client lists again; query workers move what they hold of a written cluster by them, and read it whole past them). About 400 bytes each."""
 
     watch_bookmark_s: float = 15.0
     """Seconds between BOOKMARK events on a watch stream (Kubernetes' own interval is about a minute; the web view's reconnects resume from them)."""
