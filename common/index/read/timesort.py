@@ -610,7 +610,12 @@ class TimeReader:
             got = redis_client.pipelined(self.r, [("HGETALL", keys.timeline(c)) for c in todo])
             out.round_trips += 1
             for c, reply in zip(todo, got, strict=True):
-                d = _Directory.of({f.decode(): v for f, v in _pairs(reply)})
+                versions = {f.decode(): v for f, v in _pairs(reply)}
+                prev = self._dirs.peek(c)
+                if prev is not None and prev[1].versions.keys() == versions.keys():
+                    d = dataclasses.replace(prev[1], versions=versions)  # the same windows
+                else:
+                    d = _Directory.of(versions)
                 self._dirs.put(c, d, by_gen[c])
                 known[c] = d
         return {c: d for c, d in known.items() if d is not None}
