@@ -422,7 +422,7 @@ def _moved_count(
             )
             parts = dict(oparts)
             for c, part in fresh.items():
-                _take_part(out, c, parts[c], label_keys)
+                _add_part(out, c, parts[c], label_keys, -1)
                 _add_part(out, c, part, label_keys)
                 out.scanned += part.scanned
                 parts[c] = part
@@ -723,23 +723,18 @@ def _sub_all(out: dict[str, int], less: Mapping[str, int]) -> None:
             out.pop(k, None)
 
 
-def _take_part(out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...]) -> None:
-    """`_add_part` undone (counts left at zero: `_drop_zeros`)."""
+def _add_part(
+    out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...], sign: int = 1
+) -> None:
+    """Count one cluster's part into `out` (`sign` -1: take it away, counts left at zero:
+    `_drop_zeros`)."""
+    count, merge = (add, _add_all) if sign > 0 else (_take, _sub_all)
     for (kind, code), n in part.kinds.items():
         status, susp = tally.code_status(code)
-        _take(out, cluster, kind, status, susp, n)
-    _sub_all(out.namespaces, part.namespaces)
+        count(out, cluster, kind, status, susp, n)
+    merge(out.namespaces, part.namespaces)
     for k in label_keys:
-        _sub_all(out.labels.setdefault(k, {}), part.labels.get(k, {}))
-
-
-def _add_part(out: Facets, cluster: str, part: Part, label_keys: tuple[str, ...]) -> None:
-    for (kind, code), n in part.kinds.items():
-        status, susp = tally.code_status(code)
-        add(out, cluster, kind, status, susp, n)
-    _add_all(out.namespaces, part.namespaces)
-    for k in label_keys:
-        _add_all(out.labels.setdefault(k, {}), part.labels.get(k, {}))
+        merge(out.labels.setdefault(k, {}), part.labels.get(k, {}))
 
 
 def top_values(
