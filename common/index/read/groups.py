@@ -920,7 +920,7 @@ class GroupReader:
     @staticmethod
     def _codes_moved(
         known: dict[bytes, str], ids: list[bytes], whole: int, lines: bytes, codes: list[bytes]
-    ) -> tuple[dict[bytes, str], int]:
+    ) -> dict[bytes, str]:
         """A cluster's codes held at an older generation, moved by a CODES_SINCE reply for
         `ids` (the held ones first): the identities its feed touched dropped, the page's
         looked up (or, "=", still right) kept; all of them afresh when the feed could not say."""
@@ -935,7 +935,7 @@ class GroupReader:
         }
         if looked:
             known = {**known, **looked}
-        return known, 0
+        return known
 
     def _namespaces_followed(
         self,
@@ -1045,11 +1045,11 @@ class GroupReader:
             for (c, _pos, held_ids, rest), (gen, whole, lines, codes) in zip(
                 since, got[len(asked) :], strict=True
             ):
-                moved[c] = self._codes_moved(older[c], held_ids + rest, int(whole), lines, codes)
-                moved[c] = (moved[c][0], int(gen))
+                known = self._codes_moved(older[c], held_ids + rest, int(whole), lines, codes)
+                moved[c] = (known, int(gen))
             out.round_trips += 1
             self.lookups += len(asked) + len(since)
-            self.followed += sum(1 for c in moved if c in older)
+            self.followed += len(moved)
         unknowns = dict(asked)
         allowed = {code for code in rows.CODE_STATUS if _code_ok(code, filters)}
         for c, ids, known, pos in pending:
