@@ -17,7 +17,7 @@ from typing import Any
 
 from collector import mesh
 from collector.debounce import Debounced
-from collector.watch.packed import Key, Packed, key_of, pack, unpack
+from collector.watch.packed import Table
 from common import redis_client
 from common.errors import FleetscopeError
 from common.index import rows
@@ -46,8 +46,8 @@ class MeshState:
         self.debounce_s = debounce_s
         self._replace, self._change, self._done = replace, change, done
         # slimmed, and packed (collector.watch.packed) until the next validation
-        self.objects: dict[str, dict[Key, Packed]] = {k: {} for k in self.kinds}
-        self.services: dict[Key, Packed] = {}
+        self.objects: dict[str, Table] = {k: Table() for k in self.kinds}
+        self.services = Table()
         self.namespaces: set[str] = set()
         self.listed: set[str] = set()
         self.validations = 0
@@ -73,12 +73,12 @@ class MeshState:
         """A (re)list of one kind (by key) or context resource."""
         with self._lock:
             if resource == mesh.SERVICES:
-                self.services = {key_of(o): pack(mesh.service_slim(o)) for o in items}
+                self.services = Table(map(mesh.service_slim, items))
             elif resource == mesh.NAMESPACES:
                 self.namespaces = {mesh.namespace_name(o) for o in items}
             else:
                 kind = self.kinds[resource][0]
-                self.objects[resource] = {key_of(o): pack(mesh.slim(kind, o)) for o in items}
+                self.objects[resource] = Table(mesh.slim(kind, o) for o in items)
                 self._relisted.add(resource)
             self.listed.add(resource)
         self.touch()
@@ -93,8 +93,7 @@ class MeshState:
     def event(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
         with self._lock:
             if resource == mesh.SERVICES:
-                table: dict[Key, Any] = self.services
-                value: Any = pack(mesh.service_slim(obj))
+                table, slim = self.services, mesh.service_slim(obj)
             elif resource == mesh.NAMESPACES:
                 if event_type == "DELETED":
                     self.namespaces.discard(mesh.namespace_name(obj))
@@ -103,11 +102,11 @@ class MeshState:
                 self.touch()
                 return
             else:
-                table, value = self.objects[resource], pack(mesh.slim(self.kinds[resource][0], obj))
+                table, slim = self.objects[resource], mesh.slim(self.kinds[resource][0], obj)
             if event_type == "DELETED":
-                table.pop(key_of(obj), None)
+                table.delete(slim)
             else:
-                table[key_of(obj)] = value
+                table.put(slim)
         self.touch()
 
     def touch(self) -> None:
@@ -140,9 +139,9 @@ class MeshState:
             held = [
                 mesh.Held(kind, api_version, obj)
                 for key, (kind, api_version) in self.kinds.items()
-                for obj in map(unpack, self.objects[key].values())
+                for obj in self.objects[key].objects()
             ]
-            services = list(map(unpack, self.services.values())) if self.context_ok else None
+            services = self.services.objects() if self.context_ok else None
             namespaces = set(self.namespaces) if self.context_ok else None
             relisted, self._relisted = self._relisted, set()
         members = mesh.members(self.cluster, held, services, namespaces)

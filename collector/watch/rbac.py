@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from collector.debounce import Debounced
-from collector.watch.packed import Key, Packed, key_of, pack, unpack
+from collector.watch.packed import Table
 from common import redis_client
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
@@ -43,7 +43,7 @@ class RbacState:
         self.debounce_s = debounce_s
         self.may_write = may_write
         # slimmed, and packed (collector.watch.packed) until the next compile
-        self.objects: dict[str, dict[Key, Packed]] = {p: {} for p in RESOURCES}
+        self.objects: dict[str, Table] = {p: Table() for p in RESOURCES}
         self.listed: set[str] = set()
         self.compiles = 0
         self._lock = threading.Lock()
@@ -53,16 +53,16 @@ class RbacState:
     def replace(self, plural: str, items: list[dict[str, Any]]) -> None:
         """A (re)list of one resource."""
         with self._lock:
-            self.objects[plural] = {key_of(o): pack(_slim(o)) for o in items}
+            self.objects[plural] = Table(map(_slim, items))
             self.listed.add(plural)
         self.touch()
 
     def event(self, plural: str, kind: str, obj: dict[str, Any]) -> None:
         with self._lock:
             if kind == "DELETED":
-                self.objects[plural].pop(key_of(obj), None)
+                self.objects[plural].delete(_slim(obj))
             else:
-                self.objects[plural][key_of(obj)] = pack(_slim(obj))
+                self.objects[plural].put(_slim(obj))
         self.touch()
 
     @property
@@ -94,11 +94,10 @@ class RbacState:
             self._recompile.mark()
 
     def compile_and_store(self) -> bool:
-        with self._lock:  # unpacked outside the lock: events wait for the copy only
-            packed = {p: list(self.objects[p].values()) for p in RESOURCES}
-        objs: dict[str, list[Mapping[str, Any]]] = {
-            p: [unpack(o) for o in packed[p]] for p in RESOURCES
-        }
+        with self._lock:  # a cluster's RBAC objects are read in a few ms
+            objs: dict[str, list[Mapping[str, Any]]] = {
+                p: list(self.objects[p].objects()) for p in RESOURCES
+            }
         snapshot = RbacObjects(
             roles=objs["roles"],
             cluster_roles=objs["clusterroles"],
