@@ -17,7 +17,7 @@ from typing import Any
 
 from collector import mesh
 from collector.debounce import Debounced
-from collector.watch.packed import Table
+from collector.watch.packed import Table, key_of
 from common import redis_client
 from common.errors import FleetscopeError
 from common.index import rows
@@ -92,21 +92,19 @@ class MeshState:
 
     def event(self, resource: str, event_type: str, obj: dict[str, Any]) -> None:
         with self._lock:
-            if resource == mesh.SERVICES:
-                table, slim = self.services, mesh.service_slim(obj)
-            elif resource == mesh.NAMESPACES:
+            if resource == mesh.NAMESPACES:
                 if event_type == "DELETED":
                     self.namespaces.discard(mesh.namespace_name(obj))
                 else:
                     self.namespaces.add(mesh.namespace_name(obj))
-                self.touch()
-                return
+            elif event_type == "DELETED":
+                (self.services if resource == mesh.SERVICES else self.objects[resource]).delete(
+                    key_of(obj)
+                )
+            elif resource == mesh.SERVICES:
+                self.services.put(mesh.service_slim(obj))
             else:
-                table, slim = self.objects[resource], mesh.slim(self.kinds[resource][0], obj)
-            if event_type == "DELETED":
-                table.delete(slim)
-            else:
-                table.put(slim)
+                self.objects[resource].put(mesh.slim(self.kinds[resource][0], obj))
         self.touch()
 
     def touch(self) -> None:

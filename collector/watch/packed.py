@@ -63,8 +63,9 @@ class Table:
         """An object added or changed (later wins, as in a dict)."""
         self._changes[key_of(obj)] = pack(obj)
 
-    def delete(self, obj: dict[str, Any]) -> None:
-        self._changes[key_of(obj)] = None
+    def delete(self, key: Key) -> None:
+        """The object filed under `key` (`key_of`) deleted, if it was held."""
+        self._changes[key] = None
 
     def objects(self) -> list[dict[str, Any]]:
         """Every object held, in the order a dict filed with the same lists and events has."""

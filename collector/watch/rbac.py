@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from collector.debounce import Debounced
-from collector.watch.packed import Table
+from collector.watch.packed import Table, key_of
 from common import redis_client
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
@@ -60,7 +60,7 @@ class RbacState:
     def event(self, plural: str, kind: str, obj: dict[str, Any]) -> None:
         with self._lock:
             if kind == "DELETED":
-                self.objects[plural].delete(_slim(obj))
+                self.objects[plural].delete(key_of(obj))
             else:
                 self.objects[plural].put(_slim(obj))
         self.touch()

@@ -56,7 +56,7 @@ def test_a_table_reads_back_what_a_dict_filed_by_key_would_hold() -> None:
     assert table.objects() == list(plain.values())
     for i in range(0, 400, 3):  # past FOLD_MIN + size // 8: the changes are folded once
         if i % 2:
-            table.delete(_obj("a", f"o{i}"))
+            table.delete(f"a/o{i}")
             plain.pop(f"a/o{i}", None)
         else:
             changed = _obj("a", f"o{i}", n=i, changed=True)
