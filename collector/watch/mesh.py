@@ -97,14 +97,14 @@ class MeshState:
                     self.namespaces.discard(mesh.namespace_name(obj))
                 else:
                     self.namespaces.add(mesh.namespace_name(obj))
-            elif event_type == "DELETED":
-                (self.services if resource == mesh.SERVICES else self.objects[resource]).delete(
-                    key_of(obj)
-                )
-            elif resource == mesh.SERVICES:
-                self.services.put(mesh.service_slim(obj))
             else:
-                self.objects[resource].put(mesh.slim(self.kinds[resource][0], obj))
+                table = self.services if resource == mesh.SERVICES else self.objects[resource]
+                if event_type == "DELETED":
+                    table.delete(key_of(obj))
+                elif resource == mesh.SERVICES:
+                    table.put(mesh.service_slim(obj))
+                else:
+                    table.put(mesh.slim(self.kinds[resource][0], obj))
         self.touch()
 
     def touch(self) -> None:

@@ -54,9 +54,6 @@ class Table:
     __slots__ = ("_bulk", "_changes", "_size")
 
     def __init__(self, objs: Iterable[dict[str, Any]] = ()) -> None:
-        self._bulk = b""
-        self._size = 0
-        self._changes: dict[Key, Packed | None] = {}
         self._store({key_of(o): _jsonable(o) for o in objs})
 
     def put(self, obj: dict[str, Any]) -> None:
@@ -82,9 +79,9 @@ class Table:
         return [_restored(o) for o in merged.values()]
 
     def _store(self, objs: dict[Key, dict[str, Any]]) -> None:
-        self._bulk = zlib.compress(_dumps(objs), 1) if objs else b""
+        self._bulk = zlib.compress(_json(objs), 1) if objs else b""
         self._size = len(objs)
-        self._changes = {}
+        self._changes: dict[Key, Packed | None] = {}
 
 
 def _jsonable(obj: dict[str, Any]) -> dict[str, Any]:
@@ -104,11 +101,14 @@ def _restored(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def _dumps(obj: Any) -> bytes:
+def _json(obj: Any) -> bytes:
     try:
-        raw = orjson.dumps(obj)
+        return orjson.dumps(obj)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, as the leaf's JSON may hold
         return json.dumps(obj, separators=(",", ":")).encode()
-    # orjson's answer keeps the whole buffer it wrote into (4 KiB at least, ~8x a slimmed
-    # object's JSON: 382 MiB at fleet M); a copy holds only the bytes.
-    return bytes(memoryview(raw))
+
+
+def _dumps(obj: Any) -> bytes:
+    """`_json` to keep: orjson's answer keeps the whole buffer it wrote into (4 KiB at least,
+    ~8x a slimmed object's JSON: 382 MiB at fleet M); a copy holds only the bytes."""
+    return bytes(memoryview(_json(obj)))
