@@ -127,16 +127,24 @@ class Running:
             line = self.lines.get(timeout=20)
         except queue.Empty:
             self.proc.kill()
-            _, err = self.proc.communicate(timeout=20)
+            self.proc.wait(20)
+            err = self.proc.stderr.read() if self.proc.stderr is not None else ""
             pytest.fail(f"no output in 20 s after {self.seen[-5:]}; stderr: {err[-6000:]}")
         self.seen.append(line)
         return line
 
     def interrupt(self) -> int:
+        """Ctrl-C, then the exit status; a process still running after 20 s is killed (and the
+        test fails on its status) so that no process or pipe outlives the test."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
-        code = self.proc.wait(20)
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        try:
+            code = self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(20)
+        finally:
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
         return code
