@@ -71,7 +71,8 @@ class Collector:
                     self.settings.flapping_threshold,
                     self.settings.watch_feed_max,
                 )
-                return run(self.r, work, client, self.kinds, fence, retention)
+                rebuild_after_s = self.settings.sync_rebuild_after_s
+                return run(self.r, work, client, self.kinds, fence, retention, rebuild_after_s)
         finally:
             if read_record(self.r, cluster) is None:
                 store.delete_cluster(self.r, cluster)

@@ -55,6 +55,11 @@ def _create() -> None:
             labels,
         ),
         errors=Counter("fleetscope_collector_sync_errors", "Failed cluster syncs.", labels),
+        unchanged=Counter(
+            "fleetscope_collector_sync_unchanged",
+            "Object syncs that listed exactly what the stored rows were built from (no rows "
+            "built: sync_rebuild_after_s).",
+        ),
         validation=Histogram(
             "fleetscope_collector_validation_cpu_seconds",
             "CPU time of validating one cluster's Istio config (full syncs with Istio objects).",
@@ -69,6 +74,8 @@ def record_sync(result: SyncResult) -> None:
     m["requests"].labels(result.what).inc(result.requests)
     if not result.ok:
         m["errors"].labels(result.what).inc()
+    if result.unchanged:
+        m["unchanged"].inc()
     if result.validated:
         m["validation"].observe(result.validation_cpu_s)
 

@@ -8,21 +8,24 @@ in one transaction. Any failure leaves the last good rows in place (state `error
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from collector import mesh, metrics
-from common import redis_client
+from common import buildinfo, redis_client
 from common.errors import ClusterError, FleetscopeError
 from common.index import history, rows
 from common.index.lease import Fence
 from common.index.write import store
-from common.kinds.registry import KindRegistry
+from common.kinds.registry import Kind, KindRegistry
 from common.leaf.client import LeafClient
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
@@ -55,6 +58,8 @@ class SyncResult:
     validated: int = 0
     """Istio objects validated by fleetscope's own checks (collector.mesh)."""
     validation_cpu_s: float = 0.0
+    unchanged: bool = False
+    """The objects were those the stored rows were built from: no rows were built."""
 
     @property
     def ok(self) -> bool:
@@ -82,6 +87,7 @@ def run(
     registry: KindRegistry,
     fence: Fence | None = None,
     retention: history.Retention = history.DEFAULT,
+    rebuild_after_s: float = 3600.0,
 ) -> SyncResult:
     """Run one sync of `client`'s cluster: the one place that times a sync and records its
     success or failure (sync status, metrics, log). Raises after recording a failure; the last
@@ -91,7 +97,7 @@ def run(
         store.mark_attempt(r, client.name)
     try:
         if work is Work.OBJECTS:
-            result = _objects(r, client, registry, fence, timer, retention)
+            result = _objects(r, client, registry, fence, timer, retention, rebuild_after_s)
         else:
             result = _rbac(r, client, registry)
     except BaseException as e:  # also soft time limits and interrupts: record, then re-raise
@@ -99,6 +105,16 @@ def run(
         raise
     timer.fill(result)
     metrics.record_sync(result)
+    if result.unchanged:
+        log.info(
+            "%s synced: %d objects as stored (unchanged: no rows built) with %d requests in %.2fs",
+            work,
+            result.objects,
+            result.requests,
+            result.duration_s,
+            extra={"cluster": client.name},
+        )
+        return result
     log.info(
         "%s synced: %d objects (%d added, %d removed; %d Istio objects validated in %.3fs CPU) "
         "with %d requests in %.2fs",
@@ -122,77 +138,166 @@ def _objects(
     fence: Fence | None,
     timer: _Timer,
     retention: history.Retention,
+    rebuild_after_s: float,
 ) -> SyncResult:
-    """List every served kind of one cluster and store the snapshot."""
+    """List every served kind of one cluster and store the snapshot: built into rows, unless
+    the objects are the ones the stored rows were built from (`store.confirm_unchanged`)."""
     cluster = client.name
     # Rows written by the watcher while we list are newer than our snapshot: see replace_rows.
     since = store.generation(r, cluster)
-    listed = SyncResult(cluster, Work.OBJECTS)
-    members = collect(client, registry, listed)
-    timer.fill(listed)
-    sync_fields = {
+    result = SyncResult(cluster, Work.OBJECTS)
+    snapshot = list_cluster(client, registry)
+    timer.fill(result)
+    sync_fields: dict[str, Any] = {
         "state": "ok",
         "last_success": round(time.time(), 3),
         "last_error": "",
-        "duration_s": round(listed.duration_s, 3),
-        "requests": listed.requests,
+        "duration_s": round(result.duration_s, 3),
+        "requests": result.requests,
     }
+    if snapshot.digest and rebuild_after_s > 0:
+        kept = store.confirm_unchanged(
+            r, cluster, snapshot.digest, snapshot.count, sync_fields, fence, rebuild_after_s
+        )
+        if kept is not None:
+            result.objects, result.kinds, result.unchanged = kept.total, kept.kinds, True
+            return result
+    members = build(cluster, snapshot, result)
+    if snapshot.digest:
+        sync_fields.update(snapshot=snapshot.digest, snapshot_at=sync_fields["last_success"])
     stats = store.replace_rows(r, cluster, members, sync_fields, fence, since, retention)
     if stats.superseded:
         log.info(
             "rows changed by watch events during the list: kept them", extra={"cluster": cluster}
         )
-    return SyncResult(
-        cluster,
-        Work.OBJECTS,
-        objects=stats.total,
-        added=stats.added,
-        removed=stats.removed,
-        kinds=stats.kinds,
-        validated=listed.validated,
-        validation_cpu_s=listed.validation_cpu_s,
-    )
+    result.objects, result.added, result.removed = stats.total, stats.added, stats.removed
+    result.kinds = stats.kinds
+    return result
+
+
+@dataclass
+class Listed:
+    """Every listed object of one cluster (`list_cluster`), not yet built into rows, and the
+    digest of what rows built from them depend on."""
+
+    plain: list[tuple[Kind, str, list[dict[str, Any]]]] = field(default_factory=list)
+    """(kind, served apiVersion, objects) of kinds whose rows need nothing else."""
+    held: list[mesh.Held] = field(default_factory=list)
+    services: list[dict[str, Any]] | None = None
+    namespaces: list[str] | None = None
+    digest: str = ""
+    """"" when an object came without a uid or resourceVersion: always built."""
+
+    @property
+    def count(self) -> int:
+        return sum(len(objs) for _, _, objs in self.plain) + len(self.held)
+
+
+ROW_CODE = (
+    "common/index/rows.py",
+    "common/index/edges.py",
+    "common/index/label_field.py",
+    "common/index/codes.py",
+    "common/kinds",
+    "collector/mesh.py",
+)
+"""The code rows are built by: a change to it changes every snapshot's digest."""
+
+
+@functools.cache
+def _row_code_digest() -> bytes:
+    h = hashlib.blake2b(buildinfo.version().encode(), digest_size=16)
+    root = Path(__file__).resolve().parent.parent
+    for name in ROW_CODE:
+        path = root / name
+        for f in sorted(path.glob("*.py")) if path.is_dir() else [path]:
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.digest()
+
+
+class _Digest:
+    """What rows depend on, hashed: the row code, the kinds, each served kind's apiVersion and
+    every object's uid and resourceVersion (which the API server changes with every write)."""
+
+    def __init__(self, registry: KindRegistry) -> None:
+        self.h = hashlib.blake2b(_row_code_digest(), digest_size=16)
+        self.h.update(repr(registry.kinds).encode())
+        self.complete = True
+
+    def add(self, what: str, objects: list[dict[str, Any]]) -> None:
+        parts = [what, str(len(objects))]
+        for o in objects:
+            meta = o.get("metadata") or {}
+            uid, version = meta.get("uid"), meta.get("resourceVersion")
+            if not uid or not version:
+                self.complete = False
+            parts.append(f"{uid}/{version}")
+        self.h.update("\n".join(parts).encode() + b"\n\n")
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest() if self.complete else ""
+
+
+def list_cluster(client: LeafClient, registry: KindRegistry) -> Listed:
+    """Every object of every served registered kind, with the cluster's context when a held
+    kind needs it (collector.mesh), and their digest."""
+    served = client.discover(registry)
+    listed = Listed()
+    digest = _Digest(registry)
+    for kind in registry:
+        api_version = served.get(kind.key)
+        if api_version is None:
+            continue
+        objects = list(client.list_all(kind, api_version))
+        digest.add(f"{kind.key} {api_version}", objects)
+        if mesh.held(kind):
+            listed.held.extend(mesh.Held(kind, api_version, o) for o in objects)
+        else:
+            listed.plain.append((kind, api_version, objects))
+    if listed.held:
+        raw = _mesh_context(client)
+        if raw is None:
+            digest.add("no context", [])
+        else:
+            services, namespaces = raw
+            digest.add("services", services)
+            digest.add("namespaces", namespaces)
+            listed.services = [mesh.service_slim(s) for s in services]
+            listed.namespaces = [mesh.namespace_name(n) for n in namespaces]
+    listed.digest = digest.hexdigest()
+    return listed
+
+
+def build(cluster: str, listed: Listed, result: SyncResult | None = None) -> list[str]:
+    """Encoded rows of every listed object, with their edges; the held kinds (checked Istio
+    kinds, kinds with Service edges) are built together at the end (collector.mesh).
+    `result` gets the validation's work."""
+    members: list[str] = []
+    for kind, api_version, objects in listed.plain:
+        members.extend(rows.member(cluster, kind, api_version, o) for o in objects)
+    if listed.held:
+        started = time.process_time()
+        members.extend(mesh.members(cluster, listed.held, listed.services, listed.namespaces))
+        if result is not None:
+            result.validation_cpu_s = time.process_time() - started
+            result.validated = sum(1 for h in listed.held if mesh.validated(h.kind))
+    return members
 
 
 def collect(
     client: LeafClient, registry: KindRegistry, result: SyncResult | None = None
 ) -> list[str]:
-    """Encoded rows of every object of every served registered kind, with their edges; the
-    kinds that need the cluster's context (checked Istio kinds, kinds with Service edges) are
-    built together at the end (collector.mesh). `result` gets the validation's work."""
-    served = client.discover(registry)
-    members: list[str] = []
-    held: list[mesh.Held] = []
-    cluster = client.name
-    for kind in registry:
-        api_version = served.get(kind.key)
-        if api_version is None:
-            continue
-        if mesh.held(kind):
-            held.extend(mesh.Held(kind, api_version, o) for o in client.list_all(kind, api_version))
-            continue
-        for obj in client.list_all(kind, api_version):
-            members.append(rows.member(cluster, kind, api_version, obj))
-    if held:
-        services, namespaces = _mesh_context(client)
-        started = time.process_time()
-        members.extend(mesh.members(cluster, held, services, namespaces))
-        if result is not None:
-            result.validation_cpu_s = time.process_time() - started
-            result.validated = sum(1 for h in held if mesh.validated(h.kind))
-    return members
+    """Encoded rows of every object of every served registered kind, with their edges
+    (`list_cluster`, then `build`). `result` gets the validation's work."""
+    return build(client.name, list_cluster(client, registry), result)
 
 
-def _mesh_context(client: LeafClient) -> tuple[list[dict[str, Any]] | None, list[str] | None]:
-    """The cluster's Services and Namespaces as the checks need them; (None, None) when they
-    cannot be listed (the Istio rows then say they were not checked)."""
+def _mesh_context(client: LeafClient) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """The cluster's Services and Namespaces as listed; None when they cannot be listed (the
+    Istio rows then say they were not checked)."""
     try:
-        services = [
-            mesh.service_slim(s) for s in client.list_resource(mesh.CORE_API, mesh.SERVICES)
-        ]
-        namespaces = [
-            mesh.namespace_name(n) for n in client.list_resource(mesh.CORE_API, mesh.NAMESPACES)
-        ]
+        services = list(client.list_resource(mesh.CORE_API, mesh.SERVICES))
+        namespaces = list(client.list_resource(mesh.CORE_API, mesh.NAMESPACES))
     except ClusterError as e:  # 403, 404 ...: validation is skipped, the sync goes on
         log.warning(
             "cannot list Services or Namespaces, so Istio config is not validated: %s "
@@ -200,7 +305,7 @@ def _mesh_context(client: LeafClient) -> tuple[list[dict[str, Any]] | None, list
             e,
             extra={"cluster": client.name},
         )
-        return None, None
+        return None
     return services, namespaces
 
 

@@ -35,6 +35,10 @@ FILE_SUFFIX = "_FILE"
 SECRET_SETTINGS = ("redis_url", "broker_url", "continue_token_key")
 
 
+ZERO_TURNS_OFF = frozenset({"sync_rebuild_after_s"})
+"""Durations for which 0 is allowed and means "off"."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """fleetscope's configuration. Construct directly in tests; use `from_env()` elsewhere."""
@@ -91,6 +95,9 @@ class Settings:
 
     sync_interval_s: float = 60.0
     """Seconds between scheduled object syncs of each cluster."""
+
+    sync_rebuild_after_s: float = 3600.0
+    """An object sync whose listed objects are exactly those the stored rows were built from (every uid and resourceVersion, the served versions, the kinds and fleetscope's version the same, no watch event written since) builds no rows, unless those rows were built this many seconds ago or more; a rebuild also repairs any drift in the derived tables. 0 = always build."""
 
     rbac_sync_interval_s: float = 30.0
     """Seconds between scheduled RBAC syncs of each cluster."""
@@ -320,7 +327,9 @@ class Settings:
         _check_identity(self)
         for f in setting_fields():
             value = getattr(self, f.name)
-            if f.name.endswith("_s") and value <= 0:
+            if f.name in ZERO_TURNS_OFF and value < 0:
+                raise ConfigError(f"{env_name(f.name)} must be 0 (off) or a number of seconds")
+            if f.name.endswith("_s") and f.name not in ZERO_TURNS_OFF and value <= 0:
                 raise ConfigError(f"{env_name(f.name)} must be a positive number of seconds")
         if self.auth_mode not in get_args(AuthMode):
             raise ConfigError(f"{env_name('auth_mode')} must be one of oidc, header, anonymous")

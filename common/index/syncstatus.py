@@ -16,6 +16,9 @@ freshness block of every list answer. Fields of the hash (all strings):
 | rbac_synced_at | epoch seconds of the last successful RBAC sync ("" = never)    |
 | rbac_hash      | content hash of the compiled grants (cache key for the query)  |
 | rbac_error     | short error text of the last failed RBAC sync                  |
+| snapshot       | digest of what the stored snapshot was built from (collector.sync: every listed object's uid and resourceVersion, the served versions, the kinds and the row code) |
+| snapshot_generation | the cluster's generation right after that snapshot was written |
+| snapshot_at    | epoch seconds when that snapshot's rows were built              |
 
 `read_all` adds each cluster's registry record (`fs:clusters`): a cluster that is registered
 but not ready (common.index.registry_record) is never synced, so it neither keeps the fleet
@@ -56,6 +59,10 @@ class ClusterSync:
     rbac_synced_at: float | None = None
     rbac_hash: str = ""
     rbac_error: str = ""
+    snapshot: str = ""
+    """Digest of the inputs of the stored snapshot ("" = none recorded): collector.sync."""
+    snapshot_generation: int | None = None
+    snapshot_at: float | None = None
     record: Record = field(default_factory=Record)
     """The cluster's registry record (source, readiness); the default when not read."""
 
@@ -91,6 +98,10 @@ def _float(raw: str | None) -> float | None:
     return float(raw) if raw else None
 
 
+def _int(raw: str | None) -> int | None:
+    return int(raw) if raw else None
+
+
 def parse(cluster: str, h: dict[str, str]) -> ClusterSync:
     """A ClusterSync from the hash's fields (missing fields take their defaults)."""
     return ClusterSync(
@@ -106,6 +117,9 @@ def parse(cluster: str, h: dict[str, str]) -> ClusterSync:
         rbac_synced_at=_float(h.get("rbac_synced_at")),
         rbac_hash=h.get("rbac_hash", ""),
         rbac_error=h.get("rbac_error", ""),
+        snapshot=h.get("snapshot", ""),
+        snapshot_generation=_int(h.get("snapshot_generation")),
+        snapshot_at=_float(h.get("snapshot_at")),
     )
 
 

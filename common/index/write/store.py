@@ -9,6 +9,7 @@ the derived structures are rebuilt from the snapshot (repairing any drift).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from typing import Any
 
 import redis
 
-from common.index import feed, graph, history, keys, rows, syncstatus
+from common.errors import LockBusy
+from common.index import feed, graph, history, keys, nscounts, rows, syncstatus, timeline
 from common.index.lease import Fence
 from common.index.write import writer
 from common.redis_client import text
@@ -35,6 +37,9 @@ class WriteStats:
     kinds: dict[str, int] = field(default_factory=dict)
     superseded: bool = False
     """True when newer writes (watch events) landed while the snapshot was listed: not applied."""
+    unchanged: bool = False
+    """True when the listed objects were the stored snapshot's: no rows were built
+    (`confirm_unchanged`)."""
 
     @property
     def changed(self) -> bool:
@@ -94,6 +99,64 @@ def replace_rows(
     if done.superseded:
         return WriteStats(0, 0, len(snapshot), superseded=True)
     return WriteStats(done.added, done.removed, done.total, done.kinds)
+
+
+def confirm_unchanged(
+    r: redis.Redis,
+    cluster: str,
+    snapshot: str,
+    objects: int,
+    sync_fields: dict[str, Any],
+    fence: Fence | None = None,
+    max_age_s: float = 3600.0,
+    now: float | None = None,
+) -> WriteStats | None:
+    """A re-sync that listed exactly what the stored snapshot was built from: when the stored
+    `snapshot` digest is `snapshot`, nothing has written rows since (the generation is the one
+    recorded with it), the cluster holds `objects` rows, its derived tables are complete and
+    the snapshot was built less than `max_age_s` ago, only `sync_fields` are written (in a
+    transaction under WATCH, like the writer's) and the stored totals are returned. None:
+    build the rows (`replace_rows`), which also repairs any drift."""
+    now = time.time() if now is None else now
+    generation_key = keys.generation(cluster)
+    tx: Any
+    with r.pipeline(transaction=True) as tx:
+        try:
+            tx.watch(generation_key, *([fence.owner] if fence else []))
+            reads: Any = r.pipeline(transaction=False)
+            if fence is not None:
+                reads.execute_command("MGET", fence.key, fence.owner)  # one slot (lease)
+            reads.get(generation_key)
+            reads.hmget(keys.sync(cluster), [*_SNAPSHOT_FIELDS, "kinds", *_READY])
+            reads.zcard(keys.rows(cluster))
+            replies = reads.execute()
+            if fence is not None and any(text(v) != fence.token for v in replies.pop(0)):
+                raise LockBusy(f"cluster {cluster}: {fence.key} is no longer ours; nothing written")
+            gen = int(replies[0] or 0)
+            digest, at_gen, at, kinds, ns_ready, tt_ready = (
+                text(v) if v else "" for v in replies[1]
+            )
+            fresh = bool(at) and now - float(at) < max_age_s
+            if not (
+                digest == snapshot
+                and at_gen == str(gen)
+                and fresh
+                and bool(ns_ready)
+                and timeline.ready(tt_ready)
+                and int(replies[2]) == objects
+            ):
+                return None
+            tx.multi()
+            tx.hset(keys.sync(cluster), mapping=syncstatus.encode(**sync_fields))
+            tx.execute()
+        except redis.WatchError:
+            return None  # a write landed meanwhile: build the rows
+    counted = {str(k): int(v) for k, v in json.loads(kinds or "{}").items()}
+    return WriteStats(0, 0, objects, counted, unchanged=True)
+
+
+_SNAPSHOT_FIELDS = (writer.SNAPSHOT, writer.SNAPSHOT_GENERATION, "snapshot_at")
+_READY = (nscounts.READY, timeline.READY)
 
 
 def mark_attempt(r: redis.Redis, cluster: str, now: float | None = None) -> None:

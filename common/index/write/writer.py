@@ -90,6 +90,10 @@ class Written:
     """Read round trips made to settle `blockedBy` (graph.settle)."""
 
 
+SNAPSHOT, SNAPSHOT_GENERATION = "snapshot", "snapshot_generation"
+_ROWS_FIELDS = frozenset({"objects", "kinds", SNAPSHOT, SNAPSHOT_GENERATION, "snapshot_at"})
+"""Sync status fields that describe the rows written (dropped when they were not)."""
+
 RESUME_POINT_MAX = 128
 """The longest resourceVersion kept as a resume point (etcd's are int64 revisions): a leaf's
 longer one is not stored, and the kind's older point is dropped: it is listed on a take-over."""
@@ -235,7 +239,10 @@ def _write(
         if tt_build:
             totals[timeline.READY] = timeline.READY_VALUE
         changed = delta.removed or delta.added or any(derived) or ns_set or ns_gone
-        if changed or unbucketed or tt_build or tt_stale:
+        moves = bool(changed or unbucketed or tt_build or tt_stale)
+        if SNAPSHOT in fields:  # what the stored rows were built from, at this generation
+            fields = {**fields, SNAPSHOT_GENERATION: str(gen + 1 if moves else gen)}
+        if moves:
             _write_members(tx, cluster, delta.removed, delta.added, retention.flapping)
             tt_added = delta.snapshot if tt_build and delta.snapshot is not None else delta.added
             now_ms = int(time.time() * 1000)
@@ -269,7 +276,7 @@ def _write(
         if len(points) < len(resume):  # an older point would replay what this write stored
             tx.hdel(keys.resume(cluster), *(k for k in resume if k not in points))
         tx.execute()
-    if changed or unbucketed or tt_build or tt_stale:
+    if moves:
         fleet_moved(r)
     return Written(
         len(delta.removed), len(delta.added), sum(kinds.values()), kinds, graph_reads=graph_reads
@@ -364,7 +371,8 @@ def _kinds(counts: dict[str, int]) -> dict[str, int]:
 
 
 def _without_totals(fields: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in fields.items() if k not in ("objects", "kinds")}
+    """The status of a write whose rows were not applied: no totals, no snapshot digest."""
+    return {k: v for k, v in fields.items() if k not in _ROWS_FIELDS}
 
 
 def _write_members(

@@ -1,0 +1,150 @@
+"""A re-sync that lists exactly what the stored rows were built from builds no rows (collector.sync,
+`store.confirm_unchanged`), against kubesim over HTTPS and a real Redis: the snapshot's digest
+(every object's uid and resourceVersion, the served versions, the kinds, the row code) and the
+generation it was written at decide; a changed object, a write by another writer, lost rows,
+other kinds or an old snapshot (`sync_rebuild_after_s`) all build the rows again, and a
+rebuild repairs drift."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from collector import sync
+from collector.clusters import ClusterSource
+from collector.jobs import Collector
+from common.index import keys, rows, syncstatus
+from common.index.write import store
+from common.kinds.registry import KindRegistry, builtin_registry
+from common.settings import Settings
+from kubesim.gen.fleet import generate_fleet
+from kubesim.server import KubeSim
+from tests.support import sims, topology
+
+REG = builtin_registry()
+C = "cluster-000"
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[KubeSim]:
+    yield from sims.running(generate_fleet(clusters=1, namespaces=8, seed=11), tmp_path)
+
+
+@pytest.fixture
+def c(sim: KubeSim, redis_url: str, r: redis.Redis) -> Collector:
+    assert sim.kubeconfig_dir is not None
+    settings = Settings(redis_url=redis_url, clusters_dir=str(sim.kubeconfig_dir))
+    collector = Collector(settings, r, REG, ClusterSource(settings))
+    collector.reconcile()
+    first = collector.sync_objects(C)
+    assert first.ok and not first.unchanged and first.added == first.objects > 30
+    return collector
+
+
+def stored(r: redis.Redis) -> set[str]:
+    return set(r.zrange(keys.rows(C), 0, -1))
+
+
+def status(r: redis.Redis) -> syncstatus.ClusterSync:
+    return syncstatus.read_all(r, [C])[C]
+
+
+def test_unchanged_objects_build_no_rows_and_read_no_rows(c: Collector, r: redis.Redis) -> None:
+    before, first = stored(r), status(r)
+    assert first.snapshot and first.snapshot_generation == int(r.get(keys.generation(C)) or 0)
+    topology.reset_stats(r)
+    again = c.sync_objects(C)
+    assert again.ok and again.unchanged
+    assert (again.objects, again.kinds, again.added, again.removed) == (
+        first.objects,
+        first.kinds,
+        0,
+        0,
+    )
+    stats = topology.commandstats(r)
+    assert "zrange" not in stats and "zrangebyscore" not in stats  # no stored row was read
+    assert stats["hset"] == 2  # `syncing`, then `ok`: nothing else is written
+    after = status(r)
+    assert after.state == "ok" and after.last_success and after.last_success >= first.last_success
+    assert (after.snapshot, after.snapshot_generation) == (
+        first.snapshot,
+        first.snapshot_generation,
+    )
+    assert after.snapshot_at == first.snapshot_at  # the rows' age, not the sync's
+    assert stored(r) == before
+
+
+def test_a_changed_object_is_built_then_the_next_resync_is_unchanged(
+    c: Collector, sim: KubeSim, r: redis.Redis
+) -> None:
+    obj = sim.list(C, "Kustomization")[0]["metadata"]
+    sim.set_ready(C, "Kustomization", obj["namespace"], obj["name"], False, "Broken", "boom")
+    changed = c.sync_objects(C)
+    assert not changed.unchanged and (changed.added, changed.removed) >= (1, 1)
+    prefix = rows.sort_key(obj["namespace"], "Kustomization", obj["name"])
+    (row,) = r.zrangebylex(keys.rows(C), f"[{prefix}", f"({prefix}\xff")
+    assert rows.decode(C, row)["status"] == "unhealthy"
+    assert c.sync_objects(C).unchanged
+
+
+def test_a_write_by_another_writer_since_the_snapshot_builds_the_rows(
+    c: Collector, r: redis.Redis
+) -> None:
+    r.incr(keys.generation(C))  # what every effective write by the watcher does
+    assert not c.sync_objects(C).unchanged
+    assert c.sync_objects(C).unchanged  # recorded again at the generation it wrote
+
+
+def test_lost_rows_are_built_again(c: Collector, r: redis.Redis) -> None:
+    before = stored(r)
+    victim = sorted(before)[5]
+    r.zrem(keys.rows(C), victim)  # rows lost outside the writer (the generation did not move)
+    repaired = c.sync_objects(C)
+    assert not repaired.unchanged and repaired.added == 1
+    bare = {rows.without_recent(m) for m in stored(r)}  # the row came back: a transition
+    assert bare == {rows.without_recent(m) for m in before}
+
+
+def test_an_old_snapshot_is_rebuilt_and_the_rebuild_repairs_drift(
+    c: Collector, r: redis.Redis
+) -> None:
+    counts = r.hgetall(keys.counts(C))
+    r.delete(keys.counts(C))  # drift the row count cannot see
+    assert c.sync_objects(C).unchanged  # trusted while the snapshot is young
+    assert not r.exists(keys.counts(C))
+    old = time.time() - c.settings.sync_rebuild_after_s - 1
+    r.hset(keys.sync(C), "snapshot_at", str(old))
+    rebuilt = c.sync_objects(C)
+    assert not rebuilt.unchanged
+    assert r.hgetall(keys.counts(C)) == counts
+    assert status(r).snapshot_at and status(r).snapshot_at > old
+
+
+def test_zero_always_builds(c: Collector, r: redis.Redis) -> None:
+    c.settings = dataclasses.replace(c.settings, sync_rebuild_after_s=0.0)
+    assert not c.sync_objects(C).unchanged
+
+
+def test_other_kinds_build_the_rows(c: Collector, r: redis.Redis) -> None:
+    fewer = KindRegistry(tuple(k for k in REG if k.key != "Kustomization"))
+    client = c.source.client(C)
+    result = sync.run(r, sync.Work.OBJECTS, client, fewer)
+    assert not result.unchanged and result.removed > 0 and "Kustomization" not in result.kinds
+    assert sync.run(r, sync.Work.OBJECTS, client, fewer).unchanged
+    assert not sync.run(r, sync.Work.OBJECTS, client, REG).unchanged
+
+
+def test_a_superseded_snapshot_records_no_digest(c: Collector, r: redis.Redis) -> None:
+    before = stored(r)
+    r.hdel(keys.sync(C), "snapshot")
+    gen = store.generation(r, C)
+    fields = {"state": "ok", "snapshot": "abc", "snapshot_at": time.time()}
+    stats = store.replace_rows(r, C, sorted(before)[1:], fields, since_generation=gen - 1)
+    assert stats.superseded and stored(r) == before  # a newer write landed: rows left alone
+    assert r.hget(keys.sync(C), "snapshot") is None
+    assert store.confirm_unchanged(r, C, "abc", len(before), {"state": "ok"}) is None
