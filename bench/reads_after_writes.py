@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.reads_after_writes [--preset M] [--redis-url URL] [--n 40]
 
-Loads the fleet (or uses `--redis-url`), then for groups (by object, by object with
+Loads the fleet (or uses `--redis-url`), then for a plain list page, newest first, groups (by object, by object with
 `status=healthy`, by namespace), group facets (by object, by namespace) and facets, as a cluster
 admin: the process CPU and Redis commands of one request on a still fleet, right after a
 status-unchanged update (bench.churn: a new message on one row) and right after a status
@@ -13,6 +13,7 @@ own cost, steadier than a load run on a busy machine (a request costs this plus 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import random
 import time
 from collections.abc import Callable
@@ -24,7 +25,8 @@ from common import redis_client
 from common.index import keys
 from common.index.read.group_facets import GroupFacets
 from common.index.read.groups import GroupReader
-from common.index.read.reader import Filters, Reader
+from common.index.read.reader import Filters, PageRequest, Reader
+from common.index.read.timesort import TimeReader
 from common.kinds.registry import load_registry
 from common.redis_client import text
 from common.redis_server import start_redis_server
@@ -38,7 +40,10 @@ def cases(r: Any, clusters: list[str]) -> dict[str, Callable[[], Any]]:
     admin = {c: FakeAccess(frozenset(kinds)) for c in clusters}
     groups, group_facets = GroupReader(reader), GroupFacets(reader)
     healthy = Filters(statuses=("healthy",))
+    by_time = TimeReader(r)
     return {
+        "list (cluster admin)": lambda: reader.page(admin, PageRequest(Filters(), 50)),
+        "newest first": lambda: by_time.page(admin, Filters(), 50, descending=True),
         "groups by object": lambda: groups.page(admin, Filters(), "object", 50),
         "groups by object, status=healthy": lambda: groups.page(admin, healthy, "object", 50),
         "groups by namespace": lambda: groups.page(admin, Filters(), "namespace", 50),
@@ -48,7 +53,9 @@ def cases(r: Any, clusters: list[str]) -> dict[str, Callable[[], Any]]:
     }
 
 
-def measure(r: Any, n: int) -> list[tuple[str, str, float, float]]:
+def measure(
+    r: Any, n: int, only: list[str] | None = None, profile: str = ""
+) -> list[tuple[str, str, float, float]]:
     """(request, write before it, CPU ms, Redis commands) per case and kind of write."""
     clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
     rnd = random.Random(1)
@@ -58,7 +65,10 @@ def measure(r: Any, n: int) -> list[tuple[str, str, float, float]]:
         "after a transition": lambda: transition(r, rnd.choice(clusters)),
     }
     out = []
+    profiler = cProfile.Profile() if profile else None
     for name, ask in cases(r, clusters).items():
+        if only and not any(o in name for o in only):
+            continue
         ask()  # the first answer in a process reads everything: not what is measured
         for what, write in writes.items():
             cpu = cmds = 0.0
@@ -66,13 +76,18 @@ def measure(r: Any, n: int) -> list[tuple[str, str, float, float]]:
                 write()
                 topology.reset_stats(r)
                 t0 = time.process_time()
-                ask()
+                if profiler is not None and what == "after a transition":
+                    profiler.runcall(ask)
+                else:
+                    ask()
                 cpu += time.process_time() - t0
                 stats = topology.commandstats(r)
                 stats.pop("config|resetstat", None)
                 cmds += sum(stats.values())
             out.append((name, what, round(cpu / n * 1e3, 2), round(cmds / n, 1)))
             print(f"| {name} | {what} | {out[-1][2]} | {out[-1][3]} |", flush=True)
+    if profiler is not None:
+        profiler.dump_stats(profile)
     return out
 
 
@@ -81,6 +96,8 @@ def main() -> None:
     ap.add_argument("--preset", default="M")
     ap.add_argument("--redis-url", default="", help="a Redis already holding the fleet")
     ap.add_argument("--n", type=int, default=40, help="requests per case and kind of write")
+    ap.add_argument("--case", action="append", help="only the requests whose name has this")
+    ap.add_argument("--profile", default="", help="cProfile the reads after a transition here")
     args = ap.parse_args()
     server = None if args.redis_url else start_redis_server()
     url = args.redis_url or server.url  # type: ignore[union-attr]
@@ -88,7 +105,7 @@ def main() -> None:
         if not args.redis_url:
             print(load_fleet(url, args.preset), flush=True)
         print("| request | before it | CPU ms | Redis commands |\n|---|---|---|---|", flush=True)
-        measure(redis_client.connect(url), args.n)
+        measure(redis_client.connect(url), args.n, args.case, args.profile)
     finally:
         if server is not None:
             server.stop()

@@ -32,8 +32,8 @@ def list_objects() -> Response:
     if sort:
         return _time_page(filters, limit, token, sort)
     cursor = st.signer.decode(token, filters) if token else None
-    rv = watch.list_position(st)
-    page, scope = list_page(st, user, PageRequest(filters, limit, cursor))
+    with watch.list_position(st) as rv:
+        page, scope = list_page(st, user, PageRequest(filters, limit, cursor))
     after = st.signer.encode(page.cursor, filters) if page.cursor else None
     rest = {"continue": after, "resourceVersion": rv, "freshness": scope.freshness(st.settings)}
     return body.page_response(page.members, rest, scope.visible)
@@ -44,9 +44,9 @@ def _time_page(filters: Filters, limit: int, token: str, sort: str) -> Response:
     st, user = state(), caller()
     cursor = st.signer.decode_time(token, filters, sort) if token else None
     descending = sort.startswith("-")
-    rv = watch.list_position(st)
     by_time = listing.flapping_time_page if filters.flapping else listing.time_page
-    page, scope = by_time(st, user, filters, limit, descending, cursor)
+    with watch.list_position(st) as rv:
+        page, scope = by_time(st, user, filters, limit, descending, cursor)
     after = st.signer.encode_time(page.cursor, filters, sort) if page.cursor else None
     rest = {"continue": after, "resourceVersion": rv, "freshness": scope.freshness(st.settings)}
     return body.page_response(page.members, rest, scope.visible)

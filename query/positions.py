@@ -8,7 +8,10 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
 
 from common.errors import InvalidInput
 from common.index.feed import Position
@@ -21,7 +24,20 @@ MAX_LEN = 6000
 
 def encode(signer: TokenSigner, positions: Mapping[str, Position]) -> str:
     body = [[c, p.gen, -1 if p.seq is None else p.seq] for c, p in sorted(positions.items())]
-    raw = json.dumps({"v": VERSION, "p": body}, separators=(",", ":")).encode()
+    return _sealed(signer, body)
+
+
+def encode_generations(signer: TokenSigner, clusters: Sequence[str], gens: Sequence[Any]) -> str:
+    """`encode` of each cluster at a generation as Redis returned it (bytes, or None: 0), with
+    no feed sequence: a list's position, made for every list after a write (without the
+    Position objects: a third of the time at 200 clusters)."""
+    return _sealed(
+        signer, [[c, int(g or 0), -1] for c, g in sorted(zip(clusters, gens, strict=True))]
+    )
+
+
+def _sealed(signer: TokenSigner, body: list[list[Any]]) -> str:
+    raw = orjson.dumps({"v": VERSION, "p": body})
     payload = zlib.compress(raw, 6)
     text = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
     return f"{text}.{signer._mac(payload)}"

@@ -12,15 +12,16 @@ hub on the request's own thread.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from flask import Blueprint, Response, request
 
 from common.errors import InvalidInput, TooBusy
 from common.index import feed
-from common.index.feed import Position
 from common.index.read import tally
 from common.index.read.reader import PageRequest
 from query import body, listing, params, positions, watch_events, watch_handoff, watch_hub
@@ -60,22 +61,27 @@ _last_position: tuple[Any, list[str], list[Any], str] | None = None
 """(signer, clusters, their generations, the token): the last list position made here."""
 
 
-def list_position(st: QueryState) -> str:
-    """The fleet position of a list about to be read: each registered cluster's generation,
-    read before the rows (a change racing the list may come again as an event, never lost; a
-    cluster registered since the fleet view's last read is absent: watched from its start).
-
-    The token of the last generations read is reused while they hold: encoding and signing
-    1,000 clusters' positions was half of a list page's time at fleet XL."""
-    global _last_position
+@contextlib.contextmanager
+def list_position(st: QueryState) -> Iterator[str]:
+    """The fleet position of a list about to be read in the block: each registered cluster's
+    generation, read before the rows (a change racing the list may come again as an event,
+    never lost; a cluster registered since the fleet view's last read is absent: watched from
+    its start). The page read in the block uses the same read of the generations and the
+    grants version (`tally.read_once`) instead of reading them again."""
     names = st.fleet.known()
-    gens, _ = tally.generations(st.r, names)
+    with tally.read_once(st.r, names) as gens:
+        yield _position_token(st, names, gens)
+
+
+def _position_token(st: QueryState, names: list[str], gens: list[Any]) -> str:
+    """The signed token of these generations. The token of the last generations read is reused
+    while they hold: encoding and signing 1,000 clusters' positions was half of a list page's
+    time at fleet XL."""
+    global _last_position
     last = _last_position
     if last is not None and last[0] is st.signer and last[2] == gens and last[1] == names:
         return last[3]
-    token = positions.encode(
-        st.signer, {c: Position(int(g or 0)) for c, g in zip(names, gens, strict=True)}
-    )
+    token = positions.encode_generations(st.signer, names, gens)
     _last_position = (st.signer, names, list(gens), token)
     return token
 
@@ -93,7 +99,8 @@ def watch() -> Response:
     ends_in_s = _timeout_s()
     preamble: list[bytes] = []
     if rv in ("", "0"):
-        token = list_position(st)
+        names = st.fleet.known()
+        token = _position_token(st, names, tally.generations(st.r, names)[0])
         start = positions.decode(st.signer, token)
         preamble = _initial(st, user, filters, token)
     else:

@@ -97,8 +97,8 @@ def test_list_request_costs_a_fixed_number_of_redis_commands(
         body = client.get("/api/v1/objects?limit=50", headers=h).get_json()
         assert len(body["items"]) == 50
     # Three round trips per request: the clusters' generations (the answer's resourceVersion,
-    # one MGET), then the grants-version GET rides in the first page scan's pipeline (cached
-    # grants, confirmed there), the third reads the next two clusters.
+    # one MGET) with the grants-version GET (cached grants, confirmed by it: tally.read_once),
+    # then the page scans, the second reading the next two clusters.
     assert trips == ["pipeline"] * (3 * n)
     stats = {k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()}
     stats.pop("config|resetstat", None)
@@ -111,6 +111,30 @@ def test_list_request_costs_a_fixed_number_of_redis_commands(
     assert stats == {}, f"unexpected commands per list request: {stats}"
 
 
+@pytest.mark.standalone_only
+@pytest.mark.parametrize(
+    "query", ["sort=-lastTransitionTime", "sort=lastTransitionTime", "status=unhealthy"]
+)
+def test_a_list_reads_the_generations_once(
+    wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    """A remembered sorted or sparse page is answered after one read of the clusters'
+    generations: the one the answer's resourceVersion is made from (tally.read_once), not a
+    second one of its own; the grants version rides in the same round trip."""
+    client = cached_client(redis_url)
+    h = headers(USERS["admin"])
+    url = f"/api/v1/objects?limit=20&{query}"
+    first = client.get(url, headers=h).get_json()
+    wide.config_resetstat()
+    trips = count_round_trips(monkeypatch)
+    again = client.get(url, headers=h).get_json()
+    assert trips == ["pipeline"]
+    assert again["items"] == first["items"] and again["resourceVersion"]
+    stats = {k.removeprefix("cmdstat_"): v["calls"] for k, v in wide.info("commandstats").items()}
+    stats.pop("config|resetstat", None)
+    assert stats == {"mget": 1, "get": 1}, stats
+
+
 def test_the_list_position_is_encoded_once_while_no_cluster_is_written(
     wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,8 +144,8 @@ def test_the_list_position_is_encoded_once_while_no_cluster_is_written(
     signer = client.application.extensions["fleetscope"].signer
     h = headers(USERS["admin"])
     encoded: list[int] = []
-    real = positions.encode
-    monkeypatch.setattr(positions, "encode", lambda *a: encoded.append(1) or real(*a))
+    real = positions.encode_generations
+    monkeypatch.setattr(positions, "encode_generations", lambda *a: encoded.append(1) or real(*a))
     first = client.get("/api/v1/objects?limit=5", headers=h).get_json()["resourceVersion"]
     again = client.get("/api/v1/objects?limit=5", headers=h).get_json()["resourceVersion"]
     assert again == first and len(encoded) == 1

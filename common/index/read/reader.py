@@ -526,7 +526,8 @@ class Reader:
         lead: Any = None,
     ) -> Page:
         filters, limit, cursor = request.filters, request.limit, request.cursor
-        check_key = keys.VERSION if confirm_version else ""
+        held = tally.held_version(self.r) if confirm_version else None
+        check_key = keys.VERSION if confirm_version and held is None else ""
         need = limit + 1  # one more than asked: tells whether a next page exists
         now = time.time()
         # Plans are made lazily, as the scan reaches each cluster: a first page usually needs
@@ -606,6 +607,8 @@ class Reader:
             first = [self.r.get(check_key)]  # nothing to scan: read it alone
         if check_key:
             result.version = keys.GrantsVersion(first[0])
+        elif held is not None:  # read with the request's generations (tally.read_once)
+            result.version = held[0]
         result.members = got[:limit]
         if len(got) > limit:
             c, m = got[limit - 1]

@@ -18,8 +18,10 @@ clusters hold matches, which namespaces of a cluster to visit).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,15 +223,52 @@ def generations_command(clusters: Sequence[str], status: bool = False) -> Any:
     return mget
 
 
+_READ_ONCE: ContextVar[tuple[Any, dict[str, Any], Any] | None] = ContextVar(
+    "fleetscope_generations", default=None
+)
+"""(client, cluster -> generation, grants version) read by `read_once` for the request running
+in this context."""
+
+
+@contextlib.contextmanager
+def read_once(r: Any, clusters: Sequence[str]) -> Iterator[list[Any]]:
+    """The clusters' generations and the grants version, read in one round trip; within the
+    block, `generations` on `r` of any of these clusters (with the version or not) is answered
+    from that read instead of reading again. For a request that needs them before its reads
+    and then reads a page that starts the same way (a list's `resourceVersion`, then its
+    page): the page then sees the generations as of a moment before its reads, as it would
+    have read them itself. Not for anything that re-reads generations to see writes."""
+    gens, version = generations(r, clusters, version=True)
+    token = _READ_ONCE.set((r, dict(zip(clusters, gens, strict=True)), version))
+    try:
+        yield gens
+    finally:
+        _READ_ONCE.reset(token)
+
+
+def held_version(r: Any) -> tuple[Any] | None:
+    """(the grants version,) as `read_once` read it for `r` in this context; None outside."""
+    held = _READ_ONCE.get()
+    return (held[2],) if held is not None and held[0] is r else None
+
+
 def generations(
     r: Any, clusters: Sequence[str], version: bool = False, status: bool = False
 ) -> tuple[list[Any], Any]:
     """The clusters' generations in one round trip (MGET), as Redis returns them (bytes, or
     None for a cluster never written: `int(g or 0)` reads one), and the grants version when asked
     (`keys.GrantsVersion`, else None). Equal lists mean no cluster was written in between.
-    `status`: their status generations instead (`status_generations`)."""
+    `status`: their status generations instead (`status_generations`). Inside `read_once`,
+    its read answers, without a round trip."""
     if not clusters and not version:
         return [], None
+    held = None if status else _READ_ONCE.get()
+    if held is not None and held[0] is r:
+        known = held[1]
+        try:
+            return [known[c] for c in clusters], held[2] if version else None
+        except KeyError:
+            pass  # a cluster it did not read: read them all
     if len(clusters) >= FLEET_GENERATION_MIN and redis_client.is_cluster(r):
         return _through_fleet(r, clusters, version, status)
     commands: list[Any] = [("GET", keys.VERSION)] if version else []
