@@ -160,7 +160,7 @@ class TimeReader:
         self._scores: Memo[tuple[str, bytes], int] = Memo(share)
         """(cluster, member) -> its place in time (fixed while the member is stored)."""
         self._members: Memo[tuple[str, bytes], bytes] = Memo(share, "timesort.members")
-        """(cluster, entry) -> its row, by the version of the window holding the entry."""
+        """(cluster, entry) -> its row, by the window holding the entry and its version."""
         self._keys: Memo[tuple[Filters, bytes], tuple[Filters, bytes]] = Memo(PAGES_MAX)
         self._visible: Memo[tuple[int, Filters], Visibility] = Memo(PAGES_MAX, "timesort.visible")
         self._pages: Memo[tuple[Any, ...], TimePage] = Memo(PAGES_MAX, "timesort.pages")
@@ -648,15 +648,18 @@ class TimeReader:
         """The stored row of each entry of `page` (None: deleted since, or its status no
         longer matches)."""
         # A window's version moves with every write to it, and a row's member changes only
-        # with a write to the window holding its entry: members are remembered by entry and
-        # that window's version.
+        # with a write to the window holding its entry: members are remembered by entry, that
+        # window and its version.
         found: list[bytes | None] = []
         todo: list[tuple[int, str, bytes, Any]] = []
         for i, (cluster, item) in enumerate(page):
             if len(item) == 3:
                 found.append(item[2])
                 continue
-            version = versions[cluster][timeline.suffix_of(item[0], item[1])]
+            suffix = timeline.suffix_of(item[0], item[1])
+            # by window and version: versions count each window's writes, so another window
+            # (where a transition that kept the status moved the entry) may be at the same one
+            version = (suffix, versions[cluster][suffix])
             hit = self._members.get((cluster, item[1]), version)
             if hit is not None:
                 found.append(hit)

@@ -113,6 +113,26 @@ def test_a_repeated_page_costs_one_round_trip_and_a_write_rereads_its_windows(
     assert after.members == TimeReader(fleet).page(ADMIN, Filters(), 20, True).members
 
 
+def test_a_row_moved_to_another_window_at_the_same_version_is_read_again(
+    fleet: redis.Redis,
+) -> None:
+    """A transition that keeps the status keeps the entry and moves it to another window; the
+    windows count their own writes, so the new one may be at the version the old one had when
+    the row was remembered: the row is remembered by window and version, not version alone."""
+    reader = TimeReader(fleet)
+    newest = reader.page(ADMIN, Filters(), 50, True)
+    old = member("c03", 4)
+    assert ("c03", old.encode()) not in newest.members  # not on the page: not remembered yet
+    oldest = reader.page(ADMIN, Filters(), 500, False)
+    assert ("c03", old.encode()) in oldest.members  # remembered now, by its window's version
+    moved = member("c03", 4, at=T0 + 25 * DAY)  # the same entry (status), a new window
+    store.replace_rows(
+        fleet, "c03", [moved if m == old else m for m in map(member, ["c03"] * 40, range(40))]
+    )
+    cluster, got = reader.page(ADMIN, Filters(), 20, True).members[0]
+    assert (cluster, rows.without_recent(got.decode())) == ("c03", moved)
+
+
 TEAM = {c: FakeAccess(namespaces={"team-01": frozenset(KINDS)}) for c in CLUSTERS}
 
 
