@@ -61,6 +61,11 @@ PAGES_MAX = 1024  # remembered pages per process
 LABEL_ROUNDS = 8
 """Batches of entries a label-selected page reads at most before returning short."""
 LABEL_BATCH_MAX = 4096  # entries per batch (their rows are read by identity)
+EXTRA = 16
+"""Entries a walk picks beyond its page and look-ahead, so that the next page after a write
+that took some out of the order can still be merged (`_patched`)."""
+PATCH_MOVED_MAX = 16
+"""Written clusters beyond which a page is walked again rather than merged."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,27 @@ class TimePage:
     version: keys.GrantsVersion | None = None
     window_reads: int = 0
     """Windows read from Redis (not remembered) for this page: what the tests count."""
+    walked: _Walked | None = field(default=None, repr=False, compare=False)
+    """What this page's walk knew of the order, for the next page after writes (`_patched`)."""
+    patched: bool = False
+    """Merged from the last walk and the written clusters' streams (`_patched`)."""
+
+
+@dataclass(frozen=True)
+class _Walked:
+    """A walk's knowledge of the order: the first `picked` entries of the merged order (page,
+    look-ahead and `EXTRA` more), exactly, as of `gens`; `found` the rows of the page's
+    entries (None: left out); `complete` when no other entry exists; `hidden` each cluster's
+    earliest entry the walk's start left out (a leaf's clock ahead)."""
+
+    gens: dict[str, Any]
+    start: int
+    picked: list[tuple[str, Item]]
+    found: list[bytes | None]
+    complete: bool
+    hidden: dict[str, int]
+    versions: dict[str, Mapping[str, Any] | None]
+    """Window versions per cluster (None: rows written since, read them again)."""
 
 
 class _Desc:
@@ -213,7 +239,12 @@ class TimeReader:
             # clusters are read again; else the page is walked again.
             sgens, _ = tally.status_generations(self.r, clusters)
             out.round_trips += 1
-            if not self._reworded(memo, access, clusters, gens, sgens, out):
+            if not self._reworded(memo, access, clusters, gens, sgens, out) and not (
+                not filters.labels
+                and self._patched(
+                    memo, access, clusters, gens, filters, limit, descending, cursor, out
+                )
+            ):
                 self._page(access, clusters, gens, filters, limit, descending, cursor, out)
             self._pages.put(memo, out, list(gens), access)
             self._orders.put(memo, (list(sgens), list(gens), out), owner=access)
@@ -252,7 +283,136 @@ class TimeReader:
         self.reworded += 1
         out.members = members
         out.cursor = page.cursor
+        walked = page.walked
+        if walked is not None:  # the same order; rows on the moved clusters as read now
+            now = dict(zip(clusters, gens, strict=True))
+            shown = iter(m for _c, m in members)
+            found = [next(shown) if m is not None else None for m in walked.found]
+            stale = {c: None for c in moved}
+            out.walked = dataclasses.replace(
+                walked, gens=now, found=found, versions={**walked.versions, **stale}
+            )
         return True
+
+    def _patched(
+        self,
+        memo: tuple[Any, ...],
+        access: Mapping[str, AccessLike],
+        clusters: list[str],
+        gens: list[Any],
+        filters: Filters,
+        limit: int,
+        descending: bool,
+        cursor: TimeCursor | None,
+        out: TimePage,
+    ) -> bool:
+        """Fill `out` by merging what the last walk of `memo` knew of the order with fresh
+        walks of the clusters written since (a transition moves a row to the head of its
+        cluster's stream; the other clusters' streams are as they were), instead of walking
+        every cluster again. The merge is exact up to the last entry known on every stream (the
+        walk's last pick, unless every entry was picked; a fresh stream's last pick); False
+        when that does not cover the page, when too many clusters were written, or when the
+        walk's start moved past an entry it left out."""
+        prev = self._orders.get(memo, owner=access)
+        walked = prev[2].walked if prev is not None else None
+        if walked is None or walked.gens.keys() != set(clusters):
+            return False
+        moved = [c for c, g in zip(clusters, gens, strict=True) if walked.gens[c] != g]
+        if not moved or len(moved) > PATCH_MOVED_MAX:
+            return False
+        start = cursor.start if cursor is not None else int(time.time() * 1000)
+        if start // timeline.WINDOW_MS != walked.start // timeline.WINDOW_MS:
+            return False  # a new window: placements of future entries change
+        written = set(moved)
+        if any(at <= start for c, at in walked.hidden.items() if c not in written):
+            return False  # an entry the last walk left out (ahead of its start) is due now
+        codes = _codes(filters)
+        bounds = _Bounds(cursor, descending, start)
+        by_gen = dict(zip(clusters, gens, strict=True))
+        streams, key, fetched = self._streams(access, moved, by_gen, filters, codes, bounds, out)
+        cap = limit + 1 + EXTRA
+
+        def order(e: tuple[str, Item]) -> tuple[Any, str, bytes]:
+            return (e[1][0], e[0], e[1][1])
+
+        # the written clusters' entries up to the last one the walk knew (none after it can
+        # be placed: the other clusters' entries there are unknown)
+        until = None if walked.complete else order(walked.picked[-1])
+        fresh = self._picker(streams, bounds, key, fetched, out, descending)(cap, until)
+
+        kept = [e for e in walked.picked if e[0] not in written]
+        merged = sorted([*kept, *fresh], key=order, reverse=descending)
+        ends = [] if walked.complete else [order(walked.picked[-1])]
+        if len(fresh) >= cap:
+            ends.append(order(fresh[-1]))
+        if ends:
+            end = max(ends) if descending else min(ends)  # the earliest in walk order
+            merged = [e for e in merged if (order(e) >= end if descending else order(e) <= end)]
+        complete = not ends and len(merged) <= cap
+        picked = merged[:cap]
+        if len(picked) <= limit and not complete:
+            return False  # the page needs entries past what is known: walk
+        page = picked[:limit]
+        rows_of = {
+            (c, item[1]): m
+            for (c, item), m in zip(walked.picked, walked.found, strict=False)
+            if c not in written
+        }
+        versions = {**walked.versions, **{s.cluster: s.versions for s in streams}}
+        found = self._found(page, rows_of, codes, out, versions)
+        out.members = [(c, m) for (c, _item), m in zip(page, found, strict=True) if m is not None]
+        out.cursor = None
+        if len(picked) > limit:
+            c, item = page[-1]
+            out.cursor = TimeCursor(item[0], c, item[1], start)
+        hidden = {c: at for c, at in walked.hidden.items() if c not in written}
+        hidden.update(bounds.hidden)
+        out.walked = _Walked(by_gen, start, picked, found, complete, hidden, versions)
+        out.patched = True
+        return True
+
+    def _found(
+        self,
+        page: list[tuple[str, Item]],
+        known: Mapping[tuple[str, bytes], bytes | None],
+        codes: bytes,
+        out: TimePage,
+        versions: Mapping[str, Mapping[str, Any] | None],
+    ) -> list[bytes | None]:
+        """The rows of a merged page's entries: as the last walk found them on the clusters not
+        written since, the others read (by window version where known, else from Redis)."""
+        found: list[bytes | None] = [None] * len(page)
+        todo: list[int] = []
+        for i, (c, item) in enumerate(page):
+            if (c, item[1]) in known:
+                found[i] = known[c, item[1]]
+            else:
+                todo.append(i)
+        if not todo:
+            return found
+        stale = [i for i in todo if versions.get(page[i][0]) is None and len(page[i][1]) != 3]
+        skip = set(stale)
+        ready = [i for i in todo if i not in skip]
+        if ready:
+            known_versions = {c: v for c, v in versions.items() if v is not None}
+            got = self._aligned([page[i] for i in ready], codes, out, known_versions)
+            for i, m in zip(ready, got, strict=True):
+                found[i] = m
+        if stale:
+            commands = []
+            for i in stale:
+                c, item = page[i]
+                ident = timeline.identity(item[1])
+                lo, hi = b"[" + ident, b"(" + ident[:-1] + b"\x01"
+                commands.append(("ZRANGEBYLEX", keys.rows(c), lo, hi, "LIMIT", 0, 1))
+            replies = redis_client.pipelined(self.r, commands)
+            out.round_trips += 1
+            for i, reply in zip(stale, replies, strict=True):
+                m = reply[0] if reply else None
+                found[i] = (
+                    None if m is None or (codes and rows.member_status_code(m) not in codes) else m
+                )
+        return found
 
     def _page(
         self,
@@ -268,13 +428,43 @@ class TimeReader:
         start = cursor.start if cursor is not None else int(time.time() * 1000)
         codes = _codes(filters)
         bounds = _Bounds(cursor, descending, start)
+        by_gen = dict(zip(clusters, gens, strict=True))
+        streams, key, fetched = self._streams(access, clusters, by_gen, filters, codes, bounds, out)
+        pick = self._picker(streams, bounds, key, fetched, out, descending)
+        versions = {s.cluster: s.versions for s in streams}
+        if filters.labels:
+            self._selected(pick, limit + 1, codes, filters, out, versions, start)
+            return
+        cap = limit + 1 + EXTRA  # the look-ahead, and more for the next page's merge
+        picked = pick(cap)
+        page = picked[:limit]
+        found = self._aligned(page, codes, out, versions)
+        out.members = [(c, m) for (c, _item), m in zip(page, found, strict=True) if m is not None]
+        if len(picked) > limit:
+            cluster, item = page[-1]
+            out.cursor = TimeCursor(item[0], cluster, item[1], start)
+        complete = len(picked) < cap
+        held: dict[str, Mapping[str, Any] | None] = {**versions}
+        out.walked = _Walked(by_gen, start, picked, found, complete, bounds.hidden, held)
+
+    def _streams(
+        self,
+        access: Mapping[str, AccessLike],
+        clusters: Sequence[str],
+        by_gen: Mapping[str, Any],
+        filters: Filters,
+        codes: bytes,
+        bounds: _Bounds,
+        out: TimePage,
+    ) -> tuple[list[_Stream], tuple[Filters, bytes], _Fetched]:
+        """The walk's streams of `clusters`, each at its first visible entry (or none left),
+        the segments' key, and the windows read meanwhile."""
         sources = _status_sources(filters)
         # The plan, per cluster: with a sparse status filter, a caller who sees only some
         # namespaces there (few matches among many entries) reads the status indexes; one who
         # sees the whole cluster walks the time index, whose first windows hold matches.
         indexed = [c for c in clusters if sources and not _broad(access[c], filters)]
         walked = [c for c in clusters if not sources or _broad(access[c], filters)]
-        by_gen = dict(zip(clusters, gens, strict=True))
         streams: list[_Stream] = []
         for c in indexed:
             g = by_gen[c]
@@ -284,7 +474,7 @@ class TimeReader:
         dirs = self._directories(walked, [by_gen[c] for c in walked], out)
         for c in walked:
             d = dirs[c]
-            groups = d.walk(descending, cursor)
+            groups = d.walk(bounds.descending, bounds.cursor)
             if groups:
                 vis = self._visibility(access[c], filters)
                 streams.append(_Stream(c, by_gen[c], groups, vis, d.versions))
@@ -298,16 +488,31 @@ class TimeReader:
             if short:
                 self._read_windows(short, out, fetched)
             pending = short
+        return streams, key, fetched
+
+    def _picker(
+        self,
+        streams: list[_Stream],
+        bounds: _Bounds,
+        key: tuple[Filters, bytes],
+        fetched: _Fetched,
+        out: TimePage,
+        descending: bool,
+    ) -> Callable[..., list[tuple[str, Item]]]:
+        """`pick(n, until=None)`: the next `n` entries of the streams' merged order (fewer when
+        they run out, or past `until`, a (time, cluster, entry) in that order), reading
+        windows as the streams reach them."""
         heap: list[Any] = [
             _key(s, i, descending) for i, s in enumerate(streams) if not s.exhausted()
         ]
         heapq.heapify(heap)
-        need = limit + 1
-        picked: list[tuple[str, Item]] = []
 
-        def pick(want: int) -> list[tuple[str, Item]]:
+        def pick(want: int, until: tuple[Any, str, bytes] | None = None) -> list[tuple[str, Item]]:
             got: list[tuple[str, Item]] = []
             while heap and len(got) < want:
+                k = heap[0].k if descending else heap[0]
+                if until is not None and (k[:3] < until if descending else k[:3] > until):
+                    break
                 top = heapq.heappop(heap)
                 i = top.k[-1] if descending else top[-1]
                 s = streams[i]
@@ -319,16 +524,7 @@ class TimeReader:
                     heapq.heappush(heap, _key(s, i, descending))
             return got
 
-        versions = {s.cluster: s.versions for s in streams}
-        if filters.labels:
-            self._selected(pick, need, codes, filters, out, versions, start)
-            return
-        picked = pick(need)
-        page = picked[:limit]
-        out.members = self._rows(page, codes, out, versions)
-        if len(picked) > limit:
-            cluster, item = page[-1]
-            out.cursor = TimeCursor(item[0], cluster, item[1], start)
+        return pick
 
     def _selected(
         self,
@@ -710,6 +906,9 @@ class _Bounds:
     cursor: TimeCursor | None
     descending: bool
     start: int
+    hidden: dict[str, int] = field(default_factory=dict)
+    """Per cluster, the earliest entry a segment had after the start in the start's window
+    (left out: a leaf's clock ahead)."""
 
     def span(self, cluster: str, seq: list[Item]) -> tuple[list[Item], int, int]:
         """`seq` (ascending) without the entries placed after the walk's start, and the
@@ -721,6 +920,9 @@ class _Bounds:
         boundary = (self.start // timeline.WINDOW_MS + 1) * timeline.WINDOW_MS
         b = bisect.bisect_left(seq, (boundary, b""), a)
         if a < b:
+            at = seq[a][0]
+            if at < self.hidden.get(cluster, at + 1):
+                self.hidden[cluster] = at
             seq = seq[:a] + seq[b:]
         lo, hi = 0, len(seq)
         cur = self.cursor
