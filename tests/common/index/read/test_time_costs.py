@@ -6,7 +6,6 @@ has not seen, never the time index's windows. Against a real Redis, rows written
 
 from __future__ import annotations
 
-import calendar
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,27 +20,7 @@ from common.index.read.timesort import TimeCursor, TimeReader
 from common.index.write import store
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
-from tests.support.rowfactory import row
-
-CLUSTERS = [f"c{i:02d}" for i in range(12)]
-DAY = 86400
-T0 = calendar.timegm((2026, 11, 1, 0, 0, 0))
-
-
-def member(cluster: str, i: int, status: str = "", at: int | None = None) -> str:
-    status = status or ("unhealthy" if i % 7 == 0 else "healthy")
-    r = row(cluster, f"team-{i % 3:02d}", KINDS[i % len(KINDS[:-1])], f"app-{i}", status)
-    when = T0 + (i * 5077 + len(cluster) * 131 + int(cluster[1:]) * 977) % (20 * DAY)
-    if at is not None:
-        when = at
-    r["lastTransitionTime"] = None if i % 11 == 5 else _iso(when)
-    return rows.encode(r)
-
-
-def _iso(epoch: int) -> str:
-    import time
-
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+from tests.support.time_fleet import CLUSTERS, DAY, T0, member
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from common.index import rows
 from common.index.read.reader import Filters
 from common.index.read.timesort import TimeReader
 from common.index.write import store, store_events
-from tests.common.index.read.test_time_costs import CLUSTERS, KINDS, _iso, member
 from tests.support import topology
-from tests.support.index_fleet import FakeAccess
+from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
+from tests.support.time_fleet import CLUSTERS, iso, member
 
 ADMIN = {c: FakeAccess(frozenset(KINDS)) for c in CLUSTERS}
 TEAM = {c: FakeAccess(namespaces={"team-01": frozenset(KINDS)}) for c in CLUSTERS}
@@ -46,7 +46,7 @@ def fleet(redis_url: str) -> Iterator[redis.Redis]:
 
 def written(i: int, cluster: str, status: str, at: int, message: str = "") -> str:
     r = row(cluster, f"team-{i % 3:02d}", KINDS[i % len(KINDS[:-1])], f"app-{i}", status)
-    r["lastTransitionTime"] = _iso(at)
+    r["lastTransitionTime"] = iso(at)
     r["message"] = message
     return rows.encode(r)
 
