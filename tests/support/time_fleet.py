@@ -7,6 +7,7 @@ import calendar
 import time
 
 from common.index import rows
+from common.index.write import store
 from tests.support.index_fleet import KINDS
 from tests.support.rowfactory import row
 
@@ -27,3 +28,9 @@ def member(cluster: str, i: int, status: str = "", at: int | None = None) -> str
 
 def iso(epoch: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def write_fleet(r: object) -> None:
+    """Every cluster's 40 rows, through the full sync's writer."""
+    for c in CLUSTERS:
+        store.replace_rows(r, c, [member(c, i) for i in range(40)])  # type: ignore[arg-type]

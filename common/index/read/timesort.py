@@ -271,11 +271,7 @@ class TimeReader:
         todo = [(i, c, m) for i, (c, m) in enumerate(page.members) if c in moved]
         members = list(page.members)
         if todo:
-            commands = []
-            for _i, c, m in todo:
-                ident = rows.identity_bytes(m)
-                lo, hi = b"[" + ident, b"(" + ident[:-1] + b"\x01"
-                commands.append(("ZRANGEBYLEX", keys.rows(c), lo, hi, "LIMIT", 0, 1))
+            commands = [_row_of(c, rows.identity_bytes(m)) for _i, c, m in todo]
             got = redis_client.pipelined(self.r, commands)
             out.round_trips += 1
             for (i, c, m), reply in zip(todo, got, strict=True):
@@ -399,12 +395,7 @@ class TimeReader:
             for i, m in zip(ready, got, strict=True):
                 found[i] = m
         if stale:
-            commands = []
-            for i in stale:
-                c, item = page[i]
-                ident = timeline.identity(item[1])
-                lo, hi = b"[" + ident, b"(" + ident[:-1] + b"\x01"
-                commands.append(("ZRANGEBYLEX", keys.rows(c), lo, hi, "LIMIT", 0, 1))
+            commands = [_row_of(page[i][0], timeline.identity(page[i][1][1])) for i in stale]
             replies = redis_client.pipelined(self.r, commands)
             out.round_trips += 1
             for i, reply in zip(stale, replies, strict=True):
@@ -863,11 +854,7 @@ class TimeReader:
             found.append(None)
             todo.append((i, cluster, item[1], version))
         if todo:
-            commands = []
-            for _i, cluster, entry, _v in todo:
-                ident = timeline.identity(entry)
-                lo, hi = b"[" + ident, b"(" + ident[:-1] + b"\x01"
-                commands.append(("ZRANGEBYLEX", keys.rows(cluster), lo, hi, "LIMIT", 0, 1))
+            commands = [_row_of(c, timeline.identity(e)) for _i, c, e, _v in todo]
             got = redis_client.pipelined(self.r, commands)
             out.round_trips += 1
             for (i, cluster, entry, version), reply in zip(todo, got, strict=True):
@@ -1061,6 +1048,12 @@ class _Directory:
         if cursor is None:
             return self.groups
         return self.groups[bisect.bisect_left(self.highs, cursor.at) :]
+
+
+def _row_of(cluster: str, ident: bytes) -> tuple[Any, ...]:
+    """The command reading the stored row of an identity (`namespace NUL kind NUL name NUL`)."""
+    lo, hi = b"[" + ident, b"(" + ident[:-1] + b"\x01"
+    return ("ZRANGEBYLEX", keys.rows(cluster), lo, hi, "LIMIT", 0, 1)
 
 
 def _key(s: _Stream, i: int, descending: bool) -> Any:

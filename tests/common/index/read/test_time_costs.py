@@ -20,14 +20,13 @@ from common.index.read.timesort import TimeCursor, TimeReader
 from common.index.write import store
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
-from tests.support.time_fleet import CLUSTERS, DAY, T0, member
+from tests.support.time_fleet import CLUSTERS, DAY, T0, member, write_fleet
 
 
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[redis.Redis]:
     r = topology.client(redis_url)
-    for c in CLUSTERS:
-        store.replace_rows(r, c, [member(c, i) for i in range(40)])
+    write_fleet(r)
     yield r
     r.close()
 

@@ -18,11 +18,11 @@ import redis
 from common.index import rows
 from common.index.read.reader import Filters
 from common.index.read.timesort import TimeReader
-from common.index.write import store, store_events
+from common.index.write import store_events
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
-from tests.support.time_fleet import CLUSTERS, iso, member
+from tests.support.time_fleet import CLUSTERS, iso, write_fleet
 
 ADMIN = {c: FakeAccess(frozenset(KINDS)) for c in CLUSTERS}
 TEAM = {c: FakeAccess(namespaces={"team-01": frozenset(KINDS)}) for c in CLUSTERS}
@@ -38,8 +38,7 @@ CASES = [
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[redis.Redis]:
     r = topology.client(redis_url)
-    for c in CLUSTERS:
-        store.replace_rows(r, c, [member(c, i) for i in range(40)])
+    write_fleet(r)
     yield r
     r.close()
 
