@@ -100,13 +100,22 @@ def run(home: Path, *args: str, env: dict[str, str] | None = None, timeout: floa
     return Result(done.returncode, done.stdout, done.stderr)
 
 
+AS_IN_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'fleetscope'; runpy.run_module('fleetscope', run_name='__main__')"
+)
+"""`python -m fleetscope ARGS` with Ctrl-C (SIGINT) raising KeyboardInterrupt, as in a terminal:
+a process started in the background by a non-interactive shell (CI run as `.ci/run &`)
+inherits SIGINT ignored, and Python then installs no handler of its own."""
+
+
 class Running:
     """The CLI as a process whose output lines are read with a deadline."""
 
     def __init__(self, home: Path, *args: str) -> None:
         env = clean_env(home, {"PYTHONUNBUFFERED": "1"})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fleetscope", *args],
+            [sys.executable, "-c", AS_IN_A_TERMINAL, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
