@@ -170,11 +170,12 @@ def duplicate_transitions(entries: Sequence[dict[str, Any]]) -> int:
     return sum(1 for newer, older in itertools.pairwise(entries) if state(newer) == state(older))
 
 
-def slope_pct_per_10min(points: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of (t_s, rss) as a share of the mean RSS per 600 s, in percent."""
+def slope_pct_per_10min(points: Sequence[tuple[float, float]], base: float | None = None) -> float:
+    """Least-squares slope of (t_s, rss) per 600 s, in percent of `base` (by default the mean
+    RSS of the points)."""
     if len(points) < 3:
         return 0.0
-    mv = sum(v for _, v in points) / len(points)
+    mv = sum(v for _, v in points) / len(points) if base is None else base
     return round(100 * _slope(points) * 600 / mv, 3) if mv else 0.0
 
 
@@ -191,25 +192,49 @@ JUDGED_MIN_S = 600.0
 """The least span of samples after warm-up on which a process's RSS slope is judged: the
 slope's own unit (per 10 minutes)."""
 
+FLOOR_WINDOW_S = 120.0
+"""The windows whose lowest sample makes a process's floor (`floors`): two of the query
+workers' heap trims and memo sweeps, twelve samples at the soak's default interval."""
 
-def rss_series(samples: Iterable[dict[str, Any]]) -> dict[str, list[tuple[float, int, int]]]:
-    """name -> [(t_s, pid, kib)], from samples {"t_s", "procs": {name: [pid, kib]}}. A Redis
-    server's samples with its data (`redis_data_kib`: INFO `used_memory`) count its RSS net of
-    that data: what the server holds beyond the data it was given (its allocator's overhead and
-    fragmentation, buffers), the part a leak would grow; the data is bounded by the retention
-    settings and reported apart (`redis_data`). Its samples without the data are left out, as
-    is a sample of 0 KiB (a process gone between the listing and the read)."""
-    out: dict[str, list[tuple[float, int, int]]] = {}
+
+def floors(
+    points: Sequence[tuple[float, float]], window_s: float = FLOOR_WINDOW_S
+) -> list[tuple[float, float]]:
+    """The lowest sample of each `window_s` window from the first point on (its time and
+    value), for windows holding at least two samples: the RSS a process comes back to between
+    requests, after its heap trims. A leak raises it; an answer of megabytes built and dropped
+    between two samples does not. Fewer than three such windows: the points themselves."""
+    if not points:
+        return []
+    start = points[0][0]
+    windows: dict[int, list[tuple[float, float]]] = {}
+    for t, v in points:
+        windows.setdefault(int((t - start) // window_s), []).append((t, v))
+    lows = [min(w, key=lambda p: p[1]) for w in windows.values() if len(w) >= 2]
+    return lows if len(lows) >= 3 else list(points)
+
+
+def rss_series(samples: Iterable[dict[str, Any]]) -> dict[str, list[tuple[float, int, int, int]]]:
+    """name -> [(t_s, pid, kib, rss_kib)], from samples {"t_s", "procs": {name: [pid, kib]}}.
+    `kib` is what is judged: the RSS, except for a Redis server's samples with its data
+    (`redis_data_kib`: INFO `used_memory`), which count its RSS net of that data: what the
+    server holds beyond the data it was given (its allocator's overhead and fragmentation,
+    buffers), the part a leak would grow; the data is bounded by the retention settings and
+    reported apart (`redis_data`). `rss_kib` is the process's RSS, the base of its slope in
+    percent. A Redis server's samples without the data are left out, as is a sample of 0 KiB
+    (a process gone between the listing and the read)."""
+    out: dict[str, list[tuple[float, int, int, int]]] = {}
     for s in samples:
         data = s.get("redis_data_kib")
         for name, (pid, kib) in s["procs"].items():
             if not kib:  # gone between the listing and the read (killed by a fault)
                 continue
+            net = kib
             if data is not None and name.startswith("redis-"):
                 if name not in data:
                     continue
-                kib -= data[name]
-            out.setdefault(name, []).append((s["t_s"], pid, kib))
+                net = kib - data[name]
+            out.setdefault(name, []).append((s["t_s"], pid, net, kib))
     return out
 
 
@@ -241,13 +266,17 @@ def rss_flat(
     """Per process name: each of its pids (a process replaced by a fault, or by Celery, starts a
     new series that warms up again) judged on its samples after `warmup_s` when those span at
     least `min_judged_s`; a shorter series is reported, not judged (a slope per 10 minutes read
-    off a few minutes is the tail of its warm-up). Flat when every judged series is under
-    `limit_pct`; the slope shown is the worst judged one (else the last pid's)."""
+    off a few minutes is the tail of its warm-up). A series is judged by the least-squares
+    slope of its floor (`floors`: each 2-minute window's lowest sample) in percent of its mean
+    RSS per 10 minutes; the slope of every sample is reported beside it
+    (`slope_all_pct_per_10min`), and the floor's in KiB (`kib_per_10min`). Flat when every
+    judged series is under `limit_pct`; the slope shown is the worst judged one (else the last
+    pid's)."""
     out = {}
     for name, series in rss_series(samples).items():
         if name in skip:
             continue
-        pids = list(dict.fromkeys(p for _, p, _ in series))
+        pids = list(dict.fromkeys(p for _, p, _, _ in series))
         runs = [_run(pid, series, warmup_s, min_judged_s, limit_pct) for pid in pids]
         judged = [r for r in runs if r["judged"]]
         shown = max(judged, key=lambda r: r["slope_pct_per_10min"]) if judged else runs[-1]
@@ -262,16 +291,19 @@ def rss_flat(
 
 def _run(
     pid: int,
-    series: Sequence[tuple[float, int, int]],
+    series: Sequence[tuple[float, int, int, int]],
     warmup_s: float,
     min_judged_s: float,
     limit_pct: float,
 ) -> dict[str, Any]:
-    mine = [(t, kib) for t, p, kib in series if p == pid]
+    mine = [(t, kib, rss) for t, p, kib, rss in series if p == pid]
     start = mine[0][0] + warmup_s
-    points = [(t, float(kib)) for t, kib in mine if t >= start]
+    kept = [(t, float(kib), float(rss)) for t, kib, rss in mine if t >= start]
+    points = [(t, kib) for t, kib, _ in kept]
+    base = sum(rss for _, _, rss in kept) / len(kept) if kept else None
     span = points[-1][0] - points[0][0] if points else 0.0
-    slope = slope_pct_per_10min(points)
+    low = floors(points)
+    slope = slope_pct_per_10min(low, base)
     judged = span >= min_judged_s and len(points) >= 3
     return {
         "pid": pid,
@@ -279,7 +311,10 @@ def _run(
         "span_s": round(span, 1),
         "first_kib": points[0][1] if points else None,
         "last_kib": points[-1][1] if points else None,
+        "mean_rss_kib": round(base) if base else None,
         "slope_pct_per_10min": slope,
+        "slope_all_pct_per_10min": slope_pct_per_10min(points, base),
+        "kib_per_10min": round(_slope(low) * 600, 1) if len(low) >= 3 else 0.0,
         "judged": judged,
         "flat": not judged or slope < limit_pct,
     }

@@ -112,8 +112,11 @@ def cells(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _rss(name: str, judged: dict[str, Any]) -> str:
-    """A process's slope; one whose every pid lived too short after its warm-up is marked."""
+    """A process's slope (its floor's; every sample's in brackets where reported); one whose
+    every pid lived too short after its warm-up is marked."""
     cell = f"{name} {judged['slope_pct_per_10min']}"
+    if "slope_all_pct_per_10min" in judged:
+        cell += f" ({judged['slope_all_pct_per_10min']})"
     if judged.get("judged", True):
         return cell
     return f"{cell} (not judged: {judged.get('span_s', 0) / 60:.1f} min)"

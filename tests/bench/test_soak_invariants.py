@@ -160,3 +160,52 @@ def test_a_redis_server_is_judged_net_of_its_data() -> None:
     # without data samples (an older soak.json) the RSS itself is judged
     bare = [{"t_s": s["t_s"], "procs": s["procs"]} for s in samples]
     assert inv.rss_flat(bare, warmup_s=300)["redis-primary"]["flat"] is False
+
+
+def swinging(t: float, floor: float) -> float:
+    """A worker's RSS: its floor, plus an answer of 60 MiB held at every third sample."""
+    return floor + (60_000 if int(t // 10) % 3 == 1 else 0)
+
+
+def test_rss_is_judged_by_its_floor_not_by_answers_held_between_samples() -> None:
+    # the swings' phase drifts against the windows: the least squares of every sample sees a
+    # slope the floor does not have
+    flat = [sample(t, {"w": (5, swinging(t, 300_000) + (40_000 if t > 1500 else 0) * (t % 30 == 0))})
+            for t in range(0, 1800, 10)]  # fmt: skip
+    out = inv.rss_flat(flat, warmup_s=360)
+    assert out["w"]["flat"] is True and out["w"]["slope_pct_per_10min"] == 0.0
+    assert out["w"]["slope_all_pct_per_10min"] > 1  # what the noise alone reads as growth
+    # a leak of 5 MiB per 10 minutes under the same swings: 1.6 % of ~310 MiB, found
+    leaking = [
+        sample(t, {"w": (5, swinging(t, 300_000 + t * 5_000 / 600))}) for t in range(0, 1800, 10)
+    ]
+    out = inv.rss_flat(leaking, warmup_s=360)
+    assert out["w"]["flat"] is False and 1.4 < out["w"]["slope_pct_per_10min"] < 1.8
+    assert abs(out["w"]["kib_per_10min"] - 5_000) < 100
+
+
+def test_floors_are_each_windows_lowest_sample() -> None:
+    points = [(float(t), float(100 + (t % 40))) for t in range(0, 600, 10)]
+    low = inv.floors(points, window_s=120)
+    assert [v for _, v in low] == [100.0] * 5 and [t for t, _ in low] == [
+        0.0,
+        120.0,
+        240.0,
+        360.0,
+        480.0,
+    ]
+    assert inv.floors(points[:20], window_s=120) == points[:20]  # two windows: too few to judge
+    assert inv.floors([], window_s=120) == []
+
+
+def test_a_redis_servers_growth_beyond_its_data_is_a_share_of_its_rss() -> None:
+    # 1 GiB of data, 40 MiB beyond it growing 3 MiB per 10 minutes: 0.3 % of the process's RSS
+    # (7 % of the 40 MiB alone: the unit would hold a server to a far tighter bound than others)
+    samples = [
+        {"t_s": t, "procs": {"redis-primary": [7, 1_088_000 + t * 3_000 // 600]},
+         "redis_data_kib": {"redis-primary": 1_048_000}}
+        for t in range(0, 1800, 10)
+    ]  # fmt: skip
+    out = inv.rss_flat(samples, warmup_s=360)["redis-primary"]
+    assert out["flat"] is True and 0.25 < out["slope_pct_per_10min"] < 0.35
+    assert abs(out["kib_per_10min"] - 3_000) < 50 and out["mean_rss_kib"] > 1_000_000

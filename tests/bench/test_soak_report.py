@@ -60,7 +60,7 @@ def test_the_docs_table_column_comes_from_soak_json() -> None:
         "oracle_walks": {"a": {}, "b": {}},
         "history": {"duplicates": 0, "entries": 40},
         "rss": {
-            "beat": {"slope_pct_per_10min": 0.1, "judged": True},
+            "beat": {"slope_pct_per_10min": 0.1, "slope_all_pct_per_10min": 1.2, "judged": True},
             "worker-0-child-1": {"slope_pct_per_10min": 2.5, "judged": False, "span_s": 240},
         },
     }
@@ -71,5 +71,5 @@ def test_the_docs_table_column_comes_from_soak_json() -> None:
     assert table["revocations (max, violations)"] == "1: max 0.3 s, 1"
     assert table["walks, rows twice; oracle walks differing"] == "2, 0; 0 of 2 users"
     assert table["failed invariants"] == "revocation_violations"
-    cell = "beat 0.1, worker-0-child-1 2.5 (not judged: 4.0 min)"
+    cell = "beat 0.1 (1.2), worker-0-child-1 2.5 (not judged: 4.0 min)"  # floor (every sample)
     assert table["RSS slope per process (% per 10 min)"] == cell
