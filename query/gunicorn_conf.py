@@ -16,9 +16,9 @@ loop and starts it again if it dies (query.stream_supervisor), and stops it on e
 Each worker freezes what its start-up created (modules, the Flask app, the kind registry) out
 of the garbage collector once the app is loaded. A full collection otherwise walks all those
 objects and stalls every thread of the worker, which showed in every fleet-L p99
-(docs/benchmarks.md, History, "Wide-namespace users and facets"). It also caps glibc's malloc
-arenas at two and trims the heap every minute (common.heap): request threads freeing answers
-of megabytes on many arenas otherwise made a worker's RSS climb with time.
+(docs/benchmarks.md, History, "Wide-namespace users and facets"). It then starts the
+housekeeping every query process runs (query.housekeeping: the malloc arenas capped, the heap
+trimmed, the memos' idle entries dropped).
 """
 
 from __future__ import annotations
@@ -28,14 +28,11 @@ import os
 import shutil
 from typing import Any
 
-from common import heap
-from common.index.read import memo
 from common.settings import Settings
-from query import stream_supervisor
+from query import housekeeping, stream_supervisor
 from query.access_log import TEXT_FORMAT
 
 _settings = Settings.from_env()
-QUERY_ARENAS = 2  # malloc arenas of a worker (common.heap): its threads share two
 
 bind = [_settings.bind]
 workers = _settings.query_workers
@@ -82,14 +79,10 @@ def on_exit(server: Any) -> None:
 
 
 def post_worker_init(worker: Any) -> None:
-    """Keep the loaded app out of full collections (module docstring); cap the C heap's
-    arenas before the request threads start and trim it now and then (common.heap); drop
-    what the memos hold and nobody used for `FLEETSCOPE_QUERY_MEMO_IDLE_S` (memo.sweep_idle)."""
+    """Keep the loaded app out of full collections (module docstring), then start the
+    housekeeping (query.housekeeping: arenas, heap trims, the memos' idle sweep)."""
     gc.freeze()
-    heap.limit_arenas(QUERY_ARENAS)
-    heap.Trimmer().start()
-    if _settings.query_memo_idle_s > 0:  # memos' idle entries dropped, then the heap trimmed
-        heap.Trimmer(_settings.query_memo_idle_s / 2, memo.sweep_idle, "memo-sweep").start()
+    housekeeping.start(_settings)
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -33,7 +33,7 @@ from common import logs
 from common.errors import RequestError
 from common.rbac.authorizer import UserInfo
 from common.settings import Settings
-from query import params, positions
+from query import housekeeping, params, positions
 from query.state import QueryState
 from query.watch_handoff import FULL, TAKEN, Handoff, HandoffError, Receiver, parent_of, peer
 from query.watch_hub import Hub, Subscription
@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     settings = Settings.from_env()
     logs.configure(settings)
+    housekeeping.start(settings)  # as the workers: its access memos and heap under RBAC churn
     stopping: list[int] = []
 
     def stop(signum: int, frame: Any) -> None:

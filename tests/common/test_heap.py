@@ -1,14 +1,18 @@
 """common.heap: the arena cap leaves an operator's MALLOC_ARENA_MAX alone and applies on glibc;
-the trimmer trims until stopped; a query worker gets both when gunicorn starts it."""
+the trimmer trims until stopped; a query worker gets both when gunicorn starts it, and so does
+the stream process (query.housekeeping), with the memos' idle sweep."""
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
+from pathlib import Path
 
 import pytest
 
 from common import heap
+from common.index.read import memo
 from tests.support.waiting import wait_for
 
 GLIBC = heap._libc() is not None
@@ -36,7 +40,7 @@ def test_the_trimmer_trims_until_stopped() -> None:
 
 
 def test_a_query_worker_caps_and_trims_its_heap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from query import gunicorn_conf
+    from query import gunicorn_conf, housekeeping
 
     calls: list[int] = []
     monkeypatch.setattr(heap, "limit_arenas", lambda n: calls.append(n) or True)
@@ -45,7 +49,7 @@ def test_a_query_worker_caps_and_trims_its_heap(monkeypatch: pytest.MonkeyPatch)
         gunicorn_conf.post_worker_init(object())
     finally:
         gc.unfreeze()
-    assert calls == [gunicorn_conf.QUERY_ARENAS]
+    assert calls == [housekeeping.ARENAS]
     trimmers = [t for t in threading.enumerate() if t.name == "heap-trim"]
     assert len(trimmers) == len(before) + 1
     sweepers = [t for t in threading.enumerate() if t.name == "memo-sweep"]
@@ -70,3 +74,50 @@ def test_the_trimmer_runs_its_hook_first_and_outlives_its_failure() -> None:
     t.stop()
     t.join(5)
     assert not t.is_alive() and t.trims >= 2
+
+
+class _Started(Exception):
+    """Raised by a stand-in for the housekeeping: where it is called from is what is tested."""
+
+
+def test_the_stream_process_runs_the_workers_housekeeping(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # the stream process resolves callers' access through the same memos as a worker (new
+    # entries at every RBAC change): without the idle sweep and the trims its RSS climbed
+    from common.settings import Settings
+    from query import housekeeping, stream_server
+
+    started: list[Settings] = []
+
+    def start(settings: Settings) -> list[heap.Trimmer]:
+        started.append(settings)
+        raise _Started
+
+    monkeypatch.setattr(housekeeping, "start", start)
+    with pytest.raises(_Started):
+        stream_server.main(["--socket", str(tmp_path / "s.sock"), "--master", str(os.getpid())])
+    assert len(started) == 1 and isinstance(started[0], Settings)
+
+
+def test_the_housekeeping_sweeps_the_memos_at_half_their_idle_period(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from common.settings import Settings
+    from query import housekeeping
+
+    monkeypatch.setattr(heap, "limit_arenas", lambda n: True)
+    threads = housekeeping.start(Settings(query_memo_idle_s=90))
+    try:
+        assert [t.name for t in threads] == ["heap-trim", "memo-sweep"]
+        assert threads[1].every_s == 45 and threads[1].before is memo.sweep_idle
+        assert all(t.is_alive() for t in threads)
+    finally:
+        for t in threads:
+            t.stop()
+    off = housekeeping.start(Settings(query_memo_idle_s=0))
+    try:
+        assert [t.name for t in off] == ["heap-trim"]
+    finally:
+        for t in off:
+            t.stop()

@@ -282,10 +282,11 @@ class Memo(Generic[K, V]):
 def sweep_idle() -> int:
     """Start a new sweep round: drop every memo's entries not used in the last whole round (so
     an entry goes after one to two sweep periods unused), and clear the caches registered with
-    `on_sweep`. Called every `FLEETSCOPE_QUERY_MEMO_IDLE_S / 2` by the query workers'
-    housekeeping thread (query.gunicorn_conf), so a worker's memos follow what its callers
-    asked lately: under writes most entries are of generations no request will ask again, and
-    the memory they held is reused rather than added to. Returns the entries dropped."""
+    `on_sweep`. Called every `FLEETSCOPE_QUERY_MEMO_IDLE_S / 2` by the housekeeping thread of
+    every query process (query.housekeeping: each worker and the stream process), so a
+    process's memos follow what its callers asked lately: under writes most entries are of
+    generations no request will ask again, and the memory they held is reused rather than
+    added to. Returns the entries dropped."""
     _round[0] += 1
     dropped = sum(m.drop_idle(_round[0] - 1) for m in list(_memos))
     for clear in _sweeps:

@@ -1,0 +1,31 @@
+"""What every process of the query service runs beside its work: a gunicorn worker
+(query.gunicorn_conf) and the stream process (query.stream_server).
+
+- glibc's malloc arenas capped at two (common.heap): threads freeing answers of megabytes on
+  many arenas otherwise make a process's RSS climb while its live data does not;
+- the C heap's free pages handed back to the kernel every minute;
+- with `FLEETSCOPE_QUERY_MEMO_IDLE_S` above 0, every half of it, the memos' entries that no
+  caller used since the sweep before the last dropped (memo.sweep_idle), then the heap
+  trimmed. Both kinds of process resolve callers' access through the same memos (keyed by the
+  grants version, so every RBAC change makes new entries): without the sweep they fill up to
+  their caps however seldom those entries are asked again.
+"""
+
+from __future__ import annotations
+
+from common import heap
+from common.index.read import memo
+from common.settings import Settings
+
+ARENAS = 2  # malloc arenas of a query process (common.heap): its threads share two
+
+
+def start(settings: Settings) -> list[heap.Trimmer]:
+    """Cap the arenas and start the housekeeping threads (daemons); returns them."""
+    heap.limit_arenas(ARENAS)
+    threads = [heap.Trimmer()]
+    if settings.query_memo_idle_s > 0:  # memos' idle entries dropped, then the heap trimmed
+        threads.append(heap.Trimmer(settings.query_memo_idle_s / 2, memo.sweep_idle, "memo-sweep"))
+    for t in threads:
+        t.start()
+    return threads
