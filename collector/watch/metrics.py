@@ -54,9 +54,12 @@ def serve(settings: Settings) -> bool:
     port = settings.watch_metrics_port
     if not port or _served:
         return _served
+    build = BuildInfoCollector()
+    REGISTRY.register(build)  # before the server: its first scrape may come at once
     try:
         start_http_server(port, addr="0.0.0.0")
     except OSError as e:
+        REGISTRY.unregister(build)
         # The watcher still works; say plainly why its /metrics is missing.
         log.error(
             "watcher metrics cannot listen on port %d: %s (set FLEETSCOPE_WATCH_METRICS_PORT)",
@@ -64,6 +67,5 @@ def serve(settings: Settings) -> bool:
             e.strerror or e,
         )
         return False
-    REGISTRY.register(BuildInfoCollector())
     _served = True
     return True

@@ -134,3 +134,41 @@ def test_fleetscope_watch_serves_metrics(tmp_path: Path, redis_url: str) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_build_info_is_registered_before_the_first_scrape_can_come(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a scrape as soon as the port listened found every series but fleetscope_build_info
+    from collector.watch import metrics
+
+    seen: list[bool] = []
+
+    def listening(port: int, addr: str) -> None:
+        seen.append(REGISTRY.get_sample_value("fleetscope_build_info", _build_labels()) == 1.0)
+
+    monkeypatch.setattr(metrics, "_served", False)
+    monkeypatch.setattr(metrics, "start_http_server", listening)
+    registered = set(REGISTRY._collector_to_names)
+    try:
+        assert metrics.serve(Settings(watch_metrics_port=free_port())) is True
+        assert seen == [True]
+    finally:
+        for c in set(REGISTRY._collector_to_names) - registered:
+            REGISTRY.unregister(c)
+
+    def taken(port: int, addr: str) -> None:
+        raise OSError(98, "Address already in use")
+
+    monkeypatch.setattr(metrics, "_served", False)
+    monkeypatch.setattr(metrics, "start_http_server", taken)
+    assert metrics.serve(Settings(watch_metrics_port=free_port())) is False
+    assert REGISTRY.get_sample_value("fleetscope_build_info", _build_labels()) is None
+
+
+def _build_labels() -> dict[str, str]:
+    import platform
+
+    from common import buildinfo
+
+    return {"version": buildinfo.version(), "python": platform.python_version()}
