@@ -112,6 +112,8 @@ class WatchReplica:
                         first = False
                 except (FleetscopeError, redis.RedisError, RedisClusterException) as e:
                     log.warning("watcher tick failed: %s", e)
+                except Exception:  # a bug must not end the rounds: the leases would lapse
+                    log.exception("watcher round failed")
                 self.after_tick()
                 stop.wait(self.tick_s)
         finally:
@@ -326,18 +328,27 @@ class WatchReplica:
             else:
                 self._lease(name).release()
             return
-        watch = ClusterWatch(
-            self.r,
-            client,
-            self.kinds,
-            self.settings,
-            self.fence(name),
-            self.list_slots,
-            gated=bool(claimed_from),
-            # Free (its holder died, left or lost it): nobody writes it any more, so the
-            # watches resume from what the last holder stored; claimed: its holder still writes.
-            resume=not claimed_from,
-        )
+        try:
+            watch = ClusterWatch(
+                self.r,
+                client,
+                self.kinds,
+                self.settings,
+                self.fence(name),
+                self.list_slots,
+                gated=bool(claimed_from),
+                # Free (its holder died, left or lost it): nobody writes it any more, so the
+                # watches resume from what the last holder stored; claimed: its holder still
+                # writes.
+                resume=not claimed_from,
+            )
+        except OSError as e:  # its TLS material unreadable (ssl.SSLError is one): next round
+            log.warning("cannot watch: %s", str(e)[:200], extra={"cluster": name})
+            if claimed_from:
+                self._drop_claim(name)
+            else:
+                self._lease(name).release()
+            return
         if claimed_from:
             self.claims[name] = watch
             log.info("claimed from %s", claimed_from, extra={"cluster": name})

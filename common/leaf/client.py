@@ -31,6 +31,7 @@ import orjson
 import urllib3
 from kubernetes.client import Configuration
 from kubernetes.client.rest import RESTClientObject, should_bypass_proxies
+from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
@@ -58,6 +59,29 @@ LIST_AUTH_TTL_S = 1.0
 which re-reads the proxy environment each time (a fifth of a request's CPU); tokens are renewed
 at least 30 s before they expire (the loader's and common.leaf.exec_plugin's margins)."""
 OPERATOR_SOURCES = ("dir",)  # written by the operator: exec plugins and file paths allowed
+
+
+def _temp_files_one_at_a_time() -> None:
+    """The kubernetes loader writes a kubeconfig's certificate data (CA, client certificate and
+    key) to a temp file that it remembers by content, and remembers the file's name before it
+    writes the content: a second thread loading the same data at that moment got the name of a
+    still empty file, and its TLS context failed (`NO_CERTIFICATE_OR_CRL_FOUND`). A watcher
+    loads its clusters' kubeconfigs on several threads (exec plugins on their own), so the
+    loader's temp files are made one at a time in this process."""
+    create = kube_config._create_temp_file_with_content
+    if getattr(create, "one_at_a_time", False):
+        return
+    lock = threading.Lock()
+
+    def one_at_a_time(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return create(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    one_at_a_time.one_at_a_time = True  # type: ignore[attr-defined]
+    kube_config._create_temp_file_with_content = one_at_a_time
+
+
+_temp_files_one_at_a_time()
 
 
 @dataclass(frozen=True, repr=False)
