@@ -323,10 +323,7 @@ class WatchReplica:
         except FleetscopeError as e:
             level = logging.DEBUG if isinstance(e, _Loading) else logging.WARNING
             log.log(level, "cannot watch: %s", e, extra={"cluster": name})
-            if claimed_from:
-                self._drop_claim(name)
-            else:
-                self._lease(name).release()
+            self._let_go(name, claimed_from)
             return
         try:
             watch = ClusterWatch(
@@ -344,10 +341,7 @@ class WatchReplica:
             )
         except OSError as e:  # its TLS material unreadable (ssl.SSLError is one): next round
             log.warning("cannot watch: %s", str(e)[:200], extra={"cluster": name})
-            if claimed_from:
-                self._drop_claim(name)
-            else:
-                self._lease(name).release()
+            self._let_go(name, claimed_from)
             return
         if claimed_from:
             self.claims[name] = watch
@@ -356,6 +350,14 @@ class WatchReplica:
             self.watches[name] = watch
             log.info("watching", extra={"cluster": name})
         watch.start()
+
+    def _let_go(self, name: str, claimed_from: str) -> None:
+        """Not watching `name` after all: drop this replica's claim on it, or release its lease
+        (a later round takes it again)."""
+        if claimed_from:
+            self._drop_claim(name)
+        else:
+            self._lease(name).release()
 
     def _client(self, name: str) -> LeafClient:
         config = self.source.configs()[name]
