@@ -205,7 +205,7 @@ class Settings:
     """MiB each query worker may keep in its memos (pages, counts, tables and time windows remembered between requests, by generation), shared out among them by fixed shares, entries' sizes estimated; 0 = each memo bounded by its entry count only (at fleet L one worker's memos reached ~600 MiB with 14 callers: docs/operations.md, "Memory of a query worker")."""
 
     query_memo_idle_s: float = 600.0
-    """A query worker (and the stream process) drops what its memos hold and no request has used for between half of this and this many seconds (a sweep every half of it; 0 = never: only the budget and the entry counts bound them). Under writes most entries are of generations no request asks again: this keeps a worker's memory at what its callers asked lately, and gives it back when the load stops."""
+    """A query worker (and the stream process) drops what its memos hold and no request has used for between half of this and this many seconds, and closes the leaf clients (TLS connections) no detail read used as long (a sweep every half of it; 0 = never: only the budget and the entry counts bound them). Under writes most entries are of generations no request asks again: this keeps a worker's memory at what its callers asked lately, and gives it back when the load stops."""
 
     metrics_cluster_labels: bool = False
     """The query service's /metrics carries per-cluster series (a `cluster` label) only when true: cluster names are otherwise not shown to whoever can scrape it."""

@@ -22,7 +22,7 @@ import weakref
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -74,8 +74,8 @@ _budget = [0]
 """The process's memo budget in bytes; 0: memos are bounded by their weights only."""
 _round = [0]
 """The sweep round (`sweep_idle`): each entry remembers the round of its last use."""
-_memos: weakref.WeakSet[Memo[Any, Any]] = weakref.WeakSet()
-"""Every memo of the process, for `sweep_idle`."""
+_memos: weakref.WeakSet[Idle] = weakref.WeakSet()
+"""Every memo of the process, and every other cache `track`ed, for `sweep_idle`."""
 _sweeps: list[Callable[[], None]] = []
 """Other caches' clears, run by every `sweep_idle` (`on_sweep`)."""
 _SAMPLE = 8
@@ -125,6 +125,13 @@ def approx_size(value: Any, depth: int = 0) -> int:
 
 
 _FLAT = frozenset({bytes, str, int, float, bool, type(None), array, bytearray, memoryview})
+
+
+class Idle(Protocol):
+    """What `sweep_idle` calls: drop the entries last used before sweep round `before`, and say
+    how many went."""
+
+    def drop_idle(self, before: int) -> int: ...
 
 
 class Memo(Generic[K, V]):
@@ -292,6 +299,18 @@ def sweep_idle() -> int:
     for clear in _sweeps:
         clear()
     return dropped
+
+
+def track(cache: Idle) -> None:
+    """Have `sweep_idle` call `cache.drop_idle` (held weakly: a cache that goes is forgotten),
+    for a cache that must do more than forget an idle entry (close a leaf client's
+    connections). Such a cache stamps each use with `sweep_round()`."""
+    _memos.add(cache)
+
+
+def sweep_round() -> int:
+    """The current sweep round: what a `track`ed cache stamps a use of an entry with."""
+    return _round[0]
 
 
 def on_sweep(clear: Callable[[], None]) -> None:
