@@ -8,7 +8,8 @@
   caller used since the sweep before the last dropped (memo.sweep_idle), then the heap
   trimmed. Both kinds of process resolve callers' access through the same memos (keyed by the
   grants version, so every RBAC change makes new entries): without the sweep they fill up to
-  their caps however seldom those entries are asked again.
+  their caps however seldom those entries are asked again. Each sweep then sets
+  `fleetscope_query_memo_bytes` (query.metrics).
 """
 
 from __future__ import annotations
@@ -25,7 +26,19 @@ def start(settings: Settings) -> list[heap.Trimmer]:
     heap.limit_arenas(ARENAS)
     threads = [heap.Trimmer()]
     if settings.query_memo_idle_s > 0:  # memos' idle entries dropped, then the heap trimmed
-        threads.append(heap.Trimmer(settings.query_memo_idle_s / 2, memo.sweep_idle, "memo-sweep"))
+        threads.append(heap.Trimmer(settings.query_memo_idle_s / 2, sweep, "memo-sweep"))
     for t in threads:
         t.start()
     return threads
+
+
+def sweep() -> int:
+    """One idle sweep of the memos (and the caches and leaf clients tracked with them), then
+    the gauge of what the memos hold after it; returns the entries dropped."""
+    # imported here, not with this module: query.gunicorn_conf imports it before it exports
+    # PROMETHEUS_MULTIPROC_DIR, which prometheus_client must see at its import
+    from query import metrics
+
+    dropped = memo.sweep_idle()
+    metrics.MEMO_BYTES.set(memo.held_bytes())
+    return dropped

@@ -26,6 +26,7 @@ from common.index.registry_record import read_records
 from common.leaf import registry
 from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
+from query import metrics
 
 RELOAD_MIN_INTERVAL_S = 5.0
 
@@ -69,6 +70,7 @@ class LeafPool:
             if _same(self._configs.get(cluster), config):
                 self._clients[cluster] = built
                 self._used[cluster] = memo.sweep_round()
+                metrics.LEAF_CLIENTS.set(len(self._clients))
             return built
 
     def drop_idle(self, before: int) -> int:
@@ -80,6 +82,7 @@ class LeafPool:
             gone = [self._clients.pop(c) for c in idle if c in self._clients]
             for c in idle:
                 del self._used[c]
+            metrics.LEAF_CLIENTS.set(len(self._clients))
         for client in gone:
             client.close()
         self.dropped += len(gone)
@@ -94,6 +97,7 @@ class LeafPool:
         self._configs = registry.load_cluster_configs(self.settings, registered=registered)
         self._clients = {c: v for c, v in self._clients.items() if c in self._configs}
         self._used = {c: u for c, u in self._used.items() if c in self._clients}
+        metrics.LEAF_CLIENTS.set(len(self._clients))
         self._version, self._loaded_at = version, time.monotonic()
 
 

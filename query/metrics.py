@@ -17,6 +17,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -36,6 +37,18 @@ RBAC_CACHE = Counter(
 REDIS_ERRORS = Counter("fleetscope_query_redis_errors_total", "Requests failed by Redis errors")
 ROWS_SCANNED = Counter(
     "fleetscope_query_rows_scanned_total", "Rows Redis examined to answer list and facet queries"
+)
+MEMO_BYTES = Gauge(
+    "fleetscope_query_memo_bytes",
+    "Estimated bytes the memos of a query process hold, the largest live process's (0 without "
+    "FLEETSCOPE_QUERY_MEMO_MIB); set at each idle sweep",
+    multiprocess_mode="livemax",
+)
+LEAF_CLIENTS = Gauge(
+    "fleetscope_query_leaf_clients",
+    "Leaf clients (a kubeconfig and its open TLS connections) the query workers hold for "
+    "detail reads, summed over the live workers",
+    multiprocess_mode="livesum",
 )
 
 

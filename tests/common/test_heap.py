@@ -110,7 +110,7 @@ def test_the_housekeeping_sweeps_the_memos_at_half_their_idle_period(
     threads = housekeeping.start(Settings(query_memo_idle_s=90))
     try:
         assert [t.name for t in threads] == ["heap-trim", "memo-sweep"]
-        assert threads[1].every_s == 45 and threads[1].before is memo.sweep_idle
+        assert threads[1].every_s == 45 and threads[1].before is housekeeping.sweep
         assert all(t.is_alive() for t in threads)
     finally:
         for t in threads:
@@ -121,3 +121,19 @@ def test_the_housekeeping_sweeps_the_memos_at_half_their_idle_period(
     finally:
         for t in off:
             t.stop()
+
+
+def test_each_sweep_sets_the_gauge_of_what_the_memos_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import REGISTRY
+
+    from query import housekeeping
+
+    monkeypatch.setattr(memo, "_budget", [2**20])  # sizes are estimated under a budget only
+    kept = memo.Memo(10, "facets.raw")
+    kept.put("cluster-1", {f"ns-{i}": "x" * 40 for i in range(200)})
+    housekeeping.sweep()  # a new round: the entry was used in the last one, and stays
+    held = REGISTRY.get_sample_value("fleetscope_query_memo_bytes")
+    assert held == memo.held_bytes() and held >= kept.nbytes > 10_000
+    housekeeping.sweep()  # unused for a whole round: dropped
+    assert len(kept) == 0
+    assert REGISTRY.get_sample_value("fleetscope_query_memo_bytes") == memo.held_bytes() < held

@@ -110,3 +110,29 @@ def test_worker_freezes_its_start_up_objects_out_of_the_collector() -> None:
         assert gc.get_freeze_count() > 1000
     finally:
         gc.unfreeze()
+
+
+def test_the_memo_gauge_comes_from_the_workers_sweeps(
+    seeded, redis_url: str, tmp_path: Path
+) -> None:
+    """`fleetscope_query_memo_bytes` is set by each worker's idle sweep and, in gunicorn's
+    multiprocess mode, answered once (the largest live worker's), not once per worker."""
+    settings = header_mode(
+        redis_url,
+        query_workers="2",
+        metrics_dir=str(tmp_path / "metrics"),
+        query_memo_mib="64",
+        query_memo_idle_s="0.4",  # a sweep every 0.2 s
+    )
+    with serving(settings, tmp_path / "gunicorn.log") as host:
+        h = headers(USERS["team"])
+        for _ in range(4):  # memos filled in whichever worker answers
+            requests.get(f"http://{host}/api/v1/facets", headers=h, timeout=10).raise_for_status()
+        deadline = time.monotonic() + 20
+        found: list[str] = []
+        while not found and time.monotonic() < deadline:
+            text = requests.get(f"http://{host}/metrics", timeout=10).text
+            found = re.findall(r"^fleetscope_query_memo_bytes(\{[^}]*\})? (\S+)$", text, re.M)
+            time.sleep(0.1)  # polling the workers' next sweep
+    assert len(found) == 1, found
+    assert float(found[0][1]) >= 0

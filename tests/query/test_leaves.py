@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from common.errors import ClusterUnreachable
 from common.index.read import memo
@@ -57,6 +58,7 @@ def test_a_client_no_detail_read_used_for_a_whole_sweep_round_is_closed_and_drop
     assert pool.client("busy", version=1) is busy  # used in this round
     memo.sweep_idle()  # "idle" was last used two rounds ago
     assert len(pool) == 1 and pool.dropped == 1
+    assert REGISTRY.get_sample_value("fleetscope_query_leaf_clients") == 1
     assert len(idle._pool.pools) == 0  # its connections closed, not left to the collector
     assert pool.client("busy", version=1) is busy
     again = pool.client("idle", version=1)

@@ -308,6 +308,12 @@ def track(cache: Idle) -> None:
     _memos.add(cache)
 
 
+def held_bytes() -> int:
+    """The estimated bytes every memo of the process holds (0 without a budget: sizes are
+    estimated only under one, `set_budget`)."""
+    return sum(m.nbytes for m in list(_memos) if isinstance(m, Memo))
+
+
 def sweep_round() -> int:
     """The current sweep round: what a `track`ed cache stamps a use of an entry with."""
     return _round[0]
