@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import redis
 
@@ -29,6 +30,13 @@ from common.settings import Settings
 from query import metrics
 
 RELOAD_MIN_INTERVAL_S = 5.0
+_pools: weakref.WeakSet[LeafPool] = weakref.WeakSet()
+"""Every pool of the process (one per app): `fleetscope_query_leaf_clients` counts them all."""
+
+
+def clients_held() -> int:
+    """The leaf clients every pool of the process holds."""
+    return sum(len(p) for p in list(_pools))
 
 
 class LeafPool:
@@ -45,6 +53,7 @@ class LeafPool:
         self._lock = threading.Lock()
         self.dropped = 0  # idle clients closed (`drop_idle`)
         memo.track(self)
+        _pools.add(self)
 
     def client(self, cluster: str, version: object) -> LeafClient:
         with self._lock:
@@ -70,7 +79,7 @@ class LeafPool:
             if _same(self._configs.get(cluster), config):
                 self._clients[cluster] = built
                 self._used[cluster] = memo.sweep_round()
-                metrics.LEAF_CLIENTS.set(len(self._clients))
+                metrics.LEAF_CLIENTS.set(clients_held())
             return built
 
     def drop_idle(self, before: int) -> int:
@@ -82,7 +91,7 @@ class LeafPool:
             gone = [self._clients.pop(c) for c in idle if c in self._clients]
             for c in idle:
                 del self._used[c]
-            metrics.LEAF_CLIENTS.set(len(self._clients))
+            metrics.LEAF_CLIENTS.set(clients_held())
         for client in gone:
             client.close()
         self.dropped += len(gone)
@@ -97,7 +106,7 @@ class LeafPool:
         self._configs = registry.load_cluster_configs(self.settings, registered=registered)
         self._clients = {c: v for c, v in self._clients.items() if c in self._configs}
         self._used = {c: u for c, u in self._used.items() if c in self._clients}
-        metrics.LEAF_CLIENTS.set(len(self._clients))
+        metrics.LEAF_CLIENTS.set(clients_held())
         self._version, self._loaded_at = version, time.monotonic()
 
 
