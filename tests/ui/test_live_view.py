@@ -19,7 +19,13 @@ def test_a_row_changes_colour_without_a_reload(stack: Stack, page: Any) -> None:
 
     cluster, namespace, name = stack.unhealthy[-1]
     page.goto(f"/?kind=Kustomization&namespace={namespace}&cluster={cluster}&name={name}")
-    view_as(page, "admin-0")
+    # Switching the user lists again; the first list's rows and stream (as the page's first
+    # user) may already satisfy the checks below, so wait for the admin's own stream: else the
+    # second list's requests land after `requests_before` and read as polling.
+    with page.expect_response(
+        lambda r: "/api/v1/watch" in r.url and r.request.headers.get("x-remote-user") == "admin-0"
+    ):
+        view_as(page, "admin-0")
     badge = page.locator("#rows tbody tr", has_text=name).locator(".badge").first
     expect(badge).to_have_text("unhealthy")
     expect(page.locator("#live")).to_have_attribute("data-state", "live")
