@@ -17,6 +17,7 @@ write re-reads only its cluster. The generations are the status generations
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,9 @@ LABEL_KEYS_MAX = 10
 MEMO_MAX = 65536  # remembered (cluster, access, filters) parts per process
 ANSWERS_MAX = 4096  # remembered answers (caller's access, filters) per process
 SUMS_MAX = 65536  # clusters of the remembered per-namespace sums (`Extras.namespaces`)
+WHOLE_CHUNK = 16
+"""Clusters whose every-namespace counts one round trip reads (`Extras.namespaces`): ~280 KB
+of strings each at fleet L, summed before the next chunk is read."""
 
 
 @dataclass
@@ -93,6 +97,11 @@ class _Sums:
     """A copy of `out` as answers show it, shared (read only) until `out` moves: a page's
     encoded namespaces are kept by it (query.body)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    pos: dict[str, int] = field(default_factory=dict)
+    """Per cluster whose share was summed from every namespace's counts (cluster-wide kinds),
+    the change-feed generation those counts held at: a write moves the share by the
+    namespaces the feed touched since (`Extras._followed`), not by every namespace read again
+    (at fleet L the memo budget holds a few of 200 clusters' every-namespace counts)."""
 
 
 class Extras:
@@ -152,10 +161,13 @@ class Extras:
         selector or flapping filter: those are counted from rows). A caller who sees only some
         namespaces is summed from the per-namespace counts its count table was read from (no
         read of its own); one with cluster-wide kinds from every namespace's counts, read once
-        per cluster generation and shared by every such caller. The caller's sum is kept and
-        moved by the clusters whose (status) generation moved since: a request after a write
-        re-sums the written clusters only, one on a still fleet none. The dict is shared (read
-        only) while the sum does not move."""
+        per cluster generation and shared by every such caller while the memo budget holds
+        them. The caller's sum is kept and moved by the clusters whose (status) generation
+        moved since: a request after a write re-sums the written clusters only, one on a still
+        fleet none; a cluster-wide caller's share of a written cluster is moved by the
+        namespaces its change feed says were touched (read again), whether or not every
+        namespace's counts are still remembered. The dict is shared (read only) while the sum
+        does not move."""
         key = (id(access), filters, tuple(clusters))
         with self._lock:
             st = self._sums.get(key, owner=access)
@@ -166,8 +178,8 @@ class Extras:
             old = st.gens
             moved = [i for i, g in enumerate(gens) if len(old) != len(gens) or old[i] != g]
             if moved:
-                parts = self._cluster_namespaces(
-                    [(clusters[i], gens[i]) for i in moved], access, filters, tallies
+                parts, pos = self._cluster_namespaces(
+                    [(clusters[i], gens[i]) for i in moved], access, filters, tallies, st
                 )
                 for i in moved:
                     c = clusters[i]
@@ -180,6 +192,10 @@ class Extras:
                         _sub_all(st.out, {ns: gone[ns] for ns in touched if ns in gone})
                         _add_all(st.out, {ns: new[ns] for ns in touched if ns in new})
                     st.parts[c] = new
+                    if c in pos:
+                        st.pos[c] = pos[c]
+                    else:
+                        st.pos.pop(c, None)
                     if gone is None or (gone is not new and gone != new):
                         st.view = None
                 st.gens = list(gens)
@@ -194,39 +210,106 @@ class Extras:
         access: Mapping[str, AccessLike],
         filters: Filters,
         tallies: tally.Tallies,
-    ) -> dict[str, dict[str, int]]:
+        held: _Sums | None = None,
+    ) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
         """Each cluster's visible rows per namespace (`namespaces`), remembered per cluster
-        generation; those not remembered are read in one round trip."""
+        generation, and for those summed from every namespace's counts the change-feed
+        generation the counts held at. A cluster whose share `held` holds at a known feed
+        generation is moved by its feed (`_followed`); the others not remembered are read in
+        round trips of `WHOLE_CHUNK` clusters."""
         out: dict[str, dict[str, int]] = {}
+        pos: dict[str, int] = {}
         ns_key = tuple(sorted(set(filters.namespaces)))
         todo: list[tuple[str, int]] = []
+        followed: list[tuple[str, int, int]] = []
         for c, g in wanted:
             gen, a = int(g or 0), access[c]
             hit = self._ns.get((c, id(a), filters), gen, a)
             if hit is not None:
                 out[c] = hit[1]
+                if hit[2]:
+                    pos[c] = hit[2]
                 continue
             entry = None if tally.view(a, ns_key).cluster_wide else tallies.entry(c, a, ns_key, gen)
             values: Mapping[str, str] | None = None
+            at = 0
             if entry is not None:
                 values = entry.per_ns
             elif (raw := self._raw.get(c, gen)) is not None:
-                values = raw[0]
+                values, at = raw
+            elif held is not None and held.pos.get(c) and c in held.parts and self.follow:
+                followed.append((c, gen, held.pos[c]))
+                continue
             if values is None:
                 todo.append((c, gen))
                 continue
-            out[c] = self._shares(c, gen, a, filters, values)
-        for c, (gen, values) in self._every_namespace(todo).items():
-            out[c] = self._shares(c, gen, access[c], filters, values)
-        return out
+            out[c] = self._shares(c, gen, a, filters, values, at)
+            if at:
+                pos[c] = at
+        if followed:
+            assert held is not None
+            todo += self._followed(followed, access, filters, held, out, pos)
+        for i in range(0, len(todo), WHOLE_CHUNK):
+            # a chunk's counts are summed before the next is read: at fleet L every cluster's
+            # were ~110 MiB of strings in flight in one round trip
+            for c, (gen, values, at) in self._every_namespace(todo[i : i + WHOLE_CHUNK]).items():
+                out[c] = self._shares(c, gen, access[c], filters, values, at)
+                if at:
+                    pos[c] = at
+        return out, pos
+
+    def _followed(
+        self,
+        followed: Sequence[tuple[str, int, int]],
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        held: _Sums,
+        out: dict[str, dict[str, int]],
+        pos: dict[str, int],
+    ) -> list[tuple[str, int]]:
+        """Move each (cluster, status generation, feed generation) share `held` holds by the
+        namespaces its change feed touched since (their counts read again, in one round trip
+        after the feed's), into `out` and `pos`. Returns the clusters whose feed no longer
+        reaches back (read whole)."""
+        assert self.follow is not None
+        whole: list[tuple[str, int]] = []
+        touched: dict[str, tuple[int, list[str]]] = {}
+        asked = [(c, at) for c, _g, at in followed]
+        for (c, gen, _at), (g, every, lines) in zip(followed, self.follow(asked), strict=True):
+            if int(every):
+                whole.append((c, gen))
+                continue
+            found = {rows.member_ns_kind(line)[0] for line in lines.split(b"\n") if line}
+            touched[c] = (int(g), sorted(s.decode() for s in found))
+        p = self.r.pipeline(transaction=False)
+        groups = {c: nscounts.queue_read(p, c, spaces) for c, (_g, spaces) in touched.items()}
+        replies = p.execute() if any(groups.values()) else []
+        self.followed += len(touched)
+        at = 0
+        for c, (g, spaces) in touched.items():
+            got = nscounts.collect(groups[c], replies[at : at + len(groups[c])])
+            at += len(groups[c])
+            mine = held.parts[c]
+            if spaces:
+                fresh = _namespace_rows(access[c], filters, got, spaces)
+                mine = dict(mine)  # the held one is shared (read only)
+                for ns in spaces:
+                    if ns in fresh:
+                        mine[ns] = fresh[ns]
+                    else:
+                        mine.pop(ns, None)
+                self.resummed += len(spaces)
+            out[c], pos[c] = mine, g
+        return whole
 
     def _every_namespace(
         self, todo: Sequence[tuple[str, int]]
-    ) -> dict[str, tuple[int, Mapping[str, str]]]:
-        """Every namespace's counts of each (cluster, status generation), remembered (`_raw`):
-        a cluster held at an older generation is moved by its change feed (the namespaces its
-        entries since touch read again, common.index.read.lua.FOLLOW), the others read whole
-        (after their generation: the feed is followed from there next time)."""
+    ) -> dict[str, tuple[int, Mapping[str, str], int]]:
+        """Every namespace's counts of each (cluster, status generation), remembered (`_raw`),
+        with the change-feed generation they hold at: a cluster held at an older generation is
+        moved by its change feed (the namespaces its entries since touch read again,
+        common.index.read.lua.FOLLOW), the others read whole (after their generation: the
+        feed is followed from there next time)."""
         if not todo:
             return {}
         held = {c: hit[1] for c, _g in todo if (hit := self._raw.peek(c)) is not None}
@@ -248,14 +331,14 @@ class Extras:
         replies = p.execute() if whole_read or any(groups.values()) else []
         self.reads += len(whole_read)
         self.followed += len(touched)
-        out: dict[str, tuple[int, Mapping[str, str]]] = {}
+        out: dict[str, tuple[int, Mapping[str, str], int]] = {}
         at = 0
         for (c, gen), n in zip(whole_read, spans, strict=True):
             pos = int(replies[at] or 0)
             values = nscounts.collect_all(replies[at + 1 : at + 1 + n])
             at += 1 + n
             self._raw.put(c, (values, pos), gen)
-            out[c] = (gen, values)
+            out[c] = (gen, values, pos)
         gen_of = dict(todo)
         for c, (pos, spaces) in touched.items():
             got = nscounts.collect(groups[c], replies[at : at + len(groups[c])])
@@ -269,14 +352,21 @@ class Extras:
                     else:
                         moved.pop(ns, None)
             self._raw.put(c, (moved, pos), gen_of[c])
-            out[c] = (gen_of[c], moved)
+            out[c] = (gen_of[c], moved, pos)
         return out
 
     def _shares(
-        self, c: str, gen: int, a: AccessLike, filters: Filters, values: Mapping[str, str]
+        self,
+        c: str,
+        gen: int,
+        a: AccessLike,
+        filters: Filters,
+        values: Mapping[str, str],
+        at: int = 0,
     ) -> dict[str, int]:
-        """The cluster's rows per namespace from its per-namespace counts `values`: from the
-        previous generation's, re-summing only the namespaces whose counts moved."""
+        """The cluster's rows per namespace from its per-namespace counts `values` (held at
+        change-feed generation `at` when read whole, else 0): from the previous generation's,
+        re-summing only the namespaces whose counts moved."""
         key = (c, id(a), filters)
         prev = self._ns.peek(key, a)
         if prev is None:
@@ -293,7 +383,7 @@ class Extras:
                 else:
                     mine.pop(ns, None)
             self.resummed += len(moved)
-        self._ns.put(key, (values, mine), gen, a)
+        self._ns.put(key, (values, mine, at), gen, a)
         return mine
 
     # -- counted from rows ---------------------------------------------------------------------
@@ -658,8 +748,9 @@ def _merge(out: Facets, more: Facets) -> None:
             mine[k] = mine.get(k, 0) + n
 
 
-_Shares = tuple[Mapping[str, str], dict[str, int]]
-"""A cluster's per-namespace counts (encoded) and the caller's rows per namespace from them."""
+_Shares = tuple[Mapping[str, str], dict[str, int], int]
+"""A cluster's per-namespace counts (encoded), the caller's rows per namespace from them, and
+the change-feed generation the counts held at when read whole (0: unknown)."""
 
 
 def _namespace_rows(
@@ -688,7 +779,9 @@ def _namespace_rows(
             if filters.suspended is None or susp is filters.suspended:
                 n += count
         if n:
-            out[ns] = n
+            # interned: a fleet's clusters share namespace names, and a caller's sum keeps
+            # every cluster's share (at fleet L ~24 MiB of names per sum otherwise)
+            out[sys.intern(ns)] = n
     return out
 
 

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from common.index import keys, rows
+from common.index.read import facets, memo
 from common.index.read.group_facets import GroupFacets
 from common.index.read.groups import GroupReader
 from common.index.read.reader import Filters, PageRequest, Reader
@@ -289,6 +290,52 @@ def test_an_admins_namespace_counts_are_read_whole_when_the_feed_was_trimmed(
     again = reader.facets(ADMIN, Filters())
     assert (reader.extras.reads, reader.extras.followed) == (reads + 1, 1)
     assert again.namespaces == Reader(fleet, KINDS).facets(ADMIN, Filters()).namespaces
+
+
+@pytest.fixture
+def tiny_memo_budget() -> Iterator[None]:
+    """A memo budget so small that every byte-bounded memo keeps only its last entry."""
+    before = memo.budget_bytes()
+    memo.set_budget(1 / 1024)
+    yield
+    memo.set_budget(before / 2**20)
+
+
+@pytest.mark.usefixtures("tiny_memo_budget")
+def test_an_admins_namespace_counts_follow_the_feed_when_the_budget_dropped_them(
+    fleet: redis.Redis,
+) -> None:
+    """At fleet L the memo budget holds a few of 200 clusters' every-namespace counts; the
+    admin's sum is still moved by the written cluster's feed, not by reading it whole."""
+    reader = Reader(fleet, KINDS)
+    reader.facets(ADMIN, Filters())
+    reads = reader.extras.reads
+    assert reads == len(CLUSTERS)  # read whole once, in chunks
+    for i in range(3):
+        flipped(fleet, WRITTEN, i)
+        m = stored(fleet, WRITTEN)[-1]  # a row leaves: its namespace's count moves
+        store_events.apply_changes(fleet, WRITTEN, [store_events.Change(rows.identity(m), None)])
+        moved = reader.facets(ADMIN, Filters())
+        assert (reader.extras.reads, reader.extras.followed) == (reads, i + 1)
+        assert moved.namespaces == Reader(fleet, KINDS).facets(ADMIN, Filters()).namespaces
+
+
+def test_every_namespace_counts_read_in_chunks_sum_the_same(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = Reader(fleet, KINDS).facets(ADMIN, Filters()).namespaces
+    monkeypatch.setattr(facets, "WHOLE_CHUNK", 2)
+    reader = Reader(fleet, KINDS)
+    chunks: list[int] = []
+    read = reader.extras._every_namespace
+
+    def counted(todo: Any) -> Any:
+        chunks.append(len(todo))
+        return read(todo)
+
+    monkeypatch.setattr(reader.extras, "_every_namespace", counted)
+    assert reader.facets(ADMIN, Filters()).namespaces == whole
+    assert reader.extras.reads == sum(chunks) == len(CLUSTERS) and max(chunks) == 2
 
 
 def test_list_pages_show_the_new_message(fleet: redis.Redis) -> None:
