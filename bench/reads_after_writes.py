@@ -1,6 +1,7 @@
 """Benchmark (issue #38): what the first read after a write costs, in the reader itself.
 
     .venv/bin/python -m bench.reads_after_writes [--preset M] [--redis-url URL] [--n 40]
+        [--memo-mib MIB] [--burst K]
 
 Loads the fleet (or uses `--redis-url`), then for a plain list page, newest first, groups (by object, by object with
 `status=healthy`, by namespace), group facets (by object, by namespace) and facets, as a cluster
@@ -8,6 +9,10 @@ admin: the process CPU and Redis commands of one request on a still fleet, right
 status-unchanged update (bench.churn: a new message on one row) and right after a status
 transition on a random cluster, averaged over `--n` of each. No HTTP and no load: the reader's
 own cost, steadier than a load run on a busy machine (a request costs this plus the service's).
+`--memo-mib` bounds the memos as the query service's `FLEETSCOPE_QUERY_MEMO_MIB` does (default:
+by their weights only); `--burst K` adds requests after K transitions on random clusters (what a
+query worker sees between two of one caller's requests under churn), with the Python heap's
+peak during each request (tracemalloc: what the request holds in flight).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import cProfile
 import random
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +29,7 @@ from bench.churn import transition, unchanged_updates
 from bench.fleetload import load_fleet
 from common import redis_client
 from common.index import keys
+from common.index.read import memo
 from common.index.read.group_facets import GroupFacets
 from common.index.read.groups import GroupReader
 from common.index.read.reader import Filters, PageRequest, Reader
@@ -54,9 +61,10 @@ def cases(r: Any, clusters: list[str]) -> dict[str, Callable[[], Any]]:
 
 
 def measure(
-    r: Any, n: int, only: list[str] | None = None, profile: str = ""
-) -> list[tuple[str, str, float, float]]:
-    """(request, write before it, CPU ms, Redis commands) per case and kind of write."""
+    r: Any, n: int, only: list[str] | None = None, profile: str = "", burst: int = 0
+) -> list[tuple[str, str, float, float, float]]:
+    """(request, write before it, CPU ms, Redis commands, heap peak MiB: 0 unless `burst`) per
+    case and kind of write."""
     clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
     rnd = random.Random(1)
     writes: dict[str, Callable[[], Any]] = {
@@ -64,6 +72,10 @@ def measure(
         "after a message-only update": lambda: unchanged_updates(r, clusters, 1, rnd),
         "after a transition": lambda: transition(r, rnd.choice(clusters)),
     }
+    if burst:
+        writes[f"after {burst} transitions"] = lambda: [
+            transition(r, rnd.choice(clusters)) for _ in range(burst)
+        ]
     out = []
     profiler = cProfile.Profile() if profile else None
     for name, ask in cases(r, clusters).items():
@@ -71,21 +83,29 @@ def measure(
             continue
         ask()  # the first answer in a process reads everything: not what is measured
         for what, write in writes.items():
-            cpu = cmds = 0.0
+            cpu = cmds = peak = 0.0
             for _ in range(n):
                 write()
                 topology.reset_stats(r)
+                if burst:
+                    tracemalloc.start()
+                    base = tracemalloc.get_traced_memory()[0]
                 t0 = time.process_time()
                 if profiler is not None and what == "after a transition":
                     profiler.runcall(ask)
                 else:
                     ask()
                 cpu += time.process_time() - t0
+                if burst:  # traced after the CPU time: tracing slows what it traces
+                    peak = max(peak, tracemalloc.get_traced_memory()[1] - base)
+                    tracemalloc.stop()
                 stats = topology.commandstats(r)
                 stats.pop("config|resetstat", None)
                 cmds += sum(stats.values())
-            out.append((name, what, round(cpu / n * 1e3, 2), round(cmds / n, 1)))
-            print(f"| {name} | {what} | {out[-1][2]} | {out[-1][3]} |", flush=True)
+            mib = round(peak / 2**20, 1)
+            out.append((name, what, round(cpu / n * 1e3, 2), round(cmds / n, 1), mib))
+            row = f"| {name} | {what} | {out[-1][2]} | {out[-1][3]} |"
+            print(row + (f" {mib} |" if burst else ""), flush=True)
     if profiler is not None:
         profiler.dump_stats(profile)
     return out
@@ -98,14 +118,20 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40, help="requests per case and kind of write")
     ap.add_argument("--case", action="append", help="only the requests whose name has this")
     ap.add_argument("--profile", default="", help="cProfile the reads after a transition here")
+    ap.add_argument("--memo-mib", type=float, default=0, help="the memos' budget (0: none)")
+    ap.add_argument("--burst", type=int, default=0, help="also after this many transitions")
     args = ap.parse_args()
+    memo.set_budget(args.memo_mib)
     server = None if args.redis_url else start_redis_server()
     url = args.redis_url or server.url  # type: ignore[union-attr]
     try:
         if not args.redis_url:
             print(load_fleet(url, args.preset), flush=True)
-        print("| request | before it | CPU ms | Redis commands |\n|---|---|---|---|", flush=True)
-        measure(redis_client.connect(url), args.n, args.case, args.profile)
+        head = "| request | before it | CPU ms | Redis commands |"
+        if args.burst:
+            head += " heap peak MiB |"
+        print(head + "\n|" + "---|" * head.count(" |"), flush=True)
+        measure(redis_client.connect(url), args.n, args.case, args.profile, args.burst)
     finally:
         if server is not None:
             server.stop()

@@ -102,6 +102,7 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
 
     def worker_process_init(**_: Any) -> None:
         gc_tuning.tune()
+        gc_tuning.start_trimmer()
 
     def worker_ready(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:

@@ -15,7 +15,8 @@ every frame's code positions). Only the cycle collector frees those, and at thes
 full collection is ~8 M allocations away, which a worker child whose syncs fail fast (a cluster
 that is down) reaches only after a long while: such a child grew ~5 MiB per flap cycle of one
 cluster (docs/operations.md, "Soak"). So a Celery task that did not succeed is followed by a
-full collection (`after_task`): a few milliseconds, on failures only.
+full collection (`after_task`): a few milliseconds, on failures only, followed by a trim of the
+C heap (common.heap), which every child and prefork parent also runs once a minute.
 
 A prefork worker's parent syncs nothing: once its pool runs it goes back to CPython's
 thresholds (`pool_parent_ready`), so what a broker failover leaves it is collected as it goes.
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import gc
 from typing import Any
+
+from common import heap
 
 THRESHOLDS = (20_000, 20, 20)
 DEFAULT_THRESHOLDS = gc.get_threshold()
@@ -50,10 +53,30 @@ def pool_parent_ready(pool: Any) -> None:
     or threads pool runs the syncs in this process: it stays tuned."""
     if type(pool).__module__ == "celery.concurrency.prefork":
         gc.set_threshold(*DEFAULT_THRESHOLDS)
+        start_trimmer()
 
 
 def after_task(state: str | None) -> None:
-    """Free the reference cycles a failed or retried task left behind (a full collection);
-    nothing after a success."""
+    """Free the reference cycles a failed or retried task left behind (a full collection),
+    then hand the C heap's free pages back to the kernel; nothing after a success."""
     if state != SUCCESS:
         gc.collect()
+        # A Redis failover fails every sync in flight at once, each after it built its rows:
+        # the freed memory stayed in the child's heap, ~15 MiB per child (soak, 2026-11-28)
+        heap.trim()
+
+
+def start_trimmer() -> heap.Trimmer:
+    """Trim the C heap every minute in this process (common.heap), for a sync worker's child
+    and a prefork parent: a sync builds and drops tens of megabytes, and glibc keeps what is
+    freed below the heap's top for reuse rather than returning it. Once per process: a child
+    forked from a parent whose trimmer runs starts its own (threads do not survive a fork)."""
+    if _trimmer and _trimmer[0].is_alive():
+        return _trimmer[0]
+    t = heap.Trimmer()
+    t.start()
+    _trimmer[:] = [t]
+    return t
+
+
+_trimmer: list[heap.Trimmer] = []

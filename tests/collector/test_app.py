@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from collector.app import QUEUE, beat_schedule, create_celery
 from common.settings import Settings
 
@@ -52,3 +54,38 @@ def test_a_prefork_parent_collects_with_cpythons_thresholds_once_its_pool_runs()
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
+
+
+def test_worker_processes_trim_the_c_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed task is followed by a collection and a trim of the C heap; each child and
+    prefork parent trims once a minute, one trimmer per process."""
+    from collector import gc_tuning
+    from common import heap
+
+    trims: list[int] = []
+    monkeypatch.setattr(heap, "trim", lambda: trims.append(1) or True)
+    gc_tuning.after_task(gc_tuning.SUCCESS)
+    assert trims == []
+    gc_tuning.after_task("RETRY")
+    gc_tuning.after_task("FAILURE")
+    assert len(trims) == 2
+    started: list[heap.Trimmer] = []
+    monkeypatch.setattr(heap.Trimmer, "start", lambda self: started.append(self))
+    monkeypatch.setattr(heap.Trimmer, "is_alive", lambda self: self in started)
+    monkeypatch.setattr(gc_tuning, "_trimmer", [])
+    first = gc_tuning.start_trimmer()
+    assert gc_tuning.start_trimmer() is first and started == [first]
+    assert first.every_s == heap.TRIM_EVERY_S
+
+
+def test_a_worker_child_starts_its_trimmer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import signals
+
+    from collector import gc_tuning
+
+    calls: list[str] = []
+    monkeypatch.setattr(gc_tuning, "tune", lambda: calls.append("tune"))
+    monkeypatch.setattr(gc_tuning, "start_trimmer", lambda: calls.append("trim"))
+    create_celery(Settings(redis_url="redis://127.0.0.1:1/0"))
+    signals.worker_process_init.send(sender=None)
+    assert "tune" in calls and "trim" in calls
