@@ -21,7 +21,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from common.index import keys, nscounts, rows
 from common.index.read import tally
@@ -289,17 +289,8 @@ class Extras:
         for c, (g, spaces) in touched.items():
             got = nscounts.collect(groups[c], replies[at : at + len(groups[c])])
             at += len(groups[c])
-            mine = held.parts[c]
-            if spaces:
-                fresh = _namespace_rows(access[c], filters, got, spaces)
-                mine = dict(mine)  # the held one is shared (read only)
-                for ns in spaces:
-                    if ns in fresh:
-                        mine[ns] = fresh[ns]
-                    else:
-                        mine.pop(ns, None)
-                self.resummed += len(spaces)
-            out[c], pos[c] = mine, g
+            out[c], pos[c] = _moved(held.parts[c], access[c], filters, got, spaces), g
+            self.resummed += len(spaces)
         return whole
 
     def _every_namespace(
@@ -343,14 +334,8 @@ class Extras:
         for c, (pos, spaces) in touched.items():
             got = nscounts.collect(groups[c], replies[at : at + len(groups[c])])
             at += len(groups[c])
-            moved: Mapping[str, str] = held[c][0]
-            if spaces:  # read after the feed: as new as it, or newer (moved again)
-                moved = dict(moved)
-                for ns in spaces:
-                    if ns in got:
-                        moved[ns] = got[ns]
-                    else:
-                        moved.pop(ns, None)
+            # read after the feed: as new as it, or newer (moved again)
+            moved: Mapping[str, str] = _overlaid(held[c][0], spaces, got)
             self._raw.put(c, (moved, pos), gen_of[c])
             out[c] = (gen_of[c], moved, pos)
         return out
@@ -374,14 +359,7 @@ class Extras:
         else:
             old_values, mine = prev[1][0], prev[1][1]
             moved = list({ns for ns, _v in values.items() ^ old_values.items()})
-            if moved:  # else the same (read-only) dict: its callers see it did not move
-                mine = dict(mine)
-            fresh = _namespace_rows(a, filters, values, moved)
-            for ns in moved:
-                if ns in fresh:
-                    mine[ns] = fresh[ns]
-                else:
-                    mine.pop(ns, None)
+            mine = _moved(mine, a, filters, values, moved)
             self.resummed += len(moved)
         self._ns.put(key, (values, mine, at), gen, a)
         return mine
@@ -751,6 +729,40 @@ def _merge(out: Facets, more: Facets) -> None:
 _Shares = tuple[Mapping[str, str], dict[str, int], int]
 """A cluster's per-namespace counts (encoded), the caller's rows per namespace from them, and
 the change-feed generation the counts held at when read whole (0: unknown)."""
+
+
+def _moved(
+    mine: dict[str, int],
+    access: AccessLike,
+    filters: Filters,
+    values: Mapping[str, str],
+    spaces: Sequence[str],
+) -> dict[str, int]:
+    """A cluster's rows per namespace `mine` with the namespaces `spaces` summed again from
+    their counts `values`: a new dict, or `mine` itself (shared, read only) when none moved."""
+    if not spaces:
+        return mine
+    fresh = _namespace_rows(access, filters, values, spaces)
+    return cast(dict[str, int], _overlaid(mine, spaces, fresh))
+
+
+_V = TypeVar("_V")
+
+
+def _overlaid(
+    base: Mapping[str, _V], spaces: Sequence[str], fresh: Mapping[str, _V]
+) -> Mapping[str, _V]:
+    """`base` with each of `spaces` set to its `fresh` value, or dropped when it has none: a new
+    dict, or `base` itself (shared, read only) when `spaces` is empty."""
+    if not spaces:
+        return base
+    out = dict(base)
+    for ns in spaces:
+        if ns in fresh:
+            out[ns] = fresh[ns]
+        else:
+            out.pop(ns, None)
+    return out
 
 
 def _namespace_rows(
