@@ -9,23 +9,26 @@ from typing import Any
 
 import pytest
 
-from tests.ui.stack import Stack, shot, view_as
+from tests.ui.stack import Stack, shot
 
 pytestmark = pytest.mark.browser
+
+ADMIN = "admin-0"
 
 
 def test_a_row_changes_colour_without_a_reload(stack: Stack, page: Any) -> None:
     from playwright.sync_api import expect
 
     cluster, namespace, name = stack.unhealthy[-1]
-    page.goto(f"/?kind=Kustomization&namespace={namespace}&cluster={cluster}&name={name}")
-    # Switching the user lists again; the first list's rows and stream (as the page's first
-    # user) may already satisfy the checks below, so wait for the admin's own stream: else the
-    # second list's requests land after `requests_before` and read as polling.
+    # The page opens as the admin (the demo user it remembers): switching users after it
+    # opened lists again, and that second list's requests could land after `requests_before`
+    # below and read as polling (CI's failure twice, whichever list's stream was waited for).
+    page.add_init_script(f"localStorage.setItem('fleetscope.demoUser', {ADMIN!r})")
     with page.expect_response(
-        lambda r: "/api/v1/watch" in r.url and r.request.headers.get("x-remote-user") == "admin-0"
+        lambda r: "/api/v1/watch" in r.url and r.request.headers.get("x-remote-user") == ADMIN
     ):
-        view_as(page, "admin-0")
+        page.goto(f"/?kind=Kustomization&namespace={namespace}&cluster={cluster}&name={name}")
+    assert page.locator("#demo-user").input_value() == ADMIN
     badge = page.locator("#rows tbody tr", has_text=name).locator(".badge").first
     expect(badge).to_have_text("unhealthy")
     expect(page.locator("#live")).to_have_attribute("data-state", "live")
