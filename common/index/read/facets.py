@@ -271,16 +271,9 @@ class Extras:
         namespaces its change feed touched since (their counts read again, in one round trip
         after the feed's), into `out` and `pos`. Returns the clusters whose feed no longer
         reaches back (read whole)."""
-        assert self.follow is not None
-        whole: list[tuple[str, int]] = []
-        touched: dict[str, tuple[int, list[str]]] = {}
-        asked = [(c, at) for c, _g, at in followed]
-        for (c, gen, _at), (g, every, lines) in zip(followed, self.follow(asked), strict=True):
-            if int(every):
-                whole.append((c, gen))
-                continue
-            found = {rows.member_ns_kind(line)[0] for line in lines.split(b"\n") if line}
-            touched[c] = (int(g), sorted(s.decode() for s in found))
+        fed = self._touched([(c, at) for c, _g, at in followed])
+        touched = {c: t for (c, _g, _at), t in zip(followed, fed, strict=True) if t is not None}
+        whole = [(c, gen) for c, gen, _at in followed if c not in touched]
         p = self.r.pipeline(transaction=False)
         groups = {c: nscounts.queue_read(p, c, spaces) for c, (_g, spaces) in touched.items()}
         replies = p.execute() if any(groups.values()) else []
@@ -292,6 +285,20 @@ class Extras:
             out[c], pos[c] = _moved(held.parts[c], access[c], filters, got, spaces), g
             self.resummed += len(spaces)
         return whole
+
+    def _touched(self, asked: Sequence[tuple[str, int]]) -> list[tuple[int, list[str]] | None]:
+        """Per (cluster, feed generation) asked, in one round trip: the cluster's generation now
+        and the namespaces its change feed's entries since touched, or None when the feed no
+        longer reaches back (common.index.read.lua.FOLLOW)."""
+        assert self.follow is not None
+        out: list[tuple[int, list[str]] | None] = []
+        for g, whole, lines in self.follow(asked):
+            if int(whole):
+                out.append(None)
+                continue
+            found = {rows.member_ns_kind(line)[0] for line in lines.split(b"\n") if line}
+            out.append((int(g), sorted(s.decode() for s in found)))
+        return out
 
     def _every_namespace(
         self, todo: Sequence[tuple[str, int]]
@@ -305,13 +312,8 @@ class Extras:
             return {}
         held = {c: hit[1] for c, _g in todo if (hit := self._raw.peek(c)) is not None}
         asked = [(c, pos) for c, (_v, pos) in held.items() if pos and self.follow is not None]
-        touched: dict[str, tuple[int, list[str]]] = {}
-        if asked:
-            assert self.follow is not None
-            for (c, _pos), (g, whole, lines) in zip(asked, self.follow(asked), strict=True):
-                if not int(whole):
-                    found = {rows.member_ns_kind(line)[0] for line in lines.split(b"\n") if line}
-                    touched[c] = (int(g), sorted(s.decode() for s in found))
+        fed = self._touched(asked) if asked else []
+        touched = {c: t for (c, _pos), t in zip(asked, fed, strict=True) if t is not None}
         whole_read = [(c, gen) for c, gen in todo if c not in touched]
         p = self.r.pipeline(transaction=False)
         spans = []
