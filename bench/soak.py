@@ -63,6 +63,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="FLEETSCOPE_QUERY_MEMO_IDLE_S of the query workers: memos that settle within the "
         "warm-up (with the default, 600 s, they settle after about 10 minutes)",
     )
+    p.add_argument(
+        "--heaptrace",
+        metavar="DIR",
+        help="diagnosis: the second query process's workers trace their heap (tracemalloc) and "
+        "dump it into DIR every 300 s (bench.heaptrace; read with python -m bench.heaptrace.diff)",
+    )
+    p.add_argument("--heaptrace-frames", type=int, default=8)
     p.add_argument("--out", default="soak.json")
     return p.parse_args(argv)
 
@@ -86,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             log_level="WARNING",
             query_memo_mib=args.query_memo_mib,
             query_memo_idle_s=args.query_memo_idle_s,
+            heaptrace=Path(args.heaptrace).resolve() if args.heaptrace else None,
+            heaptrace_frames=args.heaptrace_frames,
         )
         try:
             result = run(args, sim, stack, fleet)

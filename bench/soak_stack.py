@@ -7,6 +7,7 @@ process by a stable name for the RSS samples."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import time
@@ -207,11 +208,11 @@ def start_watcher(sup: Supervisor, name: str, metrics_port: int) -> Child:
     return sup.start(name, python_module("fleetscope", "watch", "--name", name), env)
 
 
-def start_query(sup: Supervisor, name: str) -> str:
+def start_query(sup: Supervisor, name: str, env: dict[str, str] | None = None) -> str:
     argv = gunicorn_command("127.0.0.1:0")
     if gunicorn_pkg.version_info >= (25, 1):  # two masters side by side: no shared socket
         argv.insert(-1, "--no-control-socket")
-    child = sup.start(name, argv)
+    child = sup.start(name, argv, env)
 
     def port() -> int | None:
         assert child.alive(), f"gunicorn exited: {child.tail()}"
@@ -232,8 +233,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_stack(sim: KubeSim, workdir: Path, **settings: Any) -> Stack:
-    """Everything started; returns once every query process answers (not yet collected)."""
+def heaptrace_env(base: dict[str, str], out: Path, frames: int) -> dict[str, str]:
+    """The environment that has a process's forked children dump their traced heap into
+    `out` (bench.heaptrace.sitecustomize), tracing `frames` frames per allocation."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = [str(Path(__file__).parent / "heaptrace"), base.get("PYTHONPATH", "")]
+    return {
+        "PYTHONPATH": os.pathsep.join(p for p in path if p),
+        "PYTHONTRACEMALLOC": str(frames),
+        "HEAPTRACE_DIR": str(out),
+    }
+
+
+def start_stack(
+    sim: KubeSim,
+    workdir: Path,
+    heaptrace: Path | None = None,
+    heaptrace_frames: int = 8,
+    **settings: Any,
+) -> Stack:
+    """Everything started; returns once every query process answers (not yet collected).
+    With `heaptrace`, the last query process's workers trace their heap and dump it there."""
     redis = start_sentinel_set(down_after_ms=SENTINEL_DOWN_AFTER_MS)
     env = stack_env(redis.url, Path(str(sim.kubeconfig_dir)), workdir, **settings)
     env["FLEETSCOPE_BROKER_URL"] = redis.broker_url
@@ -246,7 +266,10 @@ def start_stack(sim: KubeSim, workdir: Path, **settings: Any) -> Stack:
         for i in range(WATCHERS):
             stack.watch_ports[f"watcher-{i}"] = free_port()
             start_watcher(sup, f"watcher-{i}", stack.watch_ports[f"watcher-{i}"])
-        stack.bases = [start_query(sup, f"query-{i}") for i in range(QUERIES)]
+        for i in range(QUERIES):
+            traced = heaptrace if i == QUERIES - 1 else None
+            extra = heaptrace_env(env, traced, heaptrace_frames) if traced else None
+            stack.bases.append(start_query(sup, f"query-{i}", extra))
     except BaseException:
         stack.stop()
         raise

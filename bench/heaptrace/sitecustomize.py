@@ -1,0 +1,73 @@
+"""A soak's heap diagnosis (`./dev bench soak --heaptrace DIR`): imported by every Python
+process started with this directory first on PYTHONPATH and tracemalloc on
+(`PYTHONTRACEMALLOC=N`). Each process forked after start (a gunicorn worker) writes, every
+`HEAPTRACE_EVERY_S` (300), one JSON line to `DIR/heap-PID.jsonl` after a full
+collection: the traced heap grouped by allocating line and by traceback (groups of at least
+64 KiB), the live objects by type, and each memo's entries and estimated bytes. Comparing two
+lines of one process shows which allocations a growing process keeps (bench.heaptrace.diff).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+_DIR = os.environ.get("HEAPTRACE_DIR", "")
+
+
+def _dump(path: str, started: float) -> None:
+    import collections
+    import gc
+    import sys
+    import tracemalloc
+
+    gc.collect()
+    line: dict[str, object] = {"t_s": round(time.monotonic() - started, 1)}
+    if tracemalloc.is_tracing():
+        snap = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(False, tracemalloc.__file__)]
+        )
+        line["traced"] = tracemalloc.get_traced_memory()[0]
+        line["lines"] = [
+            [s.size, s.count, str(s.traceback[0])] for s in snap.statistics("lineno")[:300]
+        ]
+        line["tracebacks"] = [
+            [s.size, s.count, [str(f) for f in s.traceback]]
+            for s in snap.statistics("traceback")
+            if s.size >= 65536
+        ]
+        del snap
+    types = collections.Counter(type(o).__name__ for o in gc.get_objects())
+    line["types"] = types.most_common(60)
+    memo = sys.modules.get("common.index.read.memo")
+    if memo is not None:
+        line["memos"] = [
+            [getattr(m, "name", type(m).__name__), len(m), getattr(m, "nbytes", 0)]
+            for m in list(memo._memos)  # a diagnostic reads the registry
+            if hasattr(m, "__len__")
+        ]
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _loop() -> None:
+    every = float(os.environ.get("HEAPTRACE_EVERY_S", "300"))
+    path = os.path.join(_DIR, f"heap-{os.getpid()}.jsonl")
+    started = time.monotonic()
+    while True:
+        time.sleep(every)
+        try:
+            _dump(path, started)
+        except Exception as e:  # a diagnostic never takes the process down
+            with open(path, "a") as f:
+                f.write(json.dumps({"error": repr(e)}) + "\n")
+
+
+def _start() -> None:
+    threading.Thread(target=_loop, daemon=True, name="heaptrace").start()
+
+
+if _DIR:
+    os.register_at_fork(after_in_child=_start)
