@@ -213,6 +213,7 @@ def start_query(sup: Supervisor, name: str, env: dict[str, str] | None = None) -
     if gunicorn_pkg.version_info >= (25, 1):  # two masters side by side: no shared socket
         argv.insert(-1, "--no-control-socket")
     child = sup.start(name, argv, env)
+    slow = 4 if env else 1  # a traced process's workers start slower
 
     def port() -> int | None:
         assert child.alive(), f"gunicorn exited: {child.tail()}"
@@ -223,7 +224,7 @@ def start_query(sup: Supervisor, name: str, env: dict[str, str] | None = None) -
         assert time.monotonic() < deadline, "gunicorn did not listen"
         time.sleep(0.2)
     base = f"http://127.0.0.1:{found}"
-    assert wait_until(lambda: http_json(base + "/healthz")[0] == 200, 60), "gunicorn serving"
+    assert wait_until(lambda: http_json(base + "/healthz")[0] == 200, 60 * slow), "gunicorn serving"
     return base
 
 
@@ -240,7 +241,7 @@ def heaptrace_env(base: dict[str, str], out: Path, frames: int) -> dict[str, str
     path = [str(Path(__file__).parent / "heaptrace"), base.get("PYTHONPATH", "")]
     return {
         "PYTHONPATH": os.pathsep.join(p for p in path if p),
-        "PYTHONTRACEMALLOC": str(frames),
+        "HEAPTRACE_FRAMES": str(frames),
         "HEAPTRACE_DIR": str(out),
     }
 

@@ -1,6 +1,7 @@
 """A soak's heap diagnosis (`./dev bench soak --heaptrace DIR`): imported by every Python
-process started with this directory first on PYTHONPATH and tracemalloc on
-(`PYTHONTRACEMALLOC=N`). Each process forked after start (a gunicorn worker) writes, every
+process started with this directory first on PYTHONPATH and `HEAPTRACE_DIR` set. Each process
+forked after start (a gunicorn worker) traces its allocations from the fork on (tracemalloc,
+`HEAPTRACE_FRAMES` frames, 8) and writes, every
 `HEAPTRACE_EVERY_S` (300), one JSON line to `DIR/heap-PID.jsonl` after a full
 collection: the traced heap grouped by allocating line and by traceback (groups of at least
 64 KiB), the live objects by type, and each memo's entries and estimated bytes. Comparing two
@@ -66,6 +67,9 @@ def _loop() -> None:
 
 
 def _start() -> None:
+    import tracemalloc
+
+    tracemalloc.start(int(os.environ.get("HEAPTRACE_FRAMES", "8")))
     threading.Thread(target=_loop, daemon=True, name="heaptrace").start()
 
 
