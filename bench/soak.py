@@ -66,10 +66,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--heaptrace",
         metavar="DIR",
-        help="diagnosis: the second query process's workers trace their heap (tracemalloc) and "
-        "dump it into DIR every 300 s (bench.heaptrace; read with python -m bench.heaptrace.diff)",
+        help="diagnosis: the second query process's workers dump their heap's make-up into DIR "
+        "every 150 s (bench.heaptrace; read with python -m bench.heaptrace.diff)",
     )
-    p.add_argument("--heaptrace-frames", type=int, default=8)
+    p.add_argument(
+        "--heaptrace-frames",
+        type=int,
+        default=0,
+        help="with --heaptrace: trace allocations (tracemalloc) with this many frames; makes the "
+        "traced workers several times slower (and so the whole load)",
+    )
     p.add_argument("--out", default="soak.json")
     return p.parse_args(argv)
 

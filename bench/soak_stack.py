@@ -242,6 +242,7 @@ def heaptrace_env(base: dict[str, str], out: Path, frames: int) -> dict[str, str
     return {
         "PYTHONPATH": os.pathsep.join(p for p in path if p),
         "HEAPTRACE_FRAMES": str(frames),
+        "HEAPTRACE_EVERY_S": "150",
         "HEAPTRACE_DIR": str(out),
     }
 
@@ -250,7 +251,7 @@ def start_stack(
     sim: KubeSim,
     workdir: Path,
     heaptrace: Path | None = None,
-    heaptrace_frames: int = 8,
+    heaptrace_frames: int = 0,
     **settings: Any,
 ) -> Stack:
     """Everything started; returns once every query process answers (not yet collected).

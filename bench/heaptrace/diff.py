@@ -41,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     a, b = dumps[args.start], dumps[args.to]
     mib = 1 / 2**20
     print(f"{args.path}: {a['t_s']} s -> {b['t_s']} s")
+    print("\n t_s      RSS   system     used     free  (MiB; glibc heap)   blocks")
+    for d in dumps:
+        m = d.get("malloc", {})
+        cells = [d.get("rss", 0), m.get("system", 0), m.get("used", 0), m.get("free", 0)]
+        row = "".join(f"{c * mib:9.1f}" for c in cells)
+        print(f"{d['t_s']:5.0f}{row}{'':20s}{d.get('blocks', 0):9d}")
     if "traced" in a and "traced" in b:
         print(f"traced heap {a['traced'] * mib:.1f} -> {b['traced'] * mib:.1f} MiB")
         print("\ngrowth by line (KiB):")

@@ -1,10 +1,11 @@
 """A soak's heap diagnosis (`./dev bench soak --heaptrace DIR`): imported by every Python
 process started with this directory first on PYTHONPATH and `HEAPTRACE_DIR` set. Each process
-forked after start (a gunicorn worker) traces its allocations from the fork on (tracemalloc,
-`HEAPTRACE_FRAMES` frames, 8) and writes, every
-`HEAPTRACE_EVERY_S` (300), one JSON line to `DIR/heap-PID.jsonl` after a full
-collection: the traced heap grouped by allocating line and by traceback (groups of at least
-64 KiB), the live objects by type, and each memo's entries and estimated bytes. Comparing two
+forked after start (a gunicorn worker) writes, every `HEAPTRACE_EVERY_S` (300), one JSON line
+to `DIR/heap-PID.jsonl` after a full collection: its RSS, Python's allocated blocks, glibc's
+heap (mallinfo2: taken from the kernel, in live chunks, free), the live objects by type, each
+memo's entries and estimated bytes, and with `HEAPTRACE_FRAMES` above 0 (tracemalloc from the
+fork on, that many frames: several times slower) the traced heap grouped by allocating line and
+by traceback (groups of at least 64 KiB). Comparing two
 lines of one process shows which allocations a growing process keeps (bench.heaptrace.diff).
 """
 
@@ -26,6 +27,9 @@ def _dump(path: str, started: float) -> None:
 
     gc.collect()
     line: dict[str, object] = {"t_s": round(time.monotonic() - started, 1)}
+    line["rss"] = _rss()
+    line["blocks"] = sys.getallocatedblocks()
+    line["malloc"] = _mallinfo()
     if tracemalloc.is_tracing():
         snap = tracemalloc.take_snapshot().filter_traces(
             [tracemalloc.Filter(False, tracemalloc.__file__)]
@@ -53,6 +57,53 @@ def _dump(path: str, started: float) -> None:
         f.write(json.dumps(line) + "\n")
 
 
+def _rss() -> int:
+    """The process's resident bytes."""
+    with open("/proc/self/status") as f:
+        for row in f:
+            if row.startswith("VmRSS:"):
+                return int(row.split()[1]) * 1024
+    return 0
+
+
+def _mallinfo() -> dict[str, int]:
+    """glibc's heap over every arena (mallinfo2): `system` taken from the kernel (arenas and
+    mmapped chunks), `used` in live chunks, `free` held in free chunks; {} elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    class Info(ctypes.Structure):
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in [
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            ]
+        ]
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    fn.restype = Info
+    i = fn()
+    return {
+        "system": i.arena + i.hblkhd,
+        "used": i.uordblks + i.hblkhd,
+        "free": i.fordblks,
+        "mmapped": i.hblkhd,
+    }
+
+
 def _loop() -> None:
     every = float(os.environ.get("HEAPTRACE_EVERY_S", "300"))
     path = os.path.join(_DIR, f"heap-{os.getpid()}.jsonl")
@@ -69,7 +120,9 @@ def _loop() -> None:
 def _start() -> None:
     import tracemalloc
 
-    tracemalloc.start(int(os.environ.get("HEAPTRACE_FRAMES", "8")))
+    frames = int(os.environ.get("HEAPTRACE_FRAMES", "0"))
+    if frames > 0:  # costly: a traced worker serves several times slower
+        tracemalloc.start(frames)
     threading.Thread(target=_loop, daemon=True, name="heaptrace").start()
 
 
