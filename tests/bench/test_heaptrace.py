@@ -1,0 +1,70 @@
+"""bench.heaptrace: a process started with the diagnosis on writes one dump per period from
+each child it forks (never from itself), and the diff tool reads what grew between two."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.heaptrace import diff
+
+REPO = Path(__file__).resolve().parents[2]
+CHILD = """
+import os, time
+from common.index.read import memo
+m = memo.Memo(100, "probe")
+pid = os.fork()
+if pid == 0:
+    keep = []
+    for i in range(int(os.environ["ROUNDS"])):
+        keep.append([bytes(2000) for _ in range(2000)])
+        m.put(i, i)
+        time.sleep(float(os.environ["HEAPTRACE_EVERY_S"]) * 1.5)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def run(tmp_path: Path, rounds: int, frames: int) -> list[dict]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "bench" / "heaptrace"), str(REPO)]),
+        "HEAPTRACE_DIR": str(tmp_path),
+        "HEAPTRACE_EVERY_S": "0.4",
+        "HEAPTRACE_FRAMES": str(frames),
+        "ROUNDS": str(rounds),
+    }
+    subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, timeout=60)
+    files = list(tmp_path.glob("heap-*.jsonl"))
+    assert len(files) == 1, files  # the child's only: the parent that forked it dumps nothing
+    return [json.loads(line) for line in files[0].read_text().splitlines()]
+
+
+def test_dumps_follow_a_growing_child(tmp_path: Path) -> None:
+    dumps = run(tmp_path, rounds=4, frames=0)
+    assert len(dumps) >= 3
+    assert all("traced" not in d and "error" not in d for d in dumps)
+    first, last = dumps[0], dumps[-1]
+    assert last["blocks"] > first["blocks"]
+    assert last["malloc"]["used"] - first["malloc"]["used"] >= 2 * 2000 * 2000  # two rounds kept
+    memos = {name: n for name, n, _bytes in last["memos"]}
+    assert memos["probe"] >= 3
+
+
+def test_traced_growth_is_named_by_line(tmp_path: Path, capsys) -> None:
+    dumps = run(tmp_path, rounds=4, frames=2)
+    assert dumps[-1]["traced"] > dumps[0]["traced"]
+    assert diff.main([str(next(tmp_path.glob("heap-*.jsonl"))), "--from", "0"]) == 0
+    out = capsys.readouterr().out
+    grew = out.split("growth by line (KiB):")[1].splitlines()[1]
+    assert "<string>:9" in grew  # the child's `keep.append` line, first
+    assert float(grew.split()[0]) >= 2 * 2000 * 2000 / 1024
+
+
+def test_grown_keeps_only_growth() -> None:
+    a = [[100, 1, "x"], [50, 1, "y"]]
+    b = [[300, 2, "x"], [10, 1, "y"], [40, 1, "z"]]
+    assert diff.grown(a, b, key=2, size=0) == [(200, "x"), (40, "z")]
