@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery
 from celery.exceptions import MaxRetriesExceededError
 
-from common import redis_client
+from common import promdir, redis_client
 from common.alerts import deliver
 from common.alerts.evaluate import Evaluator, Outcome
 from common.alerts.source import RulesSource
@@ -37,50 +37,51 @@ DELIVER = "collector.deliver_alerts"
 QUEUE = "fleetscope-alerts"
 HOLD = 0.8  # of an interval: how long the lease spaces evaluations
 DELIVERY_RETRIES = 4
-_metrics: dict[str, Any] = {}
-_lock = threading.Lock()
+
+
+def _factories() -> dict[str, Callable[[], Any]]:
+    from prometheus_client import Counter, Gauge, Histogram
+
+    return {
+        "evaluations": lambda: Counter(
+            "fleetscope_alert_evaluations",
+            "Alert evaluations by result: ok, skipped (another evaluator holds the lease), failed.",
+            ["result"],
+        ),
+        "cpu": lambda: Histogram(
+            "fleetscope_alert_evaluation_cpu_seconds",
+            "CPU time of one alert evaluation.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        ),
+        "firing": lambda: Gauge(
+            "fleetscope_alerts_firing",
+            "Firing fleet alerts after the last evaluation.",
+            multiprocess_mode="mostrecent",
+        ),
+        "rules_ok": lambda: Gauge(
+            "fleetscope_alert_rules_valid",
+            "1 when the rules file was loaded; 0 when it is refused (previous rules run).",
+            multiprocess_mode="mostrecent",
+        ),
+        "sent": lambda: Counter(
+            "fleetscope_alertmanager_alerts_sent",
+            "Alerts accepted by an Alertmanager (firing re-sends included).",
+            ["alertmanager"],
+        ),
+        "errors": lambda: Counter(
+            "fleetscope_alertmanager_errors",
+            "Failed deliveries to an Alertmanager (each attempt).",
+            ["alertmanager"],
+        ),
+    }
+
+
+_metrics = promdir.Lazy(_factories)
 
 
 def metrics() -> dict[str, Any]:
     """The alert metrics, created on first use (after collector.metrics.prepare_worker)."""
-    with _lock:
-        if not _metrics:
-            from prometheus_client import Counter, Gauge, Histogram
-
-            _metrics.update(
-                evaluations=Counter(
-                    "fleetscope_alert_evaluations",
-                    "Alert evaluations by result: ok, skipped (another evaluator holds the "
-                    "lease), failed.",
-                    ["result"],
-                ),
-                cpu=Histogram(
-                    "fleetscope_alert_evaluation_cpu_seconds",
-                    "CPU time of one alert evaluation.",
-                    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-                ),
-                firing=Gauge(
-                    "fleetscope_alerts_firing",
-                    "Firing fleet alerts after the last evaluation.",
-                    multiprocess_mode="mostrecent",
-                ),
-                rules_ok=Gauge(
-                    "fleetscope_alert_rules_valid",
-                    "1 when the rules file was loaded; 0 when it is refused (previous rules run).",
-                    multiprocess_mode="mostrecent",
-                ),
-                sent=Counter(
-                    "fleetscope_alertmanager_alerts_sent",
-                    "Alerts accepted by an Alertmanager (firing re-sends included).",
-                    ["alertmanager"],
-                ),
-                errors=Counter(
-                    "fleetscope_alertmanager_errors",
-                    "Failed deliveries to an Alertmanager (each attempt).",
-                    ["alertmanager"],
-                ),
-            )
-    return _metrics
+    return _metrics.get()
 
 
 @dataclass

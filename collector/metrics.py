@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import tempfile
-import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from common import promdir
 from common.buildinfo import BuildInfoCollector
 from common.settings import Settings
 
@@ -26,50 +26,54 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-_metrics: dict[str, Any] = {}
-_lock = threading.Lock()
 
 
-def _get() -> dict[str, Any]:
-    """The metric objects, created on first use (after `prepare_worker`, if any)."""
-    with _lock:
-        if not _metrics:
-            _create()
-    return _metrics
-
-
-def _create() -> None:
+def _factories() -> dict[str, Callable[[], Any]]:
     from prometheus_client import Counter, Histogram
 
     labels = ["what"]
-    _metrics.update(
-        duration=Histogram(
+    return {
+        "duration": lambda: Histogram(
             "fleetscope_collector_sync_duration_seconds",
             "Duration of one cluster sync (what = objects | rbac), failed ones included.",
             labels,
             buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
         ),
-        requests=Counter(
+        "requests": lambda: Counter(
             "fleetscope_collector_leaf_requests",
             "HTTP requests sent to leaf API servers by syncs.",
             labels,
         ),
-        errors=Counter("fleetscope_collector_sync_errors", "Failed cluster syncs.", labels),
-        unchanged=Counter(
+        "errors": lambda: Counter(
+            "fleetscope_collector_sync_errors", "Failed cluster syncs.", labels
+        ),
+        "unchanged": lambda: Counter(
             "fleetscope_collector_sync_unchanged",
             "Object syncs that listed exactly what the stored rows were built from (no rows "
             "built: sync_rebuild_after_s).",
         ),
-        validation=Histogram(
+        "validation": lambda: Histogram(
             "fleetscope_collector_validation_cpu_seconds",
             "CPU time of validating one cluster's Istio config (full syncs with Istio objects).",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         ),
-    )
+    }
+
+
+_metrics = promdir.Lazy(_factories)
+"""The metric objects, created on first use (after `prepare_worker`, if any)."""
 
 
 def record_sync(result: SyncResult) -> None:
-    m = _get()
+    """Count a sync; a metric that cannot be recorded is logged, never the sync's failure."""
+    try:
+        _record(result)
+    except Exception as e:
+        log.warning("sync metrics not recorded: %s", e)
+
+
+def _record(result: SyncResult) -> None:
+    m = _metrics.get()
     m["duration"].labels(result.what).observe(result.duration_s)
     m["requests"].labels(result.what).inc(result.requests)
     if not result.ok:
@@ -87,9 +91,7 @@ def prepare_worker(settings: Settings) -> str:
     if os.environ.get(MULTIPROC_ENV):
         return os.environ[MULTIPROC_ENV]
     base = settings.metrics_dir or tempfile.gettempdir()
-    path = os.path.join(base, f"fleetscope-collector-{os.getpid()}")
-    shutil.rmtree(path, ignore_errors=True)  # stale files of a previous run would add up
-    os.makedirs(path)
+    path = promdir.reset(promdir.private_dir(base, "collector"))
     os.environ[MULTIPROC_ENV] = path
     return path
 

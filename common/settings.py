@@ -211,7 +211,7 @@ class Settings:
     """The query service's /metrics carries per-cluster series (a `cluster` label) only when true: cluster names are otherwise not shown to whoever can scrape it."""
 
     metrics_dir: str = ""
-    """Directory for prometheus-client multiprocess files (gunicorn and Celery prefork)."""
+    """Directory for prometheus-client multiprocess files (gunicorn and Celery prefork): each query service and Celery worker keeps its own subdirectory (`fleetscope-query-<pid>`, `fleetscope-collector-<pid>`), emptied when it starts, so they may share it on one host."""
 
     worker_metrics_port: int = 9808
     """Port on which a Celery worker exposes /metrics (0 = off)."""

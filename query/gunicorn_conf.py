@@ -7,7 +7,8 @@ The documented command (what `fleetscope serve` runs):
 Workers and threads come from FLEETSCOPE_QUERY_WORKERS / _THREADS, the address from
 FLEETSCOPE_BIND (a `--bind` on the command line wins), the access log on stdout from
 FLEETSCOPE_ACCESS_LOG (off, text or json: query/access_log.py). With FLEETSCOPE_METRICS_DIR set, it is
-exported as PROMETHEUS_MULTIPROC_DIR (emptied at start) so /metrics adds up every worker.
+given a directory of its own under it (`fleetscope-query-<master pid>`, emptied at start),
+exported as PROMETHEUS_MULTIPROC_DIR, so /metrics adds up every worker.
 
 The master also starts the stream process (query.stream_server: every watch stream of this
 service, handed over by the workers' request threads) once it listens, checks it from its own
@@ -25,9 +26,9 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 from typing import Any
 
+from common import promdir
 from common.settings import Settings
 from query import housekeeping, stream_supervisor
 from query.access_log import TEXT_FORMAT
@@ -51,15 +52,17 @@ if _settings.access_log == "json":
     logger_class = "query.access_log.JsonAccessLogger"
 errorlog = "-"
 
-if _settings.metrics_dir:
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _settings.metrics_dir
+# this master's own directory: a Celery worker or another query service on the same host may
+# keep theirs under the same FLEETSCOPE_METRICS_DIR (common.promdir)
+_metrics_dir = promdir.private_dir(_settings.metrics_dir, "query") if _settings.metrics_dir else ""
+if _metrics_dir:
+    os.environ[promdir.ENV] = _metrics_dir
 
 
 def on_starting(server: Any) -> None:
     """Start with an empty metrics directory (files of a previous run would be added up)."""
-    if _settings.metrics_dir:
-        shutil.rmtree(_settings.metrics_dir, ignore_errors=True)
-        os.makedirs(_settings.metrics_dir, exist_ok=True)
+    if _metrics_dir:
+        promdir.reset(_metrics_dir)
         # imported now, with PROMETHEUS_MULTIPROC_DIR set: first imported at a worker's exit
         # (`child_exit`), it was a lasting step of ~5 MiB in the master's RSS at that moment
         import prometheus_client.multiprocess  # noqa: F401
@@ -70,7 +73,7 @@ def on_starting(server: Any) -> None:
 
 def when_ready(server: Any) -> None:
     """Start the stream process before the first worker is forked (module docstring)."""
-    stream_supervisor.install(server, _settings.metrics_dir)
+    stream_supervisor.install(server, _metrics_dir)
 
 
 def on_exit(server: Any) -> None:
@@ -88,7 +91,7 @@ def post_worker_init(worker: Any) -> None:
 def child_exit(server: Any, worker: Any) -> None:
     """Tell prometheus-client a worker is gone (its live gauges stop counting); its module was
     imported at the start (`on_starting`)."""
-    if _settings.metrics_dir:
+    if _metrics_dir:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]

@@ -136,3 +136,27 @@ def test_the_memo_gauge_comes_from_the_workers_sweeps(
             time.sleep(0.1)  # polling the workers' next sweep
     assert len(found) == 1, found
     assert float(found[0][1]) >= 0
+
+
+def test_a_worker_sharing_the_metrics_directory_keeps_its_files(
+    seeded, redis_url: str, tmp_path: Path
+) -> None:
+    """On one host a Celery worker and the query service may share FLEETSCOPE_METRICS_DIR:
+    gunicorn empties only its own directory at start. Until 2026-11-28 it emptied the shared
+    one, and a worker child started after that failed every sync (its metrics' files could
+    not be created: the soak's worker-child kill)."""
+    shared = tmp_path / "metrics"
+    worker = shared / "fleetscope-collector-4242"
+    worker.mkdir(parents=True)
+    (worker / "counter_4243.db").write_bytes(b"kept")
+    settings = header_mode(redis_url, query_workers="1", metrics_dir=str(shared))
+    with serving(settings, tmp_path / "gunicorn.log") as host:
+        base = f"http://{host}"
+        assert requests.get(
+            base + "/api/v1/objects?limit=1", headers=headers(USERS["admin"]), timeout=10
+        ).ok
+        text = requests.get(base + "/metrics", timeout=10).text
+    assert (worker / "counter_4243.db").read_bytes() == b"kept"
+    [own] = [p for p in shared.iterdir() if p.name.startswith("fleetscope-query-")]
+    assert any(own.glob("*.db"))  # the query's workers write there, and /metrics reads it
+    assert 'route="/api/v1/objects"' in text
