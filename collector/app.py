@@ -116,6 +116,8 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
         # Start collecting at once instead of one interval after beat starts.
         if getattr(sender, "app", None) is not app:
             return
+        # beat's heap kept what a Redis failover's failed sends freed (+4 MiB, eleventh soak)
+        gc_tuning.start_trimmer()
         alerts.check_rules(settings)
         for name in (tasks.RECONCILE, tasks.FAN_OUT_RBAC, tasks.FAN_OUT_OBJECTS):
             celery_app.send_task(name)

@@ -89,3 +89,26 @@ def test_a_worker_child_starts_its_trimmer(monkeypatch: pytest.MonkeyPatch) -> N
     create_celery(Settings(redis_url="redis://127.0.0.1:1/0"))
     signals.worker_process_init.send(sender=None)
     assert "tune" in calls and "trim" in calls
+
+
+def test_beat_starts_its_trimmer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import signals
+
+    from collector import alerts, gc_tuning
+
+    calls: list[str] = []
+    monkeypatch.setattr(gc_tuning, "start_trimmer", lambda: calls.append("trim"))
+    monkeypatch.setattr(alerts, "check_rules", lambda settings: None)
+    app = create_celery(Settings(redis_url="redis://127.0.0.1:1/0"))
+    monkeypatch.setattr(app, "send_task", lambda name, *a, **k: calls.append(name))
+    signals.beat_init.send(sender=_Beat(object()))  # another app's beat
+    assert calls == []
+    signals.beat_init.send(sender=_Beat(app))
+    assert calls[0] == "trim" and len(calls) == 4
+
+
+class _Beat:
+    """A beat service as the signal sends it (hashable: celery caches receivers by sender)."""
+
+    def __init__(self, app: object) -> None:
+        self.app = app
