@@ -213,7 +213,7 @@ def start_query(sup: Supervisor, name: str, env: dict[str, str] | None = None) -
     if gunicorn_pkg.version_info >= (25, 1):  # two masters side by side: no shared socket
         argv.insert(-1, "--no-control-socket")
     child = sup.start(name, argv, env)
-    slow = 4 if env else 1  # a traced process's workers start slower
+    slow = 4 if env else 1  # a diagnosed (possibly traced) process's workers may start slower
 
     def port() -> int | None:
         assert child.alive(), f"gunicorn exited: {child.tail()}"
@@ -235,8 +235,8 @@ def free_port() -> int:
 
 
 def heaptrace_env(base: dict[str, str], out: Path, frames: int) -> dict[str, str]:
-    """The environment that has a process's forked children dump their traced heap into
-    `out` (bench.heaptrace.sitecustomize), tracing `frames` frames per allocation."""
+    """The environment that has a process's forked children dump their heap's make-up into
+    `out` (bench.heaptrace.sitecustomize), with tracemalloc's `frames` frames when above 0."""
     out.mkdir(parents=True, exist_ok=True)
     path = [str(Path(__file__).parent / "heaptrace"), base.get("PYTHONPATH", "")]
     return {
@@ -255,7 +255,7 @@ def start_stack(
     **settings: Any,
 ) -> Stack:
     """Everything started; returns once every query process answers (not yet collected).
-    With `heaptrace`, the last query process's workers trace their heap and dump it there."""
+    With `heaptrace`, the last query process's workers dump their heap's make-up there."""
     redis = start_sentinel_set(down_after_ms=SENTINEL_DOWN_AFTER_MS)
     env = stack_env(redis.url, Path(str(sim.kubeconfig_dir)), workdir, **settings)
     env["FLEETSCOPE_BROKER_URL"] = redis.broker_url

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from collector.sync import SyncResult
 
 log = logging.getLogger(__name__)
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def _factories() -> dict[str, Callable[[], Any]]:
@@ -88,11 +87,11 @@ def prepare_worker(settings: Settings) -> str:
     """Switch this process (and its future children) to multiprocess mode; returns the dir.
 
     Must run before prometheus_client is imported (Celery's `worker_init`, in the parent)."""
-    if os.environ.get(MULTIPROC_ENV):
-        return os.environ[MULTIPROC_ENV]
+    if os.environ.get(promdir.ENV):
+        return os.environ[promdir.ENV]
     base = settings.metrics_dir or tempfile.gettempdir()
     path = promdir.reset(promdir.private_dir(base, "collector"))
-    os.environ[MULTIPROC_ENV] = path
+    os.environ[promdir.ENV] = path
     return path
 
 
@@ -104,7 +103,7 @@ def serve(settings: Settings) -> None:
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
-    if os.environ.get(MULTIPROC_ENV):
+    if os.environ.get(promdir.ENV):
         from prometheus_client import multiprocess
 
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]

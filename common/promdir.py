@@ -15,14 +15,12 @@ which failed every sync of that child).
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import threading
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger(__name__)
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 

@@ -23,6 +23,8 @@ from prometheus_client import (
     multiprocess,
 )
 
+from common import promdir
+
 REQUEST_LATENCY = Histogram(
     "fleetscope_query_request_duration_seconds",
     "Query API request latency by route and status code",
@@ -72,7 +74,7 @@ def render(scraped: Iterable[Any] = (), cluster_labels: bool = True) -> tuple[by
     then the `scraped` collectors (computed now, in this process only). Without
     `cluster_labels`, no sample with a `cluster` label (whichever process wrote it into a shared
     metrics directory) is shown."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if os.environ.get(promdir.ENV):
         source = CollectorRegistry()
         multiprocess.MultiProcessCollector(source)  # type: ignore[no-untyped-call]
     else:
