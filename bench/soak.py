@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import soak_faults, soak_invariants, soak_load, soak_oracle, soak_report
+from bench.heaptrace import heapmaps
 from bench.soak_stack import Stack, rss_kib, start_stack
 from common.index import syncstatus
 from common.rbac.authorizer import UserInfo
@@ -32,6 +33,11 @@ from kubesim.server import KubeSim
 from tests.reliability.stack import http_json
 
 HARNESS = "kubesim+loadgen"
+LEAF_TIMEOUT_S = 5
+"""FLEETSCOPE_LEAF_TIMEOUT_S of the stack (the product's default is 10 s): below the slow-leaf
+fault's latency (soak_faults.SLOW_LATENCY_S), so a slow leaf's reads time out, and well above
+what kubesim, sharing this process (and its GIL) with the load, takes for a leaf under no
+fault (a 2 s timeout gave a 504 of an unfaulted leaf in the twelfth L run)."""
 """This process: kubesim's fleet and every record of the run (growing with the run by design):
 sampled and reported, not held to the RSS invariant."""
 
@@ -67,7 +73,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--heaptrace",
         metavar="DIR",
         help="diagnosis: the second query process's workers dump their heap's make-up into DIR "
-        "every 150 s (bench.heaptrace; read with python -m bench.heaptrace.diff)",
+        "every 150 s (bench.heaptrace; read with python -m bench.heaptrace.diff), and every "
+        "RSS sample records each process's RSS by mapping kind (heapmaps.smaps_kib)",
     )
     p.add_argument(
         "--heaptrace-frames",
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir,
             registry_interval_s=10,
             watch_bookmark_s=5,
-            leaf_timeout_s=2,
+            leaf_timeout_s=LEAF_TIMEOUT_S,
             log_level="WARNING",
             query_memo_mib=args.query_memo_mib,
             query_memo_idle_s=args.query_memo_idle_s,
@@ -177,6 +184,10 @@ def run(args: argparse.Namespace, sim: KubeSim, stack: Stack, fleet: Any) -> dic
             procs[HARNESS] = [0, rss_kib(_self_pid())]
             data = stack.redis_data_kib()
             samples.append({"t_s": round(now, 1), "procs": procs, "redis_data_kib": data})
+            if args.heaptrace:  # where each process's RSS lies: heap, other anonymous, files
+                samples[-1]["smaps_kib"] = {
+                    n: heapmaps.smaps_kib(p) for n, (p, _) in procs.items() if p
+                }
             print(f"[{now:6.0f}s] {progress(rec)}", flush=True)
         time.sleep(0.2)
     for t in threads:
@@ -207,9 +218,29 @@ def recover(stack: Stack, injected: list[Any], rec: Any, ready: Any) -> int:
     pending = [f for f in injected if f.recovered_s is None and f.ended_s is not None]
     if pending and stack.whole() and ready().get("state") == "ready":
         for f in pending:
+            if f.kind == "leaf-removed" and not collected_again(stack, f.target, f.detail):
+                continue
             f.recovered_s, f.survived = round(rec.now_s(), 1), True
-        return 0
+    pending = [f for f in pending if f.recovered_s is None]
     return len(pending) + sum(1 for f in injected if f.ended_s is None)
+
+
+def collected_again(stack: Stack, cluster: str, detail: dict[str, Any]) -> bool:
+    """A re-registered leaf is back once its objects and RBAC were synced after its
+    re-registration (`detail["ended_at"]`, wall clock) and the watchers hold every cluster
+    again: until then its objects' reads are rightly 404s (not indexed yet)."""
+    since = detail.get("ended_at")
+    if since is None:
+        return True
+    r = connect(stack.redis.url, 10)
+    try:
+        s = syncstatus.read_all(r, [cluster]).get(cluster)
+    finally:
+        r.close()
+    synced = s is not None and s.state == "ok" and (s.last_success or 0) >= since
+    return (
+        synced and (s.rbac_synced_at or 0) >= since and stack.watched() == len(stack.sim.clusters)
+    )
 
 
 def progress(rec: soak_load.Record) -> str:

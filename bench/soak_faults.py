@@ -38,7 +38,7 @@ FULL_S = 1800.0
 GAP_S = (120.0, 180.0)
 WARMUP_S = 120.0
 HOLD_S = 120.0
-SLOW_LATENCY_S = 3.0
+SLOW_LATENCY_S = 6.0
 SETTLE_SHARE = 0.25
 
 
@@ -109,6 +109,7 @@ def inject(stack: Stack, fault: Fault, now_s: Any) -> Injected:
 
         def end() -> None:
             end_leaf_fault(stack, fault.kind, cluster)
+            rec.detail["ended_at"] = time.time()  # wall clock: sync statuses' time
             rec.ended_s = round(now_s(), 1)
 
         timer = threading.Timer(fault.hold_s, end)

@@ -20,6 +20,15 @@ WATCHER_TAKEOVER_S = 25.0
 replica takes its clusters and lists them again: a failover of the watchers."""
 KILLED_WORKER_S = 5.0
 """Requests in flight on a killed gunicorn worker lose their connection."""
+LEAF_FAULTS = ("leaf-down", "leaf-slow", "leaf-removed")
+"""Leaf faults whose detail reads may fail with 502 or 504: a leaf down or slower than the
+leaf timeout, and a removed leaf until the registry's reconcile drops it (the query service
+has no credentials for a cluster the registry still lists)."""
+REREGISTERED_GRACE_S = 15.0
+"""After a re-registered leaf is collected again (its fault's `recovered_s`: the soak waits for
+its object and RBAC syncs after the re-registration, and for the watchers to hold it), the
+query workers' fleet views take up to their refresh to see its rows; until then its objects'
+reads may be 404s."""
 
 
 def windows(faults: Iterable[dict[str, Any]], kind: str, after_s: float) -> list[Window]:
@@ -62,10 +71,10 @@ def classify(
         return "503 json during redis failover"
     if code == 0 and inside(t, windows(faults, "query-worker", KILLED_WORKER_S), done):
         return "connection lost to a killed query worker"
-    leaf = [w for k in ("leaf-down", "leaf-slow") for w in windows(faults, k, 5.0)]
+    leaf = [w for k in LEAF_FAULTS for w in windows(faults, k, 5.0)]
     if kind in ("detail", "relations") and code in (502, 504) and inside(t, leaf, done):
         return f"{code} {kind} of a faulted leaf"
-    removed = windows(faults, "leaf-removed", 30.0)
+    removed = windows(faults, "leaf-removed", REREGISTERED_GRACE_S)
     if kind in ("detail", "relations", "history") and code == 404 and inside(t, removed, done):
         return "404 of an unregistered leaf"
     if code == 0 or code >= 500:

@@ -2,7 +2,8 @@
 process started with this directory first on PYTHONPATH and `HEAPTRACE_DIR` set. Each process
 forked after start (a gunicorn worker) writes, every `HEAPTRACE_EVERY_S` (300), one JSON line
 to `DIR/heap-PID.jsonl` after a full collection: its RSS, Python's allocated blocks, glibc's
-heap (mallinfo2: taken from the kernel, in live chunks, free), the live objects by type, each
+heap (mallinfo2: taken from the kernel, in live chunks, free), its mappings' RSS by kind and
+pymalloc's arenas (heapmaps), the live objects by type, each
 memo's entries and estimated bytes, and with `HEAPTRACE_FRAMES` above 0 (tracemalloc from the
 fork on, that many frames: several times slower) the traced heap grouped by allocating line and
 by traceback (groups of at least 64 KiB). Comparing two
@@ -30,6 +31,10 @@ def _dump(path: str, started: float) -> None:
     line["rss"] = _rss()
     line["blocks"] = sys.getallocatedblocks()
     line["malloc"] = _mallinfo()
+    import heapmaps  # this directory is first on the traced process's PYTHONPATH
+
+    line["smaps"] = heapmaps.smaps_kib()
+    line["pymalloc"] = heapmaps.pymalloc()
     if tracemalloc.is_tracing():
         snap = tracemalloc.take_snapshot().filter_traces(
             [tracemalloc.Filter(False, tracemalloc.__file__)]
