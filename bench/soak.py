@@ -237,10 +237,7 @@ def collected_again(stack: Stack, cluster: str, detail: dict[str, Any]) -> bool:
         s = syncstatus.read_all(r, [cluster]).get(cluster)
     finally:
         r.close()
-    synced = s is not None and s.state == "ok" and (s.last_success or 0) >= since
-    return (
-        synced and (s.rbac_synced_at or 0) >= since and stack.watched() == len(stack.sim.clusters)
-    )
+    return soak_faults.synced_since(s, since) and stack.watched() == len(stack.sim.clusters)
 
 
 def progress(rec: soak_load.Record) -> str:

@@ -23,6 +23,7 @@ from common import redis_client
 
 if TYPE_CHECKING:
     from bench.soak_stack import Stack
+    from common.index.syncstatus import ClusterSync
 
 KINDS = (
     "worker-child",
@@ -136,6 +137,14 @@ def end_leaf_fault(stack: Stack, kind: str, cluster: str) -> None:
     else:
         stack.sim.set_fault(cluster)
     stack.leaf_faults.pop(cluster, None)
+
+
+def synced_since(sync: ClusterSync | None, since: float) -> bool:
+    """Whether a cluster's objects and RBAC were both synced at or after `since` (epoch
+    seconds), its last object sync a success."""
+    if sync is None or sync.state != "ok":
+        return False
+    return (sync.last_success or 0) >= since and (sync.rbac_synced_at or 0) >= since
 
 
 def kill9(pid: int) -> None:

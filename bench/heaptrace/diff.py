@@ -2,7 +2,8 @@
 
     python -m bench.heaptrace.diff DIR/heap-PID.jsonl [--from I] [--to J] [--top N]
 
-Prints the traced heap's growth by allocating line and by traceback, the live objects' counts
+Prints each dump's RSS, glibc's heap, Python's blocks, the RSS by mapping kind and pymalloc's
+arenas and free space; the traced heap's growth by allocating line and by traceback, the live objects' counts
 by type and each memo's entries and bytes, from dump I (default: the second, past the warm-up)
 to dump J (default: the last).
 """
@@ -41,12 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     a, b = dumps[args.start], dumps[args.to]
     mib = 1 / 2**20
     print(f"{args.path}: {a['t_s']} s -> {b['t_s']} s")
-    print("\n t_s      RSS   system     used     free  (MiB; glibc heap)   blocks")
+    print(
+        "\n t_s      RSS   system     used     free  (MiB; glibc heap)   blocks"
+        "   [heap]     anon     file  (MiB RSS)  arenas   pyfree  (MiB; pymalloc)"
+    )
     for d in dumps:
-        m = d.get("malloc", {})
+        m, maps, py = d.get("malloc", {}), d.get("smaps", {}), d.get("pymalloc", {})
         cells = [d.get("rss", 0), m.get("system", 0), m.get("used", 0), m.get("free", 0)]
         row = "".join(f"{c * mib:9.1f}" for c in cells)
-        print(f"{d['t_s']:5.0f}{row}{'':20s}{d.get('blocks', 0):9d}")
+        kinds = "".join(f"{maps.get(k, 0) / 1024:9.1f}" for k in ("heap", "anon", "file"))
+        free = (py.get("free_in_pools", 0) + py.get("free_pools", 0)) * mib
+        pyrow = f"{py.get('arenas', 0):8d}{free:9.1f}"
+        print(f"{d['t_s']:5.0f}{row}{'':20s}{d.get('blocks', 0):9d}{kinds}{'':11s}{pyrow}")
     if "traced" in a and "traced" in b:
         print(f"traced heap {a['traced'] * mib:.1f} -> {b['traced'] * mib:.1f} MiB")
         print("\ngrowth by line (KiB):")

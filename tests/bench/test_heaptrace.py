@@ -1,5 +1,6 @@
 """bench.heaptrace: a process started with the diagnosis on writes one dump per period from
-each child it forks (never from itself), and the diff tool reads what grew between two."""
+each child it forks (never from itself), with its RSS by mapping kind and pymalloc's arenas
+(heapmaps), and the diff tool reads what grew between two."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.heaptrace import diff
+from bench.heaptrace import diff, heapmaps
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
@@ -52,6 +53,41 @@ def test_dumps_follow_a_growing_child(tmp_path: Path) -> None:
     assert last["malloc"]["used"] - first["malloc"]["used"] >= 2 * 2000 * 2000  # two rounds kept
     memos = {name: n for name, n, _bytes in last["memos"]}
     assert memos["probe"] >= 3
+    assert last["smaps"]["anon"] + last["smaps"]["heap"] >= 2 * 2000 * 2000 / 1024
+    assert last["pymalloc"]["arenas"] >= 1 and last["pymalloc"]["live"] > 0
+
+
+def test_heapmaps_see_small_objects_in_arenas_and_every_mapping_kind() -> None:
+    before = heapmaps.pymalloc()
+    kept = [{"i": i} for i in range(200_000)]  # ~50 MB of small dicts: pymalloc's
+    after = heapmaps.pymalloc()
+    assert after["arenas"] - before["arenas"] >= 20
+    assert after["live"] - before["live"] >= 20 * 2**20
+    maps = heapmaps.smaps_kib()
+    assert maps["file"] > 0 and maps["anon"] + maps["heap"] >= 20 * 1024
+    assert heapmaps.smaps_kib(2**22 + 1) == {}  # no such process
+    del kept
+
+
+def test_pymalloc_figures_parse_cpython_s_report() -> None:
+    text = """Small block threshold = 512, in 32 size classes.
+# arenas allocated total           =                4,013
+# arenas reclaimed                 =                3,901
+# arenas highwater mark            =                  140
+# arenas allocated current         =                  112
+112 arenas * 1048576 bytes/arena   =          117,440,512
+
+# bytes in allocated blocks        =           98,765,432
+# bytes in available blocks        =            1,234,567
+37 unused pools * 16384 bytes      =              606,208
+"""
+    assert heapmaps.parse_pymalloc(text) == {
+        "arenas_max": 140,
+        "arenas": 112,
+        "live": 98_765_432,
+        "free_in_pools": 1_234_567,
+        "free_pools": 37 * 16384,
+    }
 
 
 def test_traced_growth_is_named_by_line(tmp_path: Path, capsys) -> None:

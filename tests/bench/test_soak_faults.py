@@ -1,12 +1,15 @@
 """The soak's fault schedule: every kind once in a seeded order at 30 minutes, gaps of 2-3
 minutes and leaf faults held 2 minutes, all of it scaled to a shorter run, nothing in the
-settle time at the end, and the same seed giving the same schedule."""
+settle time at the end, and the same seed giving the same schedule; when a fault counts as
+recovered (a re-registered leaf: once collected again)."""
 
 from __future__ import annotations
 
 from itertools import pairwise
+from types import SimpleNamespace
 
-from bench.soak_faults import HELD, KINDS, schedule
+from bench.soak_faults import HELD, KINDS, Injected, schedule, synced_since
+from common.index.syncstatus import ClusterSync
 
 
 def test_a_30_minute_run_has_every_kind_2_to_3_minutes_apart() -> None:
@@ -38,3 +41,44 @@ def test_the_order_is_seeded() -> None:
 
 def test_a_run_too_short_for_any_fault_has_none() -> None:
     assert schedule(0, seed=1) == []
+
+
+def test_a_re_registered_leaf_is_back_once_its_objects_and_rbac_synced_after_it() -> None:
+    since = 1000.0
+    assert not synced_since(None, since)  # never synced (the registry dropped its status)
+    assert not synced_since(
+        ClusterSync("c", "ok", last_success=999.0, rbac_synced_at=1001.0), since
+    )
+    assert not synced_since(
+        ClusterSync("c", "ok", last_success=1001.0, rbac_synced_at=999.0), since
+    )
+    assert not synced_since(
+        ClusterSync("c", "error", last_success=1001.0, rbac_synced_at=1001.0), since
+    )
+    assert synced_since(ClusterSync("c", "ok", last_success=1000.0, rbac_synced_at=1002.0), since)
+
+
+class _Stack:
+    def whole(self) -> bool:
+        return True
+
+
+def test_recovery_waits_for_a_re_registered_leaf_to_be_collected_again(monkeypatch) -> None:
+    from bench import soak
+
+    again = {"value": False}
+    monkeypatch.setattr(soak, "collected_again", lambda stack, cluster, detail: again["value"])
+    killed = Injected("watcher", 10.0, "watcher-0", ended_s=10.0)
+    removed = Injected("leaf-removed", 20.0, "c1", ended_s=140.0, detail={"ended_at": 5.0})
+    held = Injected("leaf-down", 30.0, "c2")  # not ended yet
+    rec = SimpleNamespace(now_s=lambda: 150.0)
+
+    def ready() -> dict[str, str]:
+        return {"state": "ready"}
+
+    assert soak.recover(_Stack(), [killed, removed, held], rec, ready) == 2
+    assert killed.survived and killed.recovered_s == 150.0
+    assert removed.recovered_s is None and not removed.survived
+    again["value"] = True
+    assert soak.recover(_Stack(), [killed, removed, held], rec, ready) == 1
+    assert removed.survived and removed.recovered_s == 150.0

@@ -209,3 +209,17 @@ def test_a_redis_servers_growth_beyond_its_data_is_a_share_of_its_rss() -> None:
     out = inv.rss_flat(samples, warmup_s=360)["redis-primary"]
     assert out["flat"] is True and 0.25 < out["slope_pct_per_10min"] < 0.35
     assert abs(out["kib_per_10min"] - 3_000) < 50 and out["mean_rss_kib"] > 1_000_000
+
+
+def test_a_removed_leaf_may_fail_its_reads_until_collected_again_and_no_longer() -> None:
+    faults = [{"kind": "leaf-removed", "at_s": 10.0, "ended_s": 130.0, "recovered_s": 170.0}]
+    # removed: the registry still lists it for a reconcile or two, without its credentials
+    assert inv.classify(50, "detail", 502, "leaf", faults) == "502 detail of a faulted leaf"
+    # re-registered, not collected again yet, then within the query's refresh after it
+    assert inv.classify(160, "relations", 404, "nf", faults) == "404 of an unregistered leaf"
+    late = 170 + inv.REREGISTERED_GRACE_S - 1
+    assert inv.classify(late, "history", 404, "nf", faults) == "404 of an unregistered leaf"
+    # after that its objects are indexed: a 404 is wrong
+    after = 170 + inv.REREGISTERED_GRACE_S + 1
+    assert inv.classify(after, "detail", 404, "nf", faults).startswith("unexpected")
+    assert inv.classify(50, "list", 502, "leaf", faults).startswith("unexpected")
