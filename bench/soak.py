@@ -280,6 +280,12 @@ def finish(
     walks = soak_oracle.walks_against_oracle(leaves, stack.bases, users)
     oracle_s = round(time.monotonic() - t0, 1)
     print(f"settled in {settle_s} s, oracle walks in {oracle_s} s", flush=True)
+    missed = {c for w in walks.values() for c, _ in w.get("missing_by_cluster", [])}
+    r = connect(stack.redis.url, 10)
+    try:
+        rbac_diff = soak_oracle.rbac_diagnosis(r, sim, sorted(missed))
+    finally:
+        r.close()
     history = history_duplicates(stack.bases[0], sorted(rec.probed))
     spans = soak_invariants.failovers(faults)
     errors = soak_invariants.errors_by_class(rec.requests, faults)
@@ -321,6 +327,7 @@ def finish(
         "settle": {"seconds": settle_s, **diff},
         "oracle_walks": walks,
         "oracle_walks_s": oracle_s,
+        "oracle_rbac_diff": rbac_diff,
         "history": history,
         "freshness": fresh,
         "revocations": rec.revocations,

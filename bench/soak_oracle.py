@@ -6,6 +6,8 @@ list (decided by the authorizer, as tests/support/query_fleet.oracle does)."""
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,9 +16,12 @@ import redis
 from bench.soak_load import headers, walk
 from bench.xl_load import StoreLeaf
 from collector.sync import collect
-from common.index import graph, rows
+from common.index import graph, keys, rows
 from common.kinds.registry import builtin_registry
 from common.rbac.authorizer import Authorizer, Obj, RbacObjects, UserInfo
+from common.rbac.encoding import HASH_FIELD
+from common.rbac.grants import compile_grants
+from common.redis_client import text
 from kubesim.server import KubeSim
 from tests.watch.harness import consistent, stored
 
@@ -127,10 +132,12 @@ def walks_against_oracle(
         found, code = walk(None, bases[i % len(bases)], headers(user.name, user.groups))
         got = [(str(a), str(b), str(c), str(d)) for a, b, c, d in found]
         seen = set(got)
+        missing = want[name] - seen
         return {
             "query": i % len(bases),
             "rows": len(want[name]),
-            "missing": len(want[name] - seen),
+            "missing": len(missing),
+            "missing_by_cluster": Counter(k[0] for k in missing).most_common(5),
             "unexpected": len(seen - want[name]),
             "twice": len(got) - len(seen),
             "status": code,
@@ -139,6 +146,27 @@ def walks_against_oracle(
     with ThreadPoolExecutor(max(1, len(bases))) as pool:
         done = [pool.submit(one, i, n, u) for i, (n, u) in enumerate(users.items())]
         return {name: f.result() for name, f in zip(users, done, strict=True)}
+
+
+def rbac_diagnosis(r: redis.Redis, sim: KubeSim, clusters: Iterable[str]) -> dict[str, Any]:
+    """Per cluster a walk missed rows of: the subjects whose grants in the index differ from the
+    grants compiled from the leaf's RBAC now (the full RBAC sync's code), with the cluster's RBAC
+    sync fields and the lease's holder: what to read when `walks_differ_from_oracle` fails."""
+    out: dict[str, Any] = {}
+    for c in clusters:
+        want = compile_grants(rbac(sim, c), REG).fields
+        have = {text(k): text(v) for k, v in r.hgetall(keys.rbac(c)).items()}
+        have.pop(HASH_FIELD, None)
+        sync = {text(k): text(v) for k, v in r.hgetall(keys.sync(c)).items()}
+        differ = sorted(s for s in want.keys() | have.keys() if want.get(s) != have.get(s))
+        out[c] = {
+            "subjects_differing": [
+                {"subject": s, "index": have.get(s), "leaf": want.get(s)} for s in differ[:10]
+            ],
+            "rbac_sync": {k: v for k, v in sync.items() if k.startswith("rbac")},
+            "lease": text(r.get(keys.lease(c)) or b""),
+        }
+    return out
 
 
 def oracle_failures(result: dict[str, dict[str, int]]) -> int:

@@ -72,3 +72,20 @@ def test_expected_rows_follow_the_leaf_rbac(tmp_path: Path) -> None:
             assert scopes <= allowed, name
     team = next(n for n, u in fleet.items() if n.startswith("dev-") and any(u.access.values()))
     assert 0 < len(want[team]) < len(everything)
+
+
+def test_the_rbac_diagnosis_names_the_subjects_whose_stored_grants_differ(
+    redis_url: str, tmp_path: Path
+) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with sims.start(FLEET, tmp_path) as sim:
+        sims.collect(sims.settings_for(tmp_path, redis_url))
+        c = sim.clusters[0]
+        assert soak_oracle.rbac_diagnosis(r, sim, [c])[c]["subjects_differing"] == []
+        r.hdel(keys.rbac(c), "g:fleet-admins")  # the admins' grants lost from the index
+        got = soak_oracle.rbac_diagnosis(r, sim, [c])[c]
+        assert [d["subject"] for d in got["subjects_differing"]] == ["g:fleet-admins"]
+        assert got["subjects_differing"][0]["index"] is None
+        assert got["subjects_differing"][0]["leaf"]
+        assert "rbac_synced_at" in got["rbac_sync"]
+    r.close()
