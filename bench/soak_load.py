@@ -337,14 +337,25 @@ class Walks(Looping):
         base = self.bases[self.n % len(self.bases)]
         self.n += 1
         at = round(self.record.now_s(), 1)
-        rows, code = walk(self.record, base, CALLERS[who])
+        hidden: set[str] = set()
+        rows, code = walk(self.record, base, CALLERS[who], hidden)
         self.record.walks.append(
-            {"at_s": at, "user": who, "rows": len(rows), "distinct": len(set(rows)), "code": code}
+            {
+                "at_s": at,
+                "user": who,
+                "rows": len(rows),
+                "distinct": len(set(rows)),
+                "code": code,
+                "hidden_stale_rbac": sorted(hidden),
+            }
         )
 
 
-def walk(record: Record | None, base: str, h: dict[str, str]) -> tuple[list[tuple[str, ...]], int]:
-    """Every row a caller lists (cluster, namespace, kind, name), and the last page's status."""
+def walk(
+    record: Record | None, base: str, h: dict[str, str], hidden: set[str] | None = None
+) -> tuple[list[tuple[str, ...]], int]:
+    """Every row a caller lists (cluster, namespace, kind, name), and the last page's status;
+    `hidden` gets the clusters a page said it hid for stale RBAC (`hiddenStaleRbac`)."""
     out: list[tuple[str, ...]] = []
     token = ""
     while True:
@@ -354,6 +365,9 @@ def walk(record: Record | None, base: str, h: dict[str, str]) -> tuple[list[tupl
         if code != 200:
             return out, code
         out += [(r["cluster"], r["namespace"], r["kind"], r["name"]) for r in page["items"]]
+        if hidden is not None:
+            stale = (page.get("freshness") or {}).get("hiddenStaleRbac") or []
+            hidden.update(x["cluster"] for x in stale)
         token = page["continue"] or ""
         if not token:
             return out, code

@@ -129,7 +129,8 @@ def walks_against_oracle(
     want = expected_rows(leaves, users)
 
     def one(i: int, name: str, user: UserInfo) -> dict[str, Any]:
-        found, code = walk(None, bases[i % len(bases)], headers(user.name, user.groups))
+        hidden: set[str] = set()
+        found, code = walk(None, bases[i % len(bases)], headers(user.name, user.groups), hidden)
         got = [(str(a), str(b), str(c), str(d)) for a, b, c, d in found]
         seen = set(got)
         missing = want[name] - seen
@@ -138,6 +139,7 @@ def walks_against_oracle(
             "rows": len(want[name]),
             "missing": len(missing),
             "missing_by_cluster": Counter(k[0] for k in missing).most_common(5),
+            "hidden_stale_rbac": sorted(hidden),
             "unexpected": len(seen - want[name]),
             "twice": len(got) - len(seen),
             "status": code,

@@ -36,7 +36,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,13 +300,17 @@ class ClusterWatch:
 
     def listed(self, now: float | None = None) -> bool:
         """Every resource listed and watching (what `healthy` asks, before anything written)."""
+        return self._live_all(self._expected, now)
+
+    def _live_all(self, resources: Iterable[str], now: float | None = None) -> bool:
+        """Each of `resources` (at least one) listed and watching, none silent past the idle
+        timeout."""
         now = time.monotonic() if now is None else now
         with self._lock:
             live = dict(self._live)
         idle = self.settings.watch_idle_timeout_s
-        return bool(self._expected) and all(
-            now - live.get(res, float("-inf")) < idle for res in self._expected
-        )
+        wanted = list(resources)
+        return bool(wanted) and all(now - live.get(res, float("-inf")) < idle for res in wanted)
 
     def healthy(self, now: float | None = None) -> bool:
         """Every resource listed and watching, none silent past the idle timeout, and the Istio
@@ -315,7 +319,13 @@ class ClusterWatch:
         return self.gate.is_set() and validated and self.listed(now)
 
     def rbac_healthy(self, now: float | None = None) -> bool:
-        return self.healthy(now) and self.rbac.compiles > 0
+        """The cluster's grants are current: the lease is ours, its four RBAC resources are
+        listed and watching (none silent past the idle timeout), and its grants were stored at
+        least once. The row kinds' and Istio's streams are not asked: one silent stream of a
+        row kind stops the objects' heartbeat, but says nothing of what users may see, and a
+        cluster whose RBAC goes stale is hidden from everyone (`rbac_max_age_s`; in the
+        thirteenth L soak a cluster was hidden so, its RBAC streams well, for minutes)."""
+        return self.gate.is_set() and self._live_all(RESOURCES, now) and self.rbac.stored > 0
 
     # -- one resource: list, then watch; relist on 410 or a broken stream -------------------
 

@@ -46,6 +46,7 @@ class RbacState:
         self.objects: dict[str, Table] = {p: Table() for p in RESOURCES}
         self.listed: set[str] = set()
         self.compiles = 0
+        self.stored = 0  # compiles whose grants were stored (the RBAC heartbeat waits for one)
         self._lock = threading.Lock()
         self._recompile: Debounced | None = None  # set by `start`
         self._dirty = False  # changed before `start`
@@ -107,6 +108,7 @@ class RbacState:
         compiled = compile_grants(snapshot, self.kinds)
         self.compiles += 1
         changed = store_grants(self.r, self.cluster, compiled, synced_at=round(time.time(), 3))
+        self.stored += 1
         if changed:
             log.info("grants recompiled and changed", extra={"cluster": self.cluster})
         return changed
