@@ -5,10 +5,12 @@ cluster's rows has to be read with)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import urllib.parse
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from bench.soak_load import walk
+from tests.support.http import serve
 
 PAGES = {
     "": {
@@ -24,30 +26,17 @@ PAGES = {
 }
 
 
-class Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        token = self.path.partition("continue=")[2]
-        body = json.dumps(PAGES[token]).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def pages(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+    query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+    body = json.dumps(PAGES[query.get("continue", [""])[0]]).encode()
+    start("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
 
 
 def test_a_walk_follows_the_pages_and_collects_the_clusters_hidden_for_stale_rbac() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serve(pages) as host:
         hidden: set[str] = set()
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        rows, code = walk(None, base, {}, hidden)
-        assert code == 200
-        assert rows == [("c1", "a", "Kustomization", "x"), ("c1", "b", "Kustomization", "y")]
-        assert hidden == {"c2"}
-    finally:
-        server.shutdown()
-        server.server_close()
+        rows, code = walk(None, f"http://{host}", {}, hidden)
+    assert code == 200
+    assert rows == [("c1", "a", "Kustomization", "x"), ("c1", "b", "Kustomization", "y")]
+    assert hidden == {"c2"}
