@@ -7,13 +7,6 @@ they hold, so the freed memory is spread over many arenas and the process's RSS 
 time although the live data does not (docs/operations.md, "Memory of a query worker").
 `limit_arenas` caps the arenas (as `MALLOC_ARENA_MAX` does, which wins when set), and `Trimmer`
 hands free pages back to the kernel now and then (`malloc_trim`).
-
-glibc also serves a large block from its own mapping (`mmap`, given back whole when freed) only
-while it is above a threshold that starts at 128 KiB and rises to the size of every such block
-freed, up to 32 MiB: after a few answers of megabytes were dropped, every later one is carved
-from the heap, and the heap's free space ends up in pieces between live blocks that no trim can
-return. `fix_mmap_threshold` pins the threshold (as `MALLOC_MMAP_THRESHOLD_` does, which wins
-when set), so blocks above it always come and go as mappings of their own.
 """
 
 from __future__ import annotations
@@ -27,8 +20,7 @@ import threading
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
-M_ARENA_MAX = -8  # glibc's mallopt parameters (malloc.h)
-M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 TRIM_EVERY_S = 60.0
 
 
@@ -53,16 +45,6 @@ def limit_arenas(arenas: int) -> bool:
         return False
     libc = _libc()
     return bool(libc is not None and libc.mallopt(M_ARENA_MAX, arenas) == 1)
-
-
-def fix_mmap_threshold(nbytes: int) -> bool:
-    """Serve every block of `nbytes` or more from a mapping of its own, from now on (glibc's
-    threshold then no longer rises); True when applied. An operator's `MALLOC_MMAP_THRESHOLD_`
-    is left as it is."""
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_"):
-        return False
-    libc = _libc()
-    return bool(libc is not None and libc.mallopt(M_MMAP_THRESHOLD, nbytes) == 1)
 
 
 def trim() -> bool:

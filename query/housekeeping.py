@@ -3,10 +3,6 @@
 
 - glibc's malloc arenas capped at two (common.heap): threads freeing answers of megabytes on
   many arenas otherwise make a process's RSS climb while its live data does not;
-- glibc's mmap threshold pinned at 256 KiB (common.heap): otherwise it rises with the first
-  answers of megabytes freed, and every later one is carved from the heap and leaves it in
-  pieces (in the thirteenth L soak the heap's resident part grew 43 -> 55 MiB in 5 minutes
-  while its live blocks did not);
 - the C heap's free pages handed back to the kernel every minute;
 - with `FLEETSCOPE_QUERY_MEMO_IDLE_S` above 0, every half of it, the memos' entries that no
   caller used since the sweep before the last dropped (memo.sweep_idle), then the heap
@@ -23,15 +19,11 @@ from common.index.read import memo
 from common.settings import Settings
 
 ARENAS = 2  # malloc arenas of a query process (common.heap): its threads share two
-MMAP_THRESHOLD = 256 * 1024
-"""Blocks of this size or more (answers, encoded pages, Redis replies, memos' tables) come and go
-as mappings of their own (common.heap.fix_mmap_threshold), not carved from the heap."""
 
 
 def start(settings: Settings) -> list[heap.Trimmer]:
     """Cap the arenas and start the housekeeping threads (daemons); returns them."""
     heap.limit_arenas(ARENAS)
-    heap.fix_mmap_threshold(MMAP_THRESHOLD)
     threads = [heap.Trimmer()]
     if settings.query_memo_idle_s > 0:  # memos' idle entries dropped, then the heap trimmed
         threads.append(heap.Trimmer(settings.query_memo_idle_s / 2, sweep, "memo-sweep"))

@@ -1,7 +1,5 @@
-"""common.heap: the arena cap and the pinned mmap threshold leave an operator's MALLOC_ARENA_MAX
-and MALLOC_MMAP_THRESHOLD_ alone and apply on glibc (a large block then keeps a mapping of its
-own after others were freed); the trimmer trims until stopped; a query worker gets them all
-when gunicorn starts it, and so does
+"""common.heap: the arena cap leaves an operator's MALLOC_ARENA_MAX alone and applies on glibc;
+the trimmer trims until stopped; a query worker gets both when gunicorn starts it, and so does
 the stream process (query.housekeeping), with the memos' idle sweep."""
 
 from __future__ import annotations
@@ -31,50 +29,6 @@ def test_the_arena_cap_applies_on_glibc(monkeypatch: pytest.MonkeyPatch) -> None
     assert heap.limit_arenas(2) is True
 
 
-def test_an_operators_malloc_mmap_threshold_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
-    assert heap.fix_mmap_threshold(256 * 1024) is False
-
-
-MMAPPED = """
-import ctypes, sys
-from common import heap
-
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype = Info
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-if sys.argv[1] == "fixed":
-    assert heap.fix_mmap_threshold(256 * 1024)
-libc.free(libc.malloc(4 << 20))  # an answer of megabytes, dropped
-block = libc.malloc(4 << 20)  # the next one
-print(libc.mallinfo2().hblkhd >= 4 << 20)
-"""
-
-
-@pytest.mark.skipif(not GLIBC, reason="glibc's mallopt and mallinfo2")
-@pytest.mark.parametrize(("mode", "own_mapping"), [("default", False), ("fixed", True)])
-def test_with_the_threshold_fixed_large_blocks_keep_their_own_mappings(
-    mode: str, own_mapping: bool
-) -> None:
-    # glibc's default: the first freed 4 MiB block raises the threshold, and the next one is
-    # carved from the heap (where its free space can end up in pieces); pinned, it is mapped
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c", MMAPPED, mode], env=env, cwd=root, capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(own_mapping)
-
-
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc_trim")
 def test_the_trimmer_trims_until_stopped() -> None:
     t = heap.Trimmer(every_s=0.01)
@@ -90,13 +44,12 @@ def test_a_query_worker_caps_and_trims_its_heap(monkeypatch: pytest.MonkeyPatch)
 
     calls: list[int] = []
     monkeypatch.setattr(heap, "limit_arenas", lambda n: calls.append(n) or True)
-    monkeypatch.setattr(heap, "fix_mmap_threshold", lambda n: calls.append(n) or True)
     before = {t.name for t in threading.enumerate() if t.name == "heap-trim"}
     try:
         gunicorn_conf.post_worker_init(object())
     finally:
         gc.unfreeze()
-    assert calls == [housekeeping.ARENAS, housekeeping.MMAP_THRESHOLD]
+    assert calls == [housekeeping.ARENAS]
     trimmers = [t for t in threading.enumerate() if t.name == "heap-trim"]
     assert len(trimmers) == len(before) + 1
     sweepers = [t for t in threading.enumerate() if t.name == "memo-sweep"]
