@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     server = start_redis_server()
     a: subprocess.Popen[bytes] | None = None
     stop = threading.Event()
+    thread: threading.Thread | None = None
     try:
         settings = Settings(
             redis_url=server.url,
@@ -164,11 +165,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
     finally:
         stop.set()
+        if thread is not None:
+            thread.join(60)  # its leases released while Redis is still there
         if a is not None and a.poll() is None:
             a.terminate()
             a.wait(10)
         sim.terminate()
         sim.wait(30)
+        if sim.stdout is not None:
+            sim.stdout.close()
         server.stop()
 
 
