@@ -40,8 +40,9 @@ class Running:
         self.thread.start()
 
     def healthy(self, cluster: str) -> bool:
+        """The cluster is watched: every stream live (its rows built) and its grants stored."""
         w = self.replica.watches.get(cluster)
-        return w is not None and w.rbac_healthy()
+        return w is not None and w.healthy() and w.rbac_healthy()
 
     def stop(self) -> None:
         self.stop_event.set()
