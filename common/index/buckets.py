@@ -12,6 +12,7 @@ turn its whole bucket into a hash table; reads then ask both places (one HMGET m
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -68,12 +69,13 @@ class Bucketed:
 
     @staticmethod
     def collect(groups: Groups, replies: list[Any]) -> dict[str, str]:
-        """The values `queue_hmget` read (fields without one left out)."""
+        """The values `queue_hmget` read (fields without one left out), interned as
+        `collect_all`'s are."""
         out: dict[str, str] = {}
         for (_key, names), values in zip(groups, replies, strict=True):
             for f, v in zip(names, values, strict=True):
                 if v is not None:
-                    out[f] = text(v)
+                    out[f] = sys.intern(text(v))
         return out
 
     def queue_hgetall(self, pipe: Any, cluster: str) -> int:
@@ -84,7 +86,23 @@ class Bucketed:
 
     @staticmethod
     def collect_all(replies: list[Any]) -> dict[str, str]:
-        return {text(k): text(v) for h in replies for k, v in h.items()}
+        """The logical hash from `queue_hgetall`'s replies: fields and values as text, interned
+        (the per-namespace counts of a cluster repeat a few thousand texts over its namespaces,
+        and namespace names repeat over the clusters: a reader that keeps every cluster's counts
+        holds each text once), decoded in C (`map`) rather than one call per field."""
+        out: dict[str, str] = {}
+        for h in replies:
+            if h and isinstance(next(iter(h)), bytes):
+                out.update(
+                    zip(
+                        map(sys.intern, map(bytes.decode, h)),
+                        map(sys.intern, map(bytes.decode, h.values())),
+                        strict=True,
+                    )
+                )
+            else:
+                out.update({sys.intern(text(k)): sys.intern(text(v)) for k, v in h.items()})
+        return out
 
     def queue_write(
         self, tx: Any, cluster: str, changed: Mapping[str, str], gone: Iterable[str]
