@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             watch_bookmark_s=5,
             leaf_timeout_s=LEAF_TIMEOUT_S,
             log_level="WARNING",
+            access_log="json",  # the query processes' own durations, in their logs
             query_memo_mib=args.query_memo_mib,
             query_memo_idle_s=args.query_memo_idle_s,
             heaptrace=Path(args.heaptrace).resolve() if args.heaptrace else None,

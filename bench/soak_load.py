@@ -70,7 +70,8 @@ class Record:
         if code != 200:
             took = round(done - asked, 2)
             self.failed.append({"at_s": round(asked, 2), "took_s": took, "path": path,
-                                "code": code, "error": err or "", "base": base})  # fmt: skip
+                                "code": code, "error": err or "", "base": base,
+                                "user": h.get("X-Remote-User", "")})  # fmt: skip
         return code, body
 
 
