@@ -83,6 +83,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --heaptrace: trace allocations (tracemalloc) with this many frames; makes the "
         "traced workers several times slower (and so the whole load)",
     )
+    p.add_argument(
+        "--heaptrace-census",
+        action="store_true",
+        help="with --heaptrace: also count the live objects by type (gc.get_objects() from a "
+        "thread of its own, which can fail a request the traced worker is building: a 500)",
+    )
     p.add_argument("--out", default="soak.json")
     return p.parse_args(argv)
 
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             query_memo_idle_s=args.query_memo_idle_s,
             heaptrace=Path(args.heaptrace).resolve() if args.heaptrace else None,
             heaptrace_frames=args.heaptrace_frames,
+            heaptrace_census=args.heaptrace_census,
         )
         try:
             result = run(args, sim, stack, fleet)

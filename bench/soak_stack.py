@@ -234,9 +234,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def heaptrace_env(base: dict[str, str], out: Path, frames: int) -> dict[str, str]:
+def heaptrace_env(
+    base: dict[str, str], out: Path, frames: int, census: bool = False
+) -> dict[str, str]:
     """The environment that has a process's forked children dump their heap's make-up into
-    `out` (bench.heaptrace.sitecustomize), with tracemalloc's `frames` frames when above 0."""
+    `out` (bench.heaptrace.sitecustomize), with tracemalloc's `frames` frames when above 0 and
+    the live objects by type with `census`."""
     out.mkdir(parents=True, exist_ok=True)
     path = [str(Path(__file__).parent / "heaptrace"), base.get("PYTHONPATH", "")]
     return {
@@ -244,6 +247,7 @@ def heaptrace_env(base: dict[str, str], out: Path, frames: int) -> dict[str, str
         "HEAPTRACE_FRAMES": str(frames),
         "HEAPTRACE_EVERY_S": "150",
         "HEAPTRACE_DIR": str(out),
+        "HEAPTRACE_CENSUS": "1" if census else "0",
     }
 
 
@@ -252,6 +256,7 @@ def start_stack(
     workdir: Path,
     heaptrace: Path | None = None,
     heaptrace_frames: int = 0,
+    heaptrace_census: bool = False,
     **settings: Any,
 ) -> Stack:
     """Everything started; returns once every query process answers (not yet collected).
@@ -270,7 +275,9 @@ def start_stack(
             start_watcher(sup, f"watcher-{i}", stack.watch_ports[f"watcher-{i}"])
         for i in range(QUERIES):
             traced = heaptrace if i == QUERIES - 1 else None
-            extra = heaptrace_env(env, traced, heaptrace_frames) if traced else None
+            extra = (
+                heaptrace_env(env, traced, heaptrace_frames, heaptrace_census) if traced else None
+            )
             stack.bases.append(start_query(sup, f"query-{i}", extra))
     except BaseException:
         stack.stop()

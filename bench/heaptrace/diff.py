@@ -62,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\ngrowth by traceback (KiB), groups of 64 KiB or more:")
         for g, tb in grown(a["tracebacks"], b["tracebacks"], 2, 0)[: args.top]:
             print(f"  {g / 1024:9.1f}  " + "\n             ".join(reversed(tb)))
-    print("\nlive objects by type:")
-    for g, name in grown(a["types"], b["types"], 0, 1)[: args.top]:
-        print(f"  {g:+9d}  {name}")
+    if "types" in a and "types" in b:  # with HEAPTRACE_CENSUS=1 only
+        print("\nlive objects by type:")
+        for g, name in grown(a["types"], b["types"], 0, 1)[: args.top]:
+            print(f"  {g:+9d}  {name}")
     print("\nmemos (entries, bytes):")
     before = {m[0]: m for m in a.get("memos", [])}
     for name, n, nbytes in b.get("memos", []):

@@ -3,8 +3,8 @@ process started with this directory first on PYTHONPATH and `HEAPTRACE_DIR` set.
 forked after start (a gunicorn worker) writes, every `HEAPTRACE_EVERY_S` (300), one JSON line
 to `DIR/heap-PID.jsonl` after a full collection: its RSS, Python's allocated blocks, glibc's
 heap (mallinfo2: taken from the kernel, in live chunks, free), its mappings' RSS by kind and
-pymalloc's arenas (heapmaps), the live objects by type, each
-memo's entries and estimated bytes, and with `HEAPTRACE_FRAMES` above 0 (tracemalloc from the
+pymalloc's arenas (heapmaps), each memo's entries and estimated bytes, with `HEAPTRACE_CENSUS=1`
+the live objects by type (gc.get_objects(): it can break a request being served, see `_dump`), and with `HEAPTRACE_FRAMES` above 0 (tracemalloc from the
 fork on, that many frames: several times slower) the traced heap grouped by allocating line and
 by traceback (groups of at least 64 KiB). Comparing two
 lines of one process shows which allocations a growing process keeps (bench.heaptrace.diff).
@@ -49,8 +49,13 @@ def _dump(path: str, started: float) -> None:
             if s.size >= 65536
         ]
         del snap
-    types = collections.Counter(type(o).__name__ for o in gc.get_objects())
-    line["types"] = types.most_common(60)
+    if os.environ.get("HEAPTRACE_CENSUS") == "1":
+        # gc.get_objects() from this thread also hands out objects another thread is still
+        # building: a tuple(generator) being filled then fails its resize with SystemError
+        # ("bad argument to internal function"), a 500 of the traced worker (the fifteenth L
+        # soak's one 500). Off unless asked for.
+        types = collections.Counter(type(o).__name__ for o in gc.get_objects())
+        line["types"] = types.most_common(60)
     memo = sys.modules.get("common.index.read.memo")
     if memo is not None:
         line["memos"] = [
