@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,33 @@ def measure() -> dict[str, Any]:
         ),
         "gc_objects": len(gc.get_objects()),
     }
+
+
+def holders(objs: list[Any], listed: list[Any], depth: int = 6, most: int = 50) -> dict[str, int]:
+    """Why objects are still alive: for up to `most` of `objs`, the chain of the types of their
+    first referrer, its first referrer and so on (`depth` steps; the lists this benchmark made
+    left out), counted by chain."""
+    skip = {id(objs), id(listed)}
+    chains: collections.Counter[str] = collections.Counter()
+    for o in objs[:most]:
+        chain, cur = [type(o).__name__], o
+        for _ in range(depth):
+            refs = [
+                x
+                for x in gc.get_referrers(cur)
+                if id(x) not in skip
+                and not (isinstance(x, types.FrameType) and x.f_code.co_name in ("holders", "run"))
+            ]
+            if not refs:
+                break
+            cur = refs[0]
+            name = type(cur).__name__
+            if isinstance(cur, dict):  # whose attributes: the owner's type where known
+                owners = [type(x).__name__ for x in gc.get_referrers(cur) if id(x) not in skip]
+                name = f"dict({'/'.join(sorted(set(owners))[:3])})"
+            chain.append(name)
+        chains[" <- ".join(chain)] += 1
+    return dict(chains.most_common(10))
 
 
 def spawn(settings: Settings, name: str, log: Path) -> subprocess.Popen[bytes]:
@@ -141,10 +169,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             wait(lambda: replica._unretired == 0, args.timeout_s, "dropped watches retired")
             time.sleep(args.settle_s)
             after = measure()
-            kept = collections.Counter(
-                type(o).__name__ for o in gc.get_objects() if id(o) not in seen
-            )
-            del seen
+            new = [o for o in gc.get_objects() if id(o) not in seen]
+            kept = collections.Counter(type(o).__name__ for o in new)
+            why = holders([o for o in new if type(o).__name__ == args.why], new) if args.why else {}
+            del seen, new
             rounds.append(
                 {
                     "before": before,
@@ -153,6 +181,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "take_over_s": took_s,
                     "hand_back_s": gave_s,
                     "kept_objects_by_type": kept.most_common(args.top),
+                    "why_kept": why,
                 }
             )
             print(json.dumps(rounds[-1]), flush=True)
@@ -185,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle-s", type=float, default=15.0)
     p.add_argument("--timeout-s", type=float, default=600.0)
     p.add_argument("--top", type=int, default=25)
+    p.add_argument(
+        "--why",
+        default="",
+        metavar="TYPE",
+        help="diagnosis: the referrer chains keeping the take-over's objects of this type alive",
+    )
     p.add_argument("--out", default="takeover.json")
     args = p.parse_args(argv)
     result = run(args)
