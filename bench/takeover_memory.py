@@ -79,28 +79,38 @@ def measure() -> dict[str, Any]:
     }
 
 
-def holders(objs: list[Any], listed: list[Any], depth: int = 6, most: int = 50) -> dict[str, int]:
+def holders(objs: list[Any], listed: list[Any], depth: int = 8, most: int = 50) -> dict[str, int]:
     """Why objects are still alive: for up to `most` of `objs`, the chain of the types of their
     first referrer, its first referrer and so on (`depth` steps; the lists this benchmark made
-    left out), counted by chain."""
+    and this function's own frames and temporaries left out), counted by chain."""
     skip = {id(objs), id(listed)}
     chains: collections.Counter[str] = collections.Counter()
-    for o in objs[:most]:
-        chain, cur = [type(o).__name__], o
+    for i in range(min(most, len(objs))):
+        cur = objs[i]
+        chain = [type(cur).__name__]
         for _ in range(depth):
-            refs = [
-                x
-                for x in gc.get_referrers(cur)
-                if id(x) not in skip
-                and not (isinstance(x, types.FrameType) and x.f_code.co_name in ("holders", "run"))
-            ]
-            if not refs:
+            refs = gc.get_referrers(cur)
+            skip.add(id(refs))
+            found = None
+            for x in refs:
+                if id(x) in skip or (
+                    isinstance(x, types.FrameType) and x.f_code.co_name in ("holders", "run")
+                ):
+                    continue  # ours
+                found = x
                 break
-            cur = refs[0]
+            del refs
+            if found is None:
+                break
+            cur = found
             name = type(cur).__name__
+            if isinstance(cur, types.FrameType):  # where it waits: the code it runs
+                name = f"frame({cur.f_code.co_name}:{cur.f_lineno})"
             if isinstance(cur, dict):  # whose attributes: the owner's type where known
-                owners = [type(x).__name__ for x in gc.get_referrers(cur) if id(x) not in skip]
-                name = f"dict({'/'.join(sorted(set(owners))[:3])})"
+                owners = gc.get_referrers(cur)
+                skip.add(id(owners))
+                name = f"dict({'/'.join(sorted({type(x).__name__ for x in owners})[:3])})"
+                del owners
             chain.append(name)
         chains[" <- ".join(chain)] += 1
     return dict(chains.most_common(10))

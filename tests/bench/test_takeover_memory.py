@@ -26,3 +26,24 @@ def test_one_take_over_and_hand_back_is_measured(tmp_path: Path) -> None:
         assert phase["rss_mib"] >= phase["smaps_mib"]["anon"]
     assert round_["take_over_s"] >= 0 and round_["hand_back_s"] >= 0
     assert all(isinstance(n, str) and k > 0 for n, k in round_["kept_objects_by_type"])
+
+
+class _Holder:
+    def __init__(self, kept: object) -> None:
+        self.kept = kept
+
+
+def test_holders_name_the_chain_that_keeps_an_object_alive() -> None:
+    """`--why TYPE`: each object's first referrer, its first referrer and so on, by type (the
+    lists the benchmark made left out)."""
+
+    class Kept:
+        pass
+
+    objs = [Kept() for _ in range(3)]
+    roots = [_Holder(o) for o in objs]  # each Kept <- its _Holder (or its attributes' dict)
+    listed = [*objs, *roots]
+    [(chain, n)] = takeover_memory.holders(objs, listed, depth=3).items()
+    assert n == 3
+    assert chain.startswith("Kept <- ") and "_Holder" in chain, chain
+    del roots
