@@ -821,16 +821,8 @@ def _rows_of(
     suspended: bool | None,
 ) -> int:
     """Rows of one namespace's counts text visible with `own` under the filters."""
-    n = 0
-    for (kind, code), count in nscounts.decode(value).items():
-        if kind not in own or (kinds and kind not in kinds):
-            continue
-        status, susp = tally.code_status(code)
-        if statuses and status not in statuses:
-            continue
-        if suspended is None or susp is suspended:
-            n += count
-    return n
+    mine = {k: n for k, n in nscounts.decode(value).items() if k[0] in own}
+    return tally.matching(mine, kinds, statuses, suspended)
 
 
 def _count(part: Part, members: list[bytes], label_keys: tuple[str, ...]) -> None:
