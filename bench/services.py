@@ -37,8 +37,11 @@ def bench_env(redis_url: str, port: int) -> dict[str, str]:
 
 
 @contextmanager
-def gunicorn(app: str, redis_url: str, probe: str) -> Iterator[str]:
-    """Serve `app` (module:attr) under gunicorn with the query service's config; yields its URL.
+def gunicorn(
+    app: str, redis_url: str, probe: str, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Serve `app` (module:attr) under gunicorn with the query service's config (and `env` over
+    the benchmarks' environment); yields its URL.
 
     gunicorn binds port 0 and the URL comes from its "Listening at" line, so no port is picked
     beforehand for someone else to take."""
@@ -48,7 +51,11 @@ def gunicorn(app: str, redis_url: str, probe: str) -> Iterator[str]:
     cmd += [app]
     with tempfile.NamedTemporaryFile(prefix="fleetscope-bench-gunicorn-", suffix=".log") as log:
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=bench_env(redis_url, 0), stderr=log, stdout=subprocess.DEVNULL
+            cmd,
+            cwd=ROOT,
+            env={**bench_env(redis_url, 0), **(env or {})},
+            stderr=log,
+            stdout=subprocess.DEVNULL,
         )
         try:
             yield _wait(proc, Path(log.name), probe)

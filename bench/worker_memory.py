@@ -27,27 +27,24 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import gunicorn as gunicorn_pkg
 import requests
 
 from bench import churn
 from bench.fleetload import load_fleet
-from bench.services import ROOT, bench_env
+from bench.services import gunicorn
 from bench.soak_stack import heaptrace_env
 from common import redis_client
 from common.index import keys
 from common.redis_client import text
 from common.redis_server import start_redis_server
-from query.cli import command as gunicorn_command
-from query.cli import listening_port
 
 CALLERS: list[tuple[str, str]] = [
     ("admin-0", "fleet-admins"),
@@ -80,46 +77,24 @@ def variant(spec: str) -> tuple[str, dict[str, str]]:
     return name, env
 
 
-class Worker:
-    """One variant's gunicorn (one worker) and its heap dumps."""
+APP = "query.wsgi:app"
 
-    def __init__(self, name: str, env: dict[str, str], redis_url: str, args: Any, out: Path):
+
+class Worker:
+    """One variant's gunicorn (one worker, bench.services.gunicorn) and its heap dumps."""
+
+    def __init__(self, name: str, env: dict[str, str], args: Any, out: Path) -> None:
         self.name, self.dumps = name, out / f"heap-{name}"
-        full = bench_env(redis_url, 0)
-        full.update(heaptrace_env(full, self.dumps, 0))
-        full.update(
+        self.env = heaptrace_env(dict(os.environ), self.dumps, 0)
+        self.env.update(
             HEAPTRACE_EVERY_S=str(args.dump_every_s),
             FLEETSCOPE_QUERY_WORKERS="1",
             FLEETSCOPE_QUERY_THREADS=str(args.threads),
             FLEETSCOPE_QUERY_MEMO_MIB="128",
             FLEETSCOPE_QUERY_MEMO_IDLE_S="120",
         )
-        full.update(env)
-        argv = gunicorn_command("127.0.0.1:0")
-        if gunicorn_pkg.version_info >= (25, 1):  # several masters side by side: no shared socket
-            argv.insert(-1, "--no-control-socket")
-        self.log = out / f"gunicorn-{name}.log"
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                argv, cwd=ROOT, env=full, stderr=log, stdout=subprocess.DEVNULL
-            )
-        self.base = self._wait()
-
-    def _wait(self, timeout_s: float = 120) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name}: gunicorn exited: {self.log.read_text()[-2000:]}")
-            port = listening_port(self.log.read_text(errors="replace"))
-            if port:
-                base = f"http://127.0.0.1:{port}"
-                try:
-                    if requests.get(base + "/healthz", timeout=5).status_code == 200:
-                        return base
-                except requests.RequestException:
-                    pass
-            time.sleep(0.2)
-        raise RuntimeError(f"{self.name}: gunicorn did not answer within {timeout_s} s")
+        self.env.update(env)
+        self.base = ""
 
     def series(self) -> tuple[int, list[dict[str, Any]]]:
         """(worker pid, its dumps: t_s, rss_mib, arenas, live blocks, memo MiB)."""
@@ -140,14 +115,6 @@ class Worker:
                 }
             )
         return pid, out
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def cpu_s(pid: int) -> float:
@@ -197,53 +164,56 @@ def percentile(values: list[float], q: float) -> float:
 
 def run(args: Any, redis_url: str, out: Path) -> dict[str, Any]:
     variants = args.variant or [("default", {})]
-    workers = [Worker(name, env, redis_url, args, out) for name, env in variants]
+    workers = [Worker(name, env, args, out) for name, env in variants]
+    with ExitStack() as served:
+        for w in workers:
+            w.base = served.enter_context(gunicorn(APP, redis_url, "/healthz", w.env))
+        return _measure(args, redis_url, workers, variants)
+
+
+def _measure(
+    args: Any, redis_url: str, workers: list[Worker], variants: list[tuple[str, dict[str, str]]]
+) -> dict[str, Any]:
     took: dict[str, dict[tuple[str, str], list[float]]] = {w.name: {} for w in workers}
     stop, storm_at = threading.Event(), []
     model = churn.Model("worker_memory", args.transitions_per_s, args.unchanged_per_s)
-    try:
-        with churn.Churn(redis_url, model):
-            threads = [
-                t
-                for w in workers
-                for t in callers(w, args.threads, args.think_s, stop, took[w.name])
-            ]
-            if args.storm_every_s > 0:
-                threads.append(
-                    threading.Thread(
-                        target=storms,
-                        args=(redis_url, args.storm_every_s, stop, storm_at),
-                        daemon=True,
-                    )
+    with churn.Churn(redis_url, model):
+        threads = [
+            t for w in workers for t in callers(w, args.threads, args.think_s, stop, took[w.name])
+        ]
+        if args.storm_every_s > 0:
+            threads.append(
+                threading.Thread(
+                    target=storms,
+                    args=(redis_url, args.storm_every_s, stop, storm_at),
+                    daemon=True,
                 )
-            for t in threads:
-                t.start()
-            stop.wait(args.duration_s)
-            stop.set()
-            for t in threads:
-                t.join(150)
-        result: dict[str, Any] = {"storms_s": storm_at, "variants": {}}
-        for w in workers:
-            pid, series = w.series()
-            result["variants"][w.name] = {
-                "env": dict(variants)[w.name],
-                "worker_cpu_s": round(cpu_s(pid), 1),
-                "dumps": series,
-                "answers": [
-                    {
-                        "path": path,
-                        "status": status,
-                        "n": len(v),
-                        "p50_s": percentile(v, 0.5),
-                        "p99_s": percentile(v, 0.99),
-                    }
-                    for (path, status), v in sorted(took[w.name].items())
-                ],
-            }
-        return result
-    finally:
-        for w in workers:
-            w.stop()
+            )
+        for t in threads:
+            t.start()
+        stop.wait(args.duration_s)
+        stop.set()
+        for t in threads:
+            t.join(150)
+    result: dict[str, Any] = {"storms_s": storm_at, "variants": {}}
+    for w in workers:
+        pid, series = w.series()
+        result["variants"][w.name] = {
+            "env": dict(variants)[w.name],
+            "worker_cpu_s": round(cpu_s(pid), 1),
+            "dumps": series,
+            "answers": [
+                {
+                    "path": path,
+                    "status": status,
+                    "n": len(v),
+                    "p50_s": percentile(v, 0.5),
+                    "p99_s": percentile(v, 0.99),
+                }
+                for (path, status), v in sorted(took[w.name].items())
+            ],
+        }
+    return result
 
 
 def table(result: dict[str, Any]) -> str:
