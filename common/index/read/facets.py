@@ -178,11 +178,16 @@ class Extras:
         with st.lock:
             old = st.gens
             moved = [i for i, g in enumerate(gens) if len(old) != len(gens) or old[i] != g]
-            if moved:
+            for j in range(0, len(moved), WHOLE_CHUNK):
+                # chunk by chunk, each cluster's new share replacing its old one before the
+                # next chunk's are made: after a storm every share is new (~10 MiB for a
+                # cluster admin at fleet L), and making them all before dropping any held
+                # both (docs/operations.md, "Where the arenas level off")
+                chunk = moved[j : j + WHOLE_CHUNK]
                 parts, pos = self._cluster_namespaces(
-                    [(clusters[i], gens[i]) for i in moved], access, filters, tallies, st
+                    [(clusters[i], gens[i]) for i in chunk], access, filters, tallies, st
                 )
-                for i in moved:
+                for i in chunk:
                     c = clusters[i]
                     gone, new = st.parts.get(c), parts[c]
                     if gone is None:
@@ -199,6 +204,7 @@ class Extras:
                         st.pos.pop(c, None)
                     if gone is None or (gone is not new and gone != new):
                         st.view = None
+            if moved:
                 st.gens = list(gens)
                 self.summed += len(moved)
             if st.view is None:
@@ -231,7 +237,10 @@ class Extras:
                 if hit[2]:
                     pos[c] = hit[2]
                 continue
-            entry = None if tally.view(a, ns_key).cluster_wide else tallies.entry(c, a, ns_key, gen)
+            wide = (
+                not ns_key and a.cluster_wide
+            )  # tally.view's cluster-wide kinds, without the view
+            entry = None if wide else tallies.entry(c, a, ns_key, gen)
             values: Mapping[str, str] | None = None
             at = 0
             if entry is not None:

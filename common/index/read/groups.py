@@ -75,6 +75,8 @@ RANK = {"unhealthy": 0, "progressing": 1, "unknown": 2, "healthy": 3}
 """A group's clusters are listed worst first: unhealthy, progressing, unknown, healthy."""
 PAGES_MAX = 1024  # remembered pages per process
 INDEXES_MAX = 4096  # remembered per-cluster reads (unhealthy indexes, namespaces, codes, counts)
+INDEX_CHUNK = 16
+"""Clusters whose unhealthy indexes one round trip reads (`GroupReader._unhealthy_keys`)."""
 SHARES_MAX = 262_144
 """Members of the clusters' shares of pages remembered (`_shares`)."""
 SPARE = 16
@@ -631,10 +633,15 @@ class GroupReader:
                 got[c] = hit
             else:
                 todo.append(c)
-        if todo:
-            indexes = self._indexes(todo, gens, q.out)
-            codes = rows.codes_for(("unhealthy",), filters.suspended).encode()
-            for c in todo:
+        codes = rows.codes_for(("unhealthy",), filters.suspended).encode()
+        for i in range(0, len(todo), INDEX_CHUNK):
+            # a chunk's indexes are read and reduced to keys before the next is read: after a
+            # storm every cluster's index is new, and reading them all at once held ~18 MiB at
+            # fleet L beside the entries they replace (docs/operations.md, "Where the arenas
+            # level off")
+            chunk = todo[i : i + INDEX_CHUNK]
+            indexes = self._indexes(chunk, gens, q.out)
+            for c in chunk:
                 vis = self.reader.visibility(access[c], filters, codes)
                 found = self._cluster_keys(vis.keep(indexes[c]), filters, by)
                 self._keys.put((c, id(access[c]), filters, by), found, gens[c], access[c])

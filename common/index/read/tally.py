@@ -6,7 +6,7 @@ rows' messages leaves it, and the tables, alone).
 A table is the cluster-wide `counts` hash restricted to the caller's cluster-wide kinds, plus
 the per-namespace counts (common.index.nscounts) of each namespace where the caller has more
 kinds, restricted to those. Computing one costs one pipelined round trip whatever the number of
-namespaces (one HMGET per bucket); a caller's tables are then reused, per process, until a write
+namespaces (one HMGET per bucket), shared by `COMPUTE_CHUNK` clusters; a caller's tables are then reused, per process, until a write
 to the cluster bumps its generation, so facets and plans for a caller with thousands of
 namespaces cost one MGET of generations in the steady state. Tables are exact as of the
 generation read with them: the generation is read first, so a write landing mid-read only makes
@@ -34,6 +34,8 @@ from common.index.read.plan import AccessLike
 Table = dict[nscounts.Key, int]
 """Visible rows by (kind, status code)."""
 TABLES_MAX = 65536  # remembered tables per process (cluster x access x namespace filter)
+COMPUTE_CHUNK = 16
+"""Clusters whose tables one round trip reads (`Tallies.compute`)."""
 _Key = tuple[str, int, tuple[str, ...]]
 """(cluster, id of the caller's access, namespace filter): the access is the entry's owner."""
 
@@ -53,6 +55,8 @@ def view(access: AccessLike, namespaces: Sequence[str] = ()) -> View:
     if namespaces:
         per_ns = {ns: cw | access.namespaces.get(ns, frozenset()) for ns in namespaces}
         return View(frozenset(), {ns: k for ns, k in per_ns.items() if k})
+    if not cw:  # no copies of the caller's kind sets (hundreds of namespaces on each cluster)
+        return View(cw, {ns: k for ns, k in access.namespaces.items() if k})
     extra = {ns: k - cw for ns, k in access.namespaces.items()}
     return View(cw, {ns: k for ns, k in extra.items() if k})
 
@@ -120,17 +124,30 @@ class Tallies:
         self._tables.pop((cluster, id(access), ()))
 
     def compute(
-        self,
-        wanted: Iterable[tuple[str, AccessLike, tuple[str, ...]]],
-        pipe: Any | None = None,
+        self, wanted: Iterable[tuple[str, AccessLike, tuple[str, ...]]]
     ) -> dict[str, Table | None]:
-        """Read the tables of `wanted` (cluster, access, namespace filter) in one pipelined
-        round trip and remember them; None for a cluster whose per-namespace counts are not
-        complete yet (the caller counts by scanning there)."""
+        """Read the tables of `wanted` (cluster, access, namespace filter), one pipelined round
+        trip per `COMPUTE_CHUNK` clusters, and remember them; None for a cluster whose
+        per-namespace counts are not complete yet (the caller counts by scanning there).
+
+        Chunked so that what one round trip reads (a team's namespaces on 200 clusters were
+        ~12 MiB of replies, names and decoded counts) is folded into tables, and each table
+        replaces the one remembered before, ahead of the next chunk's read: the memory freed
+        by the replaced entries is taken again by the next chunk rather than the whole read
+        being held beside every old entry (what raised a query worker's high-water mark at
+        every storm, docs/operations.md "Where the arenas level off")."""
+        asked = list(wanted)
+        out: dict[str, Table | None] = {}
+        for i in range(0, len(asked), COMPUTE_CHUNK):
+            out.update(self._compute(asked[i : i + COMPUTE_CHUNK]))
+        self.computed += len(asked)
+        return out
+
+    def _compute(
+        self, wanted: Sequence[tuple[str, AccessLike, tuple[str, ...]]]
+    ) -> dict[str, Table | None]:
         todo = [(c, a, ns, view(a, ns)) for c, a, ns in wanted]
-        if not todo:
-            return {}
-        p = pipe if pipe is not None else self.r.pipeline(transaction=False)
+        p = self.r.pipeline(transaction=False)
         spans: list[tuple[int, Groups]] = []
         for c, _a, _ns, v in todo:
             p.get(keys.status_generation(c))  # first: a write after it makes the table look older
@@ -153,7 +170,6 @@ class Tallies:
             table = _table(v, counts, per_ns)
             out[c] = table
             self._tables.put((c, id(a), ns_filter), Entry(gen, table, per_ns), gen, a)
-        self.computed += len(todo)
         return out
 
 
