@@ -602,15 +602,19 @@ class GroupReader:
                 self._tallies.put(memo, t, owner=q.access)
         with t.lock:  # one page at a time moves and reads a caller's counts
             moved = [c for c in q.clusters if (t.parts.get(c) or (None,))[0] != q.gens[c]]
-            if moved:
-                fresh = self._unhealthy_keys(q, moved)
-                delta: Counter[bytes] = Counter()
-                for c in moved:
-                    old = t.parts.get(c)
-                    if old is not None:
-                        delta.subtract(old[1])
-                    delta.update(fresh[c])
-                    t.parts[c] = (q.gens[c], fresh[c])
+            delta: Counter[bytes] = Counter()
+            try:
+                for i in range(0, len(moved), INDEX_CHUNK):
+                    # each chunk's keys replace the old ones before the next chunk's are made
+                    chunk = moved[i : i + INDEX_CHUNK]
+                    fresh = self._unhealthy_keys(q, chunk)
+                    for c in chunk:
+                        old = t.parts.get(c)
+                        if old is not None:
+                            delta.subtract(old[1])
+                        delta.update(fresh[c])
+                        t.parts[c] = (q.gens[c], fresh[c])
+            finally:  # the counts follow every part replaced, even when a later chunk failed
                 t.move(delta)
             picked: list[tuple[int, bytes]] = []
             i = bisect.bisect_right(t.order, pos) if pos is not None else 0
