@@ -109,3 +109,29 @@ def test_group_pages_after_a_storm_read_the_indexes_a_chunk_at_a_time(
         assert got == group_oracle(fleet, ADMIN, by, Filters())[:50], flip
         assert indexes and max(indexes) <= CHUNK, flip
         assert sum(indexes) >= len(CLUSTERS), flip  # every cluster's index was new
+
+
+def test_a_chunk_failing_mid_page_leaves_the_counts_true(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis lost between two chunks: the page fails, and the next one (Redis back) counts
+    each cluster once, the chunks replaced before the failure included."""
+    monkeypatch.setattr(groups_mod, "INDEX_CHUNK", CHUNK)
+    groups = GroupReader(Reader(fleet, KINDS))
+    groups.page(ADMIN, Filters(), "object", 50)
+    storm(fleet, 5)
+    real, calls = GroupReader._indexes, []
+
+    def failing(self: GroupReader, *a: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise redis.ConnectionError("lost between two chunks")
+        return real(self, *a)
+
+    monkeypatch.setattr(GroupReader, "_indexes", failing)
+    with pytest.raises(redis.ConnectionError):
+        groups.page(ADMIN, Filters(), "object", 50)
+    monkeypatch.setattr(GroupReader, "_indexes", real)
+    page = groups.page(ADMIN, Filters(), "object", 50)
+    got = [(g.order, g.key, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups]
+    assert got == group_oracle(fleet, ADMIN, "object", Filters())[:50]
