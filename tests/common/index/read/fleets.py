@@ -7,10 +7,12 @@ last reset (`costs`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import redis
 
 from common.index import keys, rows
+from common.index.read.groups import RANK
 from common.index.read.reader import Filters, PageRequest, Reader
 from common.index.write import store, store_events
 from common.redis_client import text
@@ -104,3 +106,31 @@ def costs(r: redis.Redis) -> dict[str, int]:
     stats = topology.commandstats(r)
     stats.pop("config|resetstat", None)
     return dict(stats)
+
+
+def groups_oracle(r: redis.Redis, access: dict[str, FakeAccess], by: str, f: Filters) -> list[Any]:
+    """The group pages' oracle: (unhealthy clusters, key, [(cluster, status)...]) of every
+    group, in order, grouped from the rows."""
+    per: dict[bytes, dict[str, list[str]]] = {}
+    for c, a in access.items():
+        if f.clusters and c not in f.clusters:
+            continue
+        for m in r.zrange(f"fs:{{c:{c}}}:rows", 0, -1):
+            ns, kind, name, code, _ = m.decode().split("\x00", 4)
+            status = rows.CODE_STATUS[code]
+            if kind not in a.cluster_wide | a.namespaces.get(ns, frozenset()):
+                continue
+            if (f.statuses and status not in f.statuses) or (f.kinds and kind not in f.kinds):
+                continue
+            key = rows.sort_key(ns, kind, name).encode() if by == "object" else ns.encode() + b"\0"
+            per.setdefault(key, {}).setdefault(c, []).append(status)
+    out = []
+    for key, found in per.items():
+        worst = sorted(
+            ((c, min(ss, key=RANK.__getitem__)) for c, ss in found.items()),
+            key=lambda p: (RANK[p[1]], p[0]),
+        )
+        unhealthy = sum(1 for ss in found.values() if "unhealthy" in ss)
+        out.append((unhealthy, key, worst))
+    out.sort(key=lambda g: (-g[0], g[1]))
+    return out

@@ -23,7 +23,7 @@ from common.index.read.reader import Filters, Reader
 from common.index.write import store
 from tests.common.index.read import fleets
 from tests.common.index.read.fleets import ADMIN, CLUSTERS, TEAM, members
-from tests.common.index.read.test_group_costs import oracle as group_oracle
+from tests.common.index.read.fleets import groups_oracle as group_oracle
 from tests.support.index_fleet import KINDS, FakeAccess
 
 CHUNK = 3  # of the 8 clusters: chunks of 3, 3 and 2

@@ -13,46 +13,20 @@ import pytest
 import redis
 
 from common.index import keys, rows, timeline
-from common.index.read.groups import RANK, GroupCursor, GroupReader
+from common.index.read.groups import GroupCursor, GroupReader
 from common.index.read.reader import Filters, Reader
 from common.index.write import store
 from tests.common.index.read import fleets
 from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, members
+from tests.common.index.read.fleets import groups_oracle as oracle
 from tests.support import topology
-from tests.support.index_fleet import KINDS, FakeAccess
+from tests.support.index_fleet import KINDS
 from tests.support.rowfactory import row
 
 
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[redis.Redis]:
     yield from fleets.stored(redis_url)
-
-
-def oracle(r: redis.Redis, access: dict[str, FakeAccess], by: str, f: Filters) -> list[Any]:
-    """(unhealthy clusters, key, [(cluster, status)...]) of every group, in order."""
-    per: dict[bytes, dict[str, list[str]]] = {}
-    for c, a in access.items():
-        if f.clusters and c not in f.clusters:
-            continue
-        for m in r.zrange(f"fs:{{c:{c}}}:rows", 0, -1):
-            ns, kind, name, code, _ = m.decode().split("\x00", 4)
-            status = rows.CODE_STATUS[code]
-            if kind not in a.cluster_wide | a.namespaces.get(ns, frozenset()):
-                continue
-            if (f.statuses and status not in f.statuses) or (f.kinds and kind not in f.kinds):
-                continue
-            key = rows.sort_key(ns, kind, name).encode() if by == "object" else ns.encode() + b"\0"
-            per.setdefault(key, {}).setdefault(c, []).append(status)
-    out = []
-    for key, found in per.items():
-        worst = sorted(
-            ((c, min(ss, key=RANK.__getitem__)) for c, ss in found.items()),
-            key=lambda p: (RANK[p[1]], p[0]),
-        )
-        unhealthy = sum(1 for ss in found.values() if "unhealthy" in ss)
-        out.append((unhealthy, key, worst))
-    out.sort(key=lambda g: (-g[0], g[1]))
-    return out
 
 
 def walk(g: GroupReader, access: Any, by: str, f: Filters, limit: int) -> list[Any]:
