@@ -237,9 +237,8 @@ class Extras:
                 if hit[2]:
                     pos[c] = hit[2]
                 continue
-            wide = (
-                not ns_key and a.cluster_wide
-            )  # tally.view's cluster-wide kinds, without the view
+            # tally.view's cluster-wide kinds, without building the view
+            wide = not ns_key and a.cluster_wide
             entry = None if wide else tallies.entry(c, a, ns_key, gen)
             values: Mapping[str, str] | None = None
             at = 0

@@ -6,9 +6,10 @@ rows' messages leaves it, and the tables, alone).
 A table is the cluster-wide `counts` hash restricted to the caller's cluster-wide kinds, plus
 the per-namespace counts (common.index.nscounts) of each namespace where the caller has more
 kinds, restricted to those. Computing one costs one pipelined round trip whatever the number of
-namespaces (one HMGET per bucket), shared by `COMPUTE_CHUNK` clusters; a caller's tables are then reused, per process, until a write
-to the cluster bumps its generation, so facets and plans for a caller with thousands of
-namespaces cost one MGET of generations in the steady state. Tables are exact as of the
+namespaces (one HMGET per bucket), shared by `COMPUTE_CHUNK` clusters; a caller's tables are
+then reused, per process, until a write to the cluster bumps its generation, so facets and
+plans for a caller with thousands of namespaces cost one MGET of generations in the steady
+state. Tables are exact as of the
 generation read with them: the generation is read first, so a write landing mid-read only makes
 the table look older than it is (recomputed next time), never newer.
 
