@@ -37,6 +37,7 @@ export function identityHeaders() {
 
 export async function api(path, params) {
   const query = params && params.toString() ? `?${params}` : "";
+  const sentToken = sessionStorage.getItem(TOKEN_KEY);
   let resp;
   try {
     resp = await fetch(`/api/v1${path}${query}`, { headers: identityHeaders() });
@@ -52,7 +53,11 @@ export async function api(path, params) {
   if (!resp.ok) {
     const code = (body && body.error) || `http_${resp.status}`;
     const message = (body && body.message) || `HTTP ${resp.status}`;
-    if (resp.status === 401) offerSignIn(message);
+    // A 401 to a request sent before a token was pasted says nothing about the new token: only
+    // offer the sign-in again when the token this request carried is still the current one.
+    if (resp.status === 401 && sentToken === sessionStorage.getItem(TOKEN_KEY)) {
+      offerSignIn(message);
+    }
     throw new ApiError(resp.status, code, message);
   }
   return body;
@@ -104,6 +109,7 @@ function setUpSignIn(reload) {
     sessionStorage.setItem(TOKEN_KEY, token);
     document.getElementById("signin-token").value = "";
     document.getElementById("signin").hidden = true;
+    window.dispatchEvent(new Event("fleetscope:identity"));
     reload();
   });
 }

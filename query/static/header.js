@@ -1,5 +1,5 @@
 // The header's alert count on every page: how many firing fleet alerts the caller may see
-// (GET /api/v1/alerts), linking to the alerts page. Re-counted when the demo user changes.
+// (GET /api/v1/alerts), linking to the alerts page. Re-counted when the demo user changes or a token is pasted.
 
 import { api } from "./api.js";
 
@@ -19,4 +19,5 @@ async function count() {
 }
 
 document.getElementById("demo-user")?.addEventListener("change", () => setTimeout(count, 0));
+window.addEventListener("fleetscope:identity", () => setTimeout(count, 0));
 count();

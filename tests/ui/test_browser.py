@@ -467,12 +467,25 @@ def test_oidc_mode_sends_the_pasted_bearer_token(stack: Stack, page: Any, tmp_pa
         oidc_client_id="fleetscope",
         oidc_jwks_file=str(tmp_path / "jwks.json"),
     )
+    held: list[Any] = []  # the header's first (tokenless) alert count, answered only later
+
+    def hold_first(route: Any) -> None:
+        if held or "authorization" in route.request.headers:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/api/v1/alerts", hold_first)
     with serve(make_app(settings)) as host:
         base = f"http://{host}"
         page.goto(f"{base}/?limit=5")
         expect(page.locator("#signin")).to_be_visible()
         expect(page.locator("#demo-user")).to_have_count(0)
         expect(page.locator(ROWS)).to_have_count(0)
+        deadline = time.monotonic() + 10
+        while not held and time.monotonic() < deadline:
+            page.wait_for_timeout(20)  # lets Playwright dispatch the route to hold_first
+        assert len(held) == 1
         now = int(time.time())
         claims = {"iss": issuer, "aud": "fleetscope", "sub": "admin-0", "iat": now,
                   "exp": now + 300, "groups": ["fleet-admins"]}  # fmt: skip
@@ -481,6 +494,13 @@ def test_oidc_mode_sends_the_pasted_bearer_token(stack: Stack, page: Any, tmp_pa
         page.click("#signin-form button")
         expect(page.locator("#signin")).to_be_hidden()
         expect_names(page, api_names(stack, ADMIN, limit=5))
+        # The 401 to the request sent before the token arrives late: it must not ask again.
+        with page.expect_response("**/api/v1/alerts") as late:
+            held[0].continue_()
+        assert late.value.status == 401
+        # A negative check: give the page's handler of that answer time to run, then look.
+        page.wait_for_timeout(500)
+        assert page.locator("#signin").is_hidden()
         page.reload()  # the token stays with the tab
         expect_names(page, api_names(stack, ADMIN, limit=5))
 
