@@ -4,7 +4,7 @@
 
 Prints each dump's RSS, glibc's heap, Python's blocks, the RSS by mapping kind and pymalloc's
 arenas and free space; the traced heap's growth by allocating line and by traceback, the live objects' counts
-by type and each memo's entries and bytes, from dump I (default: the second, past the warm-up)
+by type, the large containers and each memo's entries and bytes, from dump I (default: the second, past the warm-up)
 to dump J (default: the last).
 """
 
@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         print("\nlive objects by type:")
         for g, name in grown(a["types"], b["types"], 0, 1)[: args.top]:
             print(f"  {g:+9d}  {name}")
+    if "containers" in b:  # with HEAPTRACE_CENSUS=1, from 2026-12-02
+        print("\nlarge containers (length then -> now, path):")
+        was = {(c[1], c[2]): c[0] for c in a.get("containers", [])}
+        for n, kind, path in b["containers"][: args.top]:
+            print(f"  {was.get((kind, path), 0):9d} -> {n:9d}  {kind:12s} {path}")
     print("\nmemos (entries, bytes):")
     before = {m[0]: m for m in a.get("memos", [])}
     for name, n, nbytes in b.get("memos", []):

@@ -4,7 +4,8 @@ forked after start (a gunicorn worker) writes, every `HEAPTRACE_EVERY_S` (300), 
 to `DIR/heap-PID.jsonl` after a full collection: its RSS, Python's allocated blocks, glibc's
 heap (mallinfo2: taken from the kernel, in live chunks, free), its mappings' RSS by kind and
 pymalloc's arenas (heapmaps), each memo's entries and estimated bytes, with `HEAPTRACE_CENSUS=1`
-the live objects by type (gc.get_objects(): it can break a request being served, see `_dump`), and with `HEAPTRACE_FRAMES` above 0 (tracemalloc from the
+the live objects by type (gc.get_objects(): it can break a request being served, see `_dump`)
+and the large containers with their paths (`_containers`), and with `HEAPTRACE_FRAMES` above 0 (tracemalloc from the
 fork on, that many frames: several times slower) the traced heap grouped by allocating line and
 by traceback (groups of at least 64 KiB). Comparing two
 lines of one process shows which allocations a growing process keeps (bench.heaptrace.diff).
@@ -56,6 +57,7 @@ def _dump(path: str, started: float) -> None:
         # soak's one 500). Off unless asked for.
         types = collections.Counter(type(o).__name__ for o in gc.get_objects())
         line["types"] = types.most_common(60)
+        line["containers"] = _containers()
     memo = sys.modules.get("common.index.read.memo")
     if memo is not None:
         line["memos"] = [
@@ -65,6 +67,72 @@ def _dump(path: str, started: float) -> None:
         ]
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
+
+
+_ATOMS = (str, bytes, int, float, bool, type(None), complex, type)
+_BIG = 1000  # a container at least this long is reported (and not walked into)
+
+
+def _containers(limit: int = 4_000_000) -> list[list[object]]:
+    """The large containers reachable from the modules and the threads' frames, each with the
+    first path found to it ("module.attr.[key].attr..."), largest first (top 60). Walks with
+    gc.get_referents, so it also finds what gc.get_objects() does not list: containers of
+    atoms (untracked by the collector) and objects frozen by gc.freeze() (the loaded app)."""
+    import gc
+    import sys
+    import types
+
+    seen: set[int] = set()
+    found: list[list[object]] = []
+    todo: list[tuple[object, str, int]] = []
+    for name, mod in list(sys.modules.items()):
+        if isinstance(mod, types.ModuleType) and not name.startswith(("_", "encodings")):
+            todo.append((vars(mod), name, 0))
+    me = threading.get_ident()
+    for tid, frame in sys._current_frames().items():
+        f: types.FrameType | None = frame if tid != me else None
+        depth = 0
+        while f is not None and depth < 40:
+            todo.append((f.f_locals, f"thread{tid}.{f.f_code.co_name}", 0))
+            f, depth = f.f_back, depth + 1
+    while todo and len(seen) < limit:
+        obj, path, depth = todo.pop()
+        kind = type(obj)  # never the object's own attributes: a proxy's would run code
+        if id(obj) in seen or issubclass(kind, _ATOMS) or depth > 24:
+            continue
+        seen.add(id(obj))
+        n = -1
+        if (
+            issubclass(kind, (dict, list, set, frozenset, tuple))
+            or kind.__module__ == "collections"
+        ):
+            try:
+                n = len(obj)  # type: ignore[arg-type]
+            except Exception:
+                n = -1
+        if n >= _BIG:
+            found.append([n, kind.__name__, path[:300]])
+            continue
+        if issubclass(kind, dict):
+            for k, v in list(obj.items()):  # type: ignore[attr-defined]
+                if not issubclass(type(v), _ATOMS):
+                    todo.append((v, f"{path}.{str(k)[:40]}", depth + 1))
+            continue
+        if issubclass(kind, types.ModuleType):
+            continue  # reached from sys.modules under its own name
+        try:
+            attrs = object.__getattribute__(obj, "__dict__")
+        except Exception:
+            attrs = None
+        for ref in gc.get_referents(obj):
+            if issubclass(type(ref), _ATOMS):
+                continue
+            if ref is attrs:
+                todo.append((ref, path, depth + 1))
+            else:
+                todo.append((ref, f"{path}>{type(ref).__name__}", depth + 1))
+    found.sort(key=lambda e: -int(e[0]))  # type: ignore[call-overload]
+    return [*found[:60], [len(seen), "visited", ""]]
 
 
 def _rss() -> int:
