@@ -68,9 +68,11 @@ def test_revocations_late_or_seen_again_are_violations() -> None:
         {"at_s": 20, "revoked_s": 9.0, "seen_after_bound": 0},  # late
         {"at_s": 30, "revoked_s": None, "seen_after_bound": 0},  # never
         {"at_s": 105, "revoked_s": 9.0, "seen_after_bound": 0},  # late in a failover: excused
+        {"at_s": 99.9, "revoked_s": 7.0, "seen_after_bound": 0},  # the failover within its bound
+        {"at_s": 94.0, "revoked_s": 7.0, "seen_after_bound": 0},  # late before the failover
         {"at_s": 40, "revoked_s": 0.5, "seen_after_bound": 3},  # seen again three times
     ]
-    assert inv.revocation_violations(revs, 5.0, spans) == 5
+    assert inv.revocation_violations(revs, 5.0, spans) == 6
 
 
 def entry(status: str, reason: str, source: str = "watch") -> dict:
