@@ -47,8 +47,13 @@ class FleetView:
         self._parsed: dict[str, Any] = {}  # syncstatus.read_all's memo
         self._lock = threading.Lock()
         self._snapshot: FleetSnapshot | None = None
-        # Per caller: (snapshot, resolver answer, in-scope clusters, visible clusters).
+        # Per caller: (snapshot, resolver answer, in-scope clusters, visible clusters, the
+        # memo sweep round of its last use). Each entry pins a snapshot (200 clusters' sync
+        # status at L) and the caller's access maps: a caller idle for a whole sweep round is
+        # dropped with the memos' idle entries (`drop_idle`), or every caller that ever asked
+        # would keep ~1 MiB at fleet L until 4,096 of them filled the map.
         self.scopes: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
+        memo.track(self)
 
     def syncs(self) -> dict[str, ClusterSync]:
         """The view, re-read when older than `cache_s` by one thread; the others go on with the
@@ -67,6 +72,13 @@ class FleetView:
             return self._syncs
         finally:
             self._lock.release()
+
+    def drop_idle(self, before: int) -> int:
+        """Forget the scopes of callers not seen since sweep round `before` (memo.sweep_idle)."""
+        idle = [k for k, v in list(self.scopes.items()) if v[4] < before]
+        for k in idle:
+            self.scopes.pop(k, None)
+        return len(idle)
 
     def known(self) -> list[str]:
         """The registered clusters as last read, read now only if never read (a watch
@@ -190,11 +202,14 @@ def _split(
     the same (the dict comparison is one C loop over identical objects, the rebuild is not)."""
     key = (user.name, user.groups)
     cached = fleet.scopes.get(key)
+    now = memo.sweep_round()
     if (
         cached is not None
         and cached[0] is snap
         and (cached[1] is resolved or cached[1] == resolved)
     ):
+        if cached[4] != now:
+            fleet.scopes[key] = (*cached[:4], now)
         return cached[2], cached[3]
     access = {c: resolved[c] for c in snap.clusters if not resolved[c].is_empty}
     hidden = set(snap.rbac_stale)
@@ -205,5 +220,5 @@ def _split(
         access, visible = cached[2], cached[3]
     if len(fleet.scopes) >= _SCOPES_MAX:
         fleet.scopes.clear()
-    fleet.scopes[key] = (snap, resolved, access, visible)
+    fleet.scopes[key] = (snap, resolved, access, visible, now)
     return access, visible

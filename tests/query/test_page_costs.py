@@ -291,3 +291,29 @@ def test_facets_request_costs_one_round_trip_when_nothing_changed(
     h = headers(USERS["admin"])
     body = client.get("/api/v1/facets", headers=h).get_json()
     assert body["clusters"]["c07"] == 31 and body["statuses"].get("unhealthy", 0) >= 1
+
+
+def test_an_idle_callers_scope_goes_with_the_memos_idle_entries(
+    wide: redis.Redis, redis_url: str
+) -> None:
+    """A caller's remembered scope pins a fleet snapshot and their access maps: it is dropped
+    once the caller was idle for a whole sweep round, as the memos' idle entries are, and kept
+    while they ask."""
+    from common.index.read import memo
+
+    client = cached_client(redis_url)
+    st = client.application.extensions["fleetscope"]
+    team, admin = USERS["team"].with_authenticated(), USERS["admin"].with_authenticated()
+    kept = st.scope(team)
+    st.scope(admin)
+    key = lambda u: (u.name, u.groups)  # noqa: E731
+    assert key(team) in st.fleet.scopes and key(admin) in st.fleet.scopes
+    memo.sweep_idle()
+    st.scope(team)  # the team member asks between the sweeps; the admin does not
+    memo.sweep_idle()
+    assert key(team) in st.fleet.scopes and key(admin) not in st.fleet.scopes
+    assert st.scope(team).access is kept.access  # still the same maps: the memos' owners
+    memo.sweep_idle()
+    memo.sweep_idle()
+    assert st.fleet.scopes == {}
+    assert st.scope(admin).visible  # asked again: resolved again
