@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common import redis_client
-from common.index import feed, syncstatus
+from common.index import feed, keys, syncstatus
 from common.index.feed import Change, Position
 from common.index.read import tally
 from common.index.read.reader import Filters
@@ -334,6 +334,8 @@ class Hub:
                 if self.feed is not None:
                     self.feed.add(c, Position(0))
         cur = {c: start.get(c, Position(0)) for c in self.pos}
+        for c in self._empty([c for c in self.pos if c not in start]):
+            cur[c] = self.pos[c]
         for c, hub_pos in self.pos.items():
             p = cur[c]
             if hub_pos.behind(p):
@@ -356,6 +358,22 @@ class Hub:
                 sub.sink.send(b"".join(frames))
             cur[c] = hub_pos
         return True
+
+    def _empty(self, clusters: list[str]) -> list[str]:
+        """Of the clusters a new stream's position lacks (its list did not have them: registered
+        since, or gone from the registry), the ones with no rows now. Such a stream is owed
+        their changes from their start, but with no rows left, what it is owed is only what
+        the feed brings from here on: it starts at the hub's position there instead of at 0,
+        whose entries the feed may have trimmed long ago. Otherwise, while a cluster is out of
+        the registry (its rows deleted), every list lacks it and every stream from one would
+        get 410 Expired: clients listing and watching again ten times a second for as long as
+        it is gone (the 2026-12-02 thirty-minute L soak, 3,800 reconnections). A row written
+        between the hub's position and this count comes as an event; one deleted then comes as
+        a DELETED of a row the client never saw, which a watch client ignores."""
+        if not clusters:
+            return []
+        counts = redis_client.pipelined(self.r, [("ZCARD", keys.rows(c)) for c in clusters])
+        return [c for c, n in zip(clusters, counts, strict=True) if not int(n)]
 
     def _send(self, sub: Subscription, data: bytes) -> None:
         assert sub.sink is not None

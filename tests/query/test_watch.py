@@ -7,21 +7,27 @@ the registry sends its rows' DELETED."""
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
+import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from common.index import feed, history, keys, rows
 from common.index.write import store, store_events
+from common.rbac.grants import compile_grants, store_grants
 from tests.support import topology
 from tests.support.gunicorn import watch_server
 from tests.support.http import raw_get as get
-from tests.support.query_fleet import REG
+from tests.support.query_fleet import REG, mark_synced
 from tests.support.sse import Stream
-from tests.support.team_cluster import C, change, seed
+from tests.support.team_cluster import C, change, rbac, seed
 
 TOPOLOGIES = ("standalone", "cluster")
 TOPOLOGIES = ("standalone", "cluster")
@@ -194,3 +200,50 @@ def test_a_label_selector_keeps_the_stream_to_matching_rows(r: Any, server: str)
     ((kind, _, data),) = stream.rows(1)
     assert (kind, data["object"]["name"]) == ("DELETED", "web")
     stream.close()
+
+
+def test_a_stream_listed_while_a_cluster_is_out_of_the_registry_is_not_expired(
+    r: Any, server: str
+) -> None:
+    """While a cluster is gone from the registry every list lacks it: a stream from such a list
+    starts at the feed's present for it (no rows are owed), not at its start, trimmed long ago,
+    which answered 410 to every stream and had clients list and watch again in a loop. When
+    the cluster comes back, its rows come as ADDED (once the stream process has re-read the
+    caller's access: rows written before that are a new grant's, which a watch does not
+    replay)."""
+    _, page = get(server, "/api/v1/objects", ADMIN)
+    first = Stream(server, f"/api/v1/watch?resourceVersion={page['resourceVersion']}", ADMIN)
+    change(r, "team-a", "seen")  # the hub reads the cluster's feed
+    assert first.rows(1)[0][2]["object"]["name"] == "seen"
+    r.hdel(keys.CLUSTERS, C)
+    store.delete_cluster(r, C, feed_max=1)  # the feed keeps only its last entry
+    first.close()
+    deadline = time.monotonic() + 15
+    while True:  # until a list's position lacks the cluster (each worker's fleet view: 1 s)
+        _, page = get(server, "/api/v1/objects", ADMIN)
+        if C not in token_clusters(page["resourceVersion"]):
+            break
+        assert time.monotonic() < deadline, "the cluster stayed in the list's position"
+    assert page["items"] == []
+    stream = Stream(server, f"/api/v1/watch?resourceVersion={page['resourceVersion']}", ADMIN)
+    assert stream.status == 200
+    r.hset(keys.CLUSTERS, C, json.dumps({"source": "dir"}))  # back, with its grants
+    store_grants(r, C, compile_grants(rbac(), REG), time.time())
+    mark_synced(r, C, objects=0)
+    deadline, i = time.monotonic() + 15, 0
+    while True:  # a row written once the stream process saw the cluster come back arrives
+        change(r, "team-a", f"back-{i}")
+        kind, _, data = stream.next()  # a bookmark a second at least
+        if kind not in ("BOOKMARK", "STATUS"):
+            break
+        assert time.monotonic() < deadline, "no row of the cluster back in the registry"
+        i += 1
+    assert kind == "ADDED" and data["object"]["name"].startswith("back-"), (kind, data)
+    stream.close()
+
+
+def token_clusters(token: str) -> set[str]:
+    """The clusters a position token holds (read, not verified: query.positions' format)."""
+    text = token.split(".")[0]
+    raw = zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    return {c for c, *_ in orjson.loads(raw)["p"]}
