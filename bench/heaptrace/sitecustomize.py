@@ -103,7 +103,7 @@ def _containers(limit: int = 4_000_000) -> list[list[object]]:
         seen.add(id(obj))
         n = -1
         if (
-            issubclass(kind, (dict, list, set, frozenset, tuple))
+            issubclass(kind, dict | list | set | frozenset | tuple)
             or kind.__module__ == "collections"
         ):
             try:
