@@ -74,8 +74,9 @@ _BIG = 1000  # a container at least this long is reported (and not walked into)
 
 
 def _containers(limit: int = 4_000_000) -> list[list[object]]:
-    """The large containers reachable from the modules and the threads' frames, each with the
-    first path found to it ("module.attr.[key].attr..."), largest first (top 60). Walks with
+    """The large containers reachable from the modules and the other threads' frames, each
+    with the first path found to it ("module.key.key>Type.key", an object's attributes as
+    keys), largest first (top 60). Walks with
     gc.get_referents, so it also finds what gc.get_objects() does not list: containers of
     atoms (untracked by the collector) and objects frozen by gc.freeze() (the loaded app)."""
     import gc
@@ -90,11 +91,14 @@ def _containers(limit: int = 4_000_000) -> list[list[object]]:
             todo.append((vars(mod), name, 0))
     me = threading.get_ident()
     for tid, frame in sys._current_frames().items():
-        f: types.FrameType | None = frame if tid != me else None
-        depth = 0
-        while f is not None and depth < 40:
+        if tid == me:
+            continue  # this walk's own locals
+        f: types.FrameType | None = frame
+        for _ in range(40):
+            if f is None:
+                break
             todo.append((f.f_locals, f"thread{tid}.{f.f_code.co_name}", 0))
-            f, depth = f.f_back, depth + 1
+            f = f.f_back
     while todo and len(seen) < limit:
         obj, path, depth = todo.pop()
         kind = type(obj)  # never the object's own attributes: a proxy's would run code
