@@ -28,7 +28,7 @@ from common.index.write import store
 from common.kinds.registry import Kind, KindRegistry
 from common.leaf.client import LeafClient
 from common.rbac.authorizer import RbacObjects
-from common.rbac.grants import compile_grants, store_grants
+from common.rbac.grants import compile_grants, grants_generation, store_grants
 
 log = logging.getLogger(__name__)
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -310,14 +310,18 @@ def _mesh_context(client: LeafClient) -> tuple[list[dict[str, Any]], list[dict[s
 
 
 def _rbac(r: redis.Redis, client: LeafClient, registry: KindRegistry) -> SyncResult:
-    """List the cluster's Roles, ClusterRoles and bindings, compile and store its grants."""
+    """List the cluster's Roles, ClusterRoles and bindings, compile and store its grants,
+    unless a watcher stored grants meanwhile (from a state at least as new as these lists)."""
+    since = grants_generation(r, client.name)
     objects = RbacObjects(
         roles=list(client.list_resource(RBAC_API, "roles")),
         cluster_roles=list(client.list_resource(RBAC_API, "clusterroles")),
         role_bindings=list(client.list_resource(RBAC_API, "rolebindings")),
         cluster_role_bindings=list(client.list_resource(RBAC_API, "clusterrolebindings")),
     )
-    store_grants(r, client.name, compile_grants(objects, registry), synced_at=round(time.time(), 3))
+    compiled = compile_grants(objects, registry)
+    synced_at = round(time.time(), 3)
+    store_grants(r, client.name, compiled, synced_at, since_generation=since)
     listed = (
         objects.roles,
         objects.cluster_roles,

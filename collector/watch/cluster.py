@@ -141,7 +141,9 @@ class ClusterWatch:
         self.stats: Counter[str] = Counter()
         self._listed: set[str] = set()  # resources listed once: a further list is a relist
         self.stop_event = threading.Event()
-        self.rbac = RbacState(r, self.cluster, kinds, settings.watch_rbac_debounce_s, self.owned)
+        self.rbac = RbacState(
+            r, self.cluster, kinds, settings.watch_rbac_debounce_s, self.owned, fence
+        )
         self.mesh: MeshState | None = None
         self._queue: queue.Queue[_Item] = queue.Queue(QUEUE_MAX)
         self.mesh_written = False  # a validation's rows were written (see healthy)

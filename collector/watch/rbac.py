@@ -19,6 +19,8 @@ import redis
 from collector.debounce import Debounced
 from collector.watch.packed import Table, key_of
 from common import redis_client
+from common.errors import LockBusy
+from common.index.lease import Fence
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, store_grants
@@ -38,8 +40,9 @@ class RbacState:
         kinds: KindRegistry,
         debounce_s: float,
         may_write: Callable[[], bool],
+        fence: Fence | None = None,
     ) -> None:
-        self.r, self.cluster, self.kinds = r, cluster, kinds
+        self.r, self.cluster, self.kinds, self.fence = r, cluster, kinds, fence
         self.debounce_s = debounce_s
         self.may_write = may_write
         # slimmed, and packed (collector.watch.packed) until the next compile
@@ -107,7 +110,14 @@ class RbacState:
         )
         compiled = compile_grants(snapshot, self.kinds)
         self.compiles += 1
-        changed = store_grants(self.r, self.cluster, compiled, synced_at=round(time.time(), 3))
+        synced_at = round(time.time(), 3)
+        try:
+            changed = store_grants(self.r, self.cluster, compiled, synced_at, fence=self.fence)
+        except LockBusy:  # the lease moved: the replica's round drops this watch
+            log.info(
+                "grants not stored: the lease is no longer ours", extra={"cluster": self.cluster}
+            )
+            return False
         self.stored += 1
         if changed:
             log.info("grants recompiled and changed", extra={"cluster": self.cluster})

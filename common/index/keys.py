@@ -278,6 +278,12 @@ def rbac(cluster: str) -> str:
     return f"{_tag(cluster)}:rbac"
 
 
+def grants_generation(cluster: str) -> str:
+    """Raised by every store of the cluster's grants (`rbac`): a full RBAC sync reads it before
+    it lists and stores nothing when it moved meanwhile (a watcher stored newer grants)."""
+    return f"{_tag(cluster)}:rgen"
+
+
 LOCK_WORK = ("objects", "rbac")
 
 
@@ -319,7 +325,8 @@ def alert_candidates(cluster: str) -> str:
 def cluster_keys(cluster: str) -> list[str]:
     """Every key holding data of one cluster (deleted when the cluster leaves the registry),
     but the time index's windows (named in its directory, `timeline`), the histories
-    (found with `history_pattern`), and the generations and change feed (they stay: `feed`)."""
+    (found with `history_pattern`), and the generations and change feed (they stay: `feed`; the
+    grants generation too, so a sync listing across a removal cannot store stale grants)."""
     fixed = [rows(cluster), counts(cluster), names(cluster), dependents_unbucketed(cluster)]
     fixed += [sync(cluster), timeline(cluster), history_kinds(cluster), resume(cluster)]
     indexes = [by_status(cluster, s) for s in INDEXED_STATUSES] + [suspended(cluster)]

@@ -9,13 +9,17 @@ the registered kinds are compiled, and only the verb `list` on the whole resourc
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
-from common.index import keys, syncstatus
+from common.errors import RedisUnavailable
+from common.index import keys, lease, syncstatus
+from common.index.lease import Fence
 from common.kinds.registry import KindRegistry
 from common.rbac.access import Access, AccessResolver
 from common.rbac.authorizer import MASTERS, Authorizer, Binding, RbacObjects, Rule
@@ -35,8 +39,10 @@ __all__ = [
     "CompiledGrants",
     "SubjectGrants",
     "compile_grants",
+    "grants_generation",
     "store_grants",
 ]
+log = logging.getLogger(__name__)
 
 MASTERS_REF = (BUILTIN, MASTERS, "", "")
 _FORMAT = b"fleetscope-grants-v1"
@@ -128,24 +134,66 @@ def _content_hash(fields: dict[str, str]) -> str:
     return h.hexdigest()[:32]
 
 
-def store_grants(r: redis.Redis, cluster: str, compiled: CompiledGrants, synced_at: float) -> bool:
+WATCH_RETRIES = 10
+
+
+def grants_generation(r: redis.Redis, cluster: str) -> int:
+    """The cluster's grants generation (`keys.grants_generation`): read it before listing the
+    RBAC objects, and pass it to `store_grants` as `since_generation`."""
+    return int(r.get(keys.grants_generation(cluster)) or 0)
+
+
+def store_grants(
+    r: redis.Redis,
+    cluster: str,
+    compiled: CompiledGrants,
+    synced_at: float,
+    *,
+    since_generation: int | None = None,
+    fence: Fence | None = None,
+) -> bool:
     """Replace the cluster's `rbac` hash atomically (skipped when unchanged), record the sync,
-    and raise `fs:version` (INCRBY) when the grants changed. Returns True when they changed."""
-    rbac_key, sync_key = keys.rbac(cluster), keys.sync(cluster)
-    old = r.hget(rbac_key, HASH_FIELD)
-    changed = text(old) != compiled.content_hash
+    and raise `fs:version` (INCRBY) when the grants changed. Returns True when they changed.
+
+    Every store raises the cluster's grants generation, in the same transaction.
+    `since_generation` (a full RBAC sync: the generation read before its lists) stores nothing
+    when another store came since: a watcher compiled grants from a newer state meanwhile (a
+    RoleBinding deleted during the sync's lists), and the sync's older snapshot written over
+    them would give the revoked access back until the next sync. `fence` (a watcher): store
+    only while its lease is ours (LockBusy otherwise)."""
+    rbac_key, gen_key = keys.rbac(cluster), keys.grants_generation(cluster)
     status = syncstatus.encode(
         rbac_hash=compiled.content_hash, rbac_synced_at=synced_at, rbac_error=""
     )
-    pipe = r.pipeline(transaction=True)
-    if changed:
-        pipe.delete(rbac_key)
-        items = list(compiled.fields.items())
-        for i in range(0, len(items), 1000):
-            pipe.hset(rbac_key, mapping=dict(items[i : i + 1000]))
-        pipe.hset(rbac_key, HASH_FIELD, compiled.content_hash)
-    pipe.hset(sync_key, mapping=status)  # type: ignore[arg-type]
-    pipe.execute()
+    tx: Any
+    for _ in range(WATCH_RETRIES):
+        with r.pipeline(transaction=True) as tx:
+            try:
+                tx.watch(gen_key)
+                lease.check(tx, fence, f"cluster {cluster}")
+                gen = int(tx.get(gen_key) or 0)
+                if since_generation is not None and gen != since_generation:
+                    log.info(
+                        "grants not stored: newer grants were stored during the RBAC lists",
+                        extra={"cluster": cluster},
+                    )
+                    return False
+                changed = text(tx.hget(rbac_key, HASH_FIELD)) != compiled.content_hash
+                tx.multi()
+                if changed:
+                    tx.delete(rbac_key)
+                    items = list(compiled.fields.items())
+                    for i in range(0, len(items), 1000):
+                        tx.hset(rbac_key, mapping=dict(items[i : i + 1000]))
+                    tx.hset(rbac_key, HASH_FIELD, compiled.content_hash)
+                tx.hset(keys.sync(cluster), mapping=status)
+                tx.incr(gen_key)
+                tx.execute()
+                break
+            except redis.WatchError:
+                continue  # another store (or the fence) moved under us: read again
+    else:
+        raise RedisUnavailable(f"cluster {cluster}: grants kept changing under the store; retry")
     if changed:
         # Another slot than the cluster's keys, so not in the MULTI; readers re-check hashes
         # after seeing the new version, so writing it last loses nothing. A random step, not 1:

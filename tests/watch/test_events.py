@@ -4,17 +4,28 @@ state always equals what a full sync would store; the sync status stays fresh.""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import redis
 
+from collector import sync
+from collector.sync import Work
 from common.index import keys, rows, syncstatus
 from common.rbac.authorizer import UserInfo
-from common.rbac.grants import AccessResolver
+from common.rbac.grants import AccessResolver, grants_generation
 from kubesim.server import KubeSim
+from tests.support.held_lists import HeldAfterBindings
 from tests.support.index_fleet import row_of
 from tests.support.waiting import wait_for
-from tests.watch.harness import REG, Running, consistent, full_sync_members, stored
+from tests.watch.harness import (
+    REG,
+    Running,
+    client_for,
+    consistent,
+    full_sync_members,
+    stored,
+)
 
 
 def test_watch_builds_the_index_then_follows_changes(
@@ -85,6 +96,42 @@ def test_deleted_rolebinding_stops_granting(
     sim.delete(c, "RoleBinding", ns, "team-view")
     wait_for(lambda: ns not in resolver.resolve(user, [c])[c].namespaces, what="revoked")
     assert run.replica.watches[c].rbac.compiles == compiles + 1  # one debounced recompile
+
+
+def test_a_full_rbac_sync_listed_before_a_revocation_does_not_give_the_access_back(
+    sim: KubeSim, rb: redis.Redis, start_replica: Callable[..., Running]
+) -> None:
+    """The scheduled RBAC sync lists a watched cluster's RoleBindings, the leaf deletes one,
+    the watcher stores the revoked grants, then the sync stores what it listed: without the
+    grants generation (common.rbac.grants.store_grants) that older snapshot gave the access
+    back until the next sync (seconds to a minute; the twentieth L soak's 60 s revocation)."""
+    run = start_replica("a")
+    c = sim.clusters[0]
+    wait_for(lambda: run.healthy(c), what="watched")
+    team_view = next(b for b in sim.list(c, "RoleBinding") if b["metadata"]["name"] == "team-view")
+    ns = team_view["metadata"]["namespace"]
+    group = next(s["name"] for s in team_view["subjects"] if s["kind"] == "Group")
+    user = UserInfo("dev", (group,))
+    resolver = AccessResolver(rb, REG)
+    wait_for(lambda: ns in resolver.resolve(user, [c])[c].namespaces, what="granted")
+    slow = HeldAfterBindings(client_for(sim, c))
+    syncing = threading.Thread(target=sync.run, args=(rb, Work.RBAC, slow, REG), daemon=True)
+    syncing.start()
+    try:
+        assert slow.listed.wait(30), "the sync did not list the RoleBindings"
+        sim.delete(c, "RoleBinding", ns, "team-view")
+        wait_for(lambda: ns not in resolver.resolve(user, [c])[c].namespaces, what="revoked")
+        stores = grants_generation(rb, c)
+    finally:
+        slow.go.set()
+        syncing.join(30)
+    assert not syncing.is_alive()
+    assert grants_generation(rb, c) == stores  # the sync stored nothing
+    assert ns not in resolver.resolve(user, [c])[c].namespaces
+    # A sync that listed after the revocation stores (and agrees).
+    sync.run(rb, Work.RBAC, client_for(sim, c), REG)
+    assert grants_generation(rb, c) == stores + 1
+    assert ns not in resolver.resolve(user, [c])[c].namespaces
 
 
 def test_blocked_by_follows_a_failing_source_through_watch_events(
