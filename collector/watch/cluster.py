@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
@@ -167,12 +168,25 @@ class ClusterWatch:
         self._build_arrived: list[float] = []  # when the build's watch events arrived (lag)
 
     def start(self) -> None:
+        self._start_rbac()
         if not self._async:
             self._spawn(self._start_all, "start")
             return
         with self._lock:
             if not self.stop_event.is_set():
                 self._tasks.append(watch_loop.shared().submit(self._start_async()))
+
+    def _start_rbac(self) -> None:
+        """The four RBAC resources first, before discovery (they need none) and outside the
+        replica's list slots (their lists are small, on a lane of their own: loop.RBAC_LIST_WORKERS):
+        a cluster taken over gets its grants from its own RBAC within seconds, however many row
+        kinds of other clusters taken with it wait to be listed (until then a revocation there
+        waits too)."""
+        with self._lock:
+            self._expected |= set(RESOURCES)
+        self.rbac.start(self.stop_event.is_set)
+        for plural in RESOURCES:
+            self._spawn_watch(plural, RBAC_API, None)
 
     async def _start_async(self) -> None:
         """`_start_all` on the event loop: discovery on the loop's list pool."""
@@ -227,7 +241,8 @@ class ClusterWatch:
         """Discovery done: keep the Istio state, start the recomputations and the watches (the
         row kinds with a resume point from it, and then no first build: the rows are stored)."""
         self._build_kinds = set(served)
-        self._expected = {k for k in served} | set(RESOURCES)
+        with self._lock:
+            self._expected |= set(served)
         checked = mesh.held_kinds(self.kinds, served)
         if checked:
             self.mesh = MeshState(
@@ -238,7 +253,8 @@ class ClusterWatch:
                 self._put,
                 lambda: self._put(_Validated()),
             )
-            self._expected |= set(CONTEXT)
+            with self._lock:
+                self._expected |= set(CONTEXT)
         held = self.mesh.kinds if self.mesh is not None else {}
         for kind in self.kinds:
             rv = points.get(kind.key)
@@ -253,10 +269,6 @@ class ClusterWatch:
                 len(self.resumed),
                 extra={"cluster": self.cluster},
             )
-        self.rbac.start(self.stop_event.is_set)
-        # RBAC first: on a take-over, what users may see is listed before anything else.
-        for plural in RESOURCES:
-            self._spawn_watch(plural, RBAC_API, None)
         if self.mesh is not None:
             self.mesh.start(self.stop_event.is_set, self.owned)
             for res in CONTEXT:
@@ -301,17 +313,17 @@ class ClusterWatch:
             self.mesh.touch()
 
     def listed(self, now: float | None = None) -> bool:
-        """Every resource listed and watching (what `healthy` asks, before anything written)."""
-        return self._live_all(self._expected, now)
+        """Every resource listed and watching (what `healthy` asks, before anything written);
+        never before discovery said which (the RBAC resources start before it)."""
+        return self._build_kinds is not None and self._live_all(self._expected, now)
 
     def _live_all(self, resources: Iterable[str], now: float | None = None) -> bool:
         """Each of `resources` (at least one) listed and watching, none silent past the idle
         timeout."""
         now = time.monotonic() if now is None else now
-        with self._lock:
-            live = dict(self._live)
+        with self._lock:  # `_expected` grows under it too
+            live, wanted = dict(self._live), list(resources)
         idle = self.settings.watch_idle_timeout_s
-        wanted = list(resources)
         return bool(wanted) and all(now - live.get(res, float("-inf")) < idle for res in wanted)
 
     def healthy(self, now: float | None = None) -> bool:
@@ -356,7 +368,12 @@ class ClusterWatch:
         while not self.stop_event.is_set():
             try:
                 if not self._rv.get(res):
-                    await loop.run_in_executor(None, self._list, res, api_version, plural, kind)
+                    lane = (
+                        watch_loop.shared().rbac_lists
+                        if kind is None and res in RESOURCES
+                        else None
+                    )
+                    await loop.run_in_executor(lane, self._list, res, api_version, plural, kind)
                     if self.stop_event.is_set():
                         return
                 await self._watch_async(res, api_version, plural, kind, self._rv[res])
@@ -485,7 +502,8 @@ class ClusterWatch:
         return True
 
     def _list(self, res: str, api_version: str, plural: str, kind: Kind | None) -> None:
-        with self.list_slots:
+        rbac = kind is None and res in RESOURCES  # small, and first: not in the list slots
+        with contextlib.nullcontext() if rbac else self.list_slots:
             if self.stop_event.is_set():
                 return
             items, rv = self.client.list_snapshot(api_version, plural)

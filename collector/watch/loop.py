@@ -1,6 +1,7 @@
 """The watcher's shared machinery: one asyncio event-loop thread that holds every open watch
 stream of the process (common.leaf.async_watch), and a small thread pool for the lists (a list
-is seconds of blocking HTTP and parsing: it must not stall the loop).
+is seconds of blocking HTTP and parsing: it must not stall the loop), and two more for the RBAC
+resources' lists, which go first.
 
 A replica watching 100 clusters keeps ~3,000 streams open; on threads that was ~3,000 threads
 (and their stacks); here it is one thread, plus `LIST_WORKERS` for lists (the writers and the
@@ -17,6 +18,10 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 LIST_WORKERS = 8  # list threads a process (a replica also bounds its lists: LIST_CONCURRENCY)
+RBAC_LIST_WORKERS = 2
+"""Threads listing the RBAC resources, apart from the other lists: a replica taking 100 clusters
+at once queues hundreds of lists, and a cluster's grants (what a revocation changes) must not
+wait behind the row kinds of the clusters taken before it."""
 TLS_READ_BUFFER = 4 * 1024
 """Bytes of asyncio's receive buffer per TLS connection (its default, 256 KiB, zero-filled per
 connection, made each watched cluster's streams cost megabytes of resident memory:
@@ -41,6 +46,9 @@ class WatchLoop:
             LIST_WORKERS, thread_name_prefix="watch-list"
         )
         self.loop.set_default_executor(self.lists)
+        self.rbac_lists = concurrent.futures.ThreadPoolExecutor(
+            RBAC_LIST_WORKERS, thread_name_prefix="watch-rbac-list"
+        )
         self.thread = threading.Thread(target=self.loop.run_forever, name="watch-loop", daemon=True)
         self.thread.start()
 

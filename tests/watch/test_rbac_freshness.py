@@ -33,6 +33,7 @@ def bare_watch(live: dict[str, float], stored: int = 1) -> Any:
     w._lock = threading.Condition()
     w._live = dict(live)
     w._expected = {"kustomize.toolkit.fluxcd.io/Kustomization", *RESOURCES}
+    w._build_kinds = {"kustomize.toolkit.fluxcd.io/Kustomization"}  # discovery done
     w.settings = SimpleNamespace(watch_idle_timeout_s=IDLE_S)
     w.mesh, w.mesh_written = None, False
     w.rbac = SimpleNamespace(stored=stored)

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import redis
 
+from collector.watch.cluster import ClusterWatch
+from collector.watch.rbac import RESOURCES
 from common.index import keys, rows
+from common.index.lease import Lease
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests.support.index_fleet import row_of
 from tests.support.waiting import wait_for
-from tests.watch.harness import Running, owners
+from tests.watch.harness import REG, Running, client_for, owners
 
 
 def test_killed_replica_is_taken_over(
@@ -63,3 +67,31 @@ def test_clean_stop_hands_over_and_registry_changes_are_followed(
     assert gone not in b.replica.watches
     assert not rb.exists(*keys.cluster_keys(gone))  # no write of the watcher outlived it
     assert owners(rb, [sim.clusters[0]]) == {sim.clusters[0]: "b"}
+
+
+def test_a_taken_clusters_grants_are_stored_while_its_row_lists_wait(
+    sim: KubeSim, rb: redis.Redis, wsettings: Settings
+) -> None:
+    """A replica taking many clusters at once queues hundreds of lists; a cluster's RBAC is
+    listed first, apart from them, so its grants (and a revocation there) do not wait for the
+    row kinds of the clusters taken before it (the twentieth L soak: a revocation on a cluster
+    whose new holder was rebuilding took a minute)."""
+    c = sim.clusters[0]
+    mine = Lease(rb, keys.lease(c), "watcher-t:1", 15_000)
+    assert mine.acquire()
+    slots = threading.BoundedSemaphore(1)
+    slots.acquire()  # every other list waits, as behind a hundred clusters' lists
+    watch = ClusterWatch(rb, client_for(sim, c), REG, wsettings, mine.fence, slots)
+    watch.start()
+    try:
+        wait_for(lambda: watch.rbac.stored > 0, what="grants stored from the cluster's own RBAC")
+        assert watch.stats["lists"] == len(RESOURCES)  # only the RBAC resources were listed
+        assert not watch.listed()  # so not healthy, nor ready to be handed over
+        wait_for(watch.rbac_healthy, what="the RBAC watches open")
+    finally:
+        slots.release()
+    try:
+        wait_for(watch.healthy, what="every resource listed once the slots are free")
+    finally:
+        watch.stop()
+        watch.client.close()
