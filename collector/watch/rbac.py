@@ -19,7 +19,7 @@ import redis
 from collector.debounce import Debounced
 from collector.watch.packed import Table, key_of
 from common import redis_client
-from common.errors import LockBusy
+from common.errors import LockBusy, RedisUnavailable
 from common.index.lease import Fence
 from common.kinds.registry import KindRegistry
 from common.rbac.authorizer import RbacObjects
@@ -88,7 +88,7 @@ class RbacState:
             self.debounce_s,
             lambda: self.complete and self.may_write(),
             self.compile_and_store,
-            redis_client.ERRORS,
+            (*redis_client.ERRORS, RedisUnavailable),  # retried: a revocation must not be lost
             "store grants",
             self.cluster,
             stopped,
