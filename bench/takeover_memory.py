@@ -5,7 +5,9 @@
 kubesim serves the preset in a process of its own and a private redis-server holds the index.
 Replica `b` runs in this process (so its Python heap can be read), replica `a` as `fleetscope
 watch`. Once each holds its share, `a` is killed (SIGKILL) and `b` takes every cluster over;
-then `a` is started again and `b` hands its share back. Each round reports `b`'s RSS, by
+then `a` is started again and `b` hands its share back. Each round reports how soon `b` held
+each of `a`'s clusters and had stored its grants from its own RBAC lists (`grants_stored_s`:
+until then a revocation on that cluster waits), and `b`'s RSS, by
 mapping kind (common heap, other anonymous mappings: Python's arenas, thread stacks, glibc's
 other arenas; files), and pymalloc's arenas and free space: before the kill, while holding
 every cluster, and after the hand-back (each after a full collection and a heap trim, as the
@@ -116,6 +118,40 @@ def holders(objs: list[Any], listed: list[Any], depth: int = 8, most: int = 50) 
     return dict(chains.most_common(10))
 
 
+def grants_times(
+    replica: WatchReplica, clusters: list[str], since: float, timeout_s: float
+) -> dict[str, Any]:
+    """For the clusters `replica` took over: seconds from `since` (the kill) to the moment it
+    held the lease and to the moment it had stored the cluster's grants from its own RBAC lists
+    (until then a revocation there waits), polled every 50 ms while the take-over runs."""
+    taken: dict[str, float] = {}
+    stored: dict[str, float] = {}
+    deadline = since + timeout_s
+    while len(stored) < len(clusters) and time.monotonic() < deadline:
+        now = time.monotonic() - since
+        for c in clusters:
+            w = replica.watches.get(c)
+            if w is not None:
+                taken.setdefault(c, now)
+                if w.rbac.stored and c not in stored:
+                    stored[c] = now
+        time.sleep(0.05)
+
+    def spread(values: list[float]) -> dict[str, float]:
+        v = sorted(values)
+        if not v:
+            return {}
+        return {"p50": round(v[len(v) // 2], 2), "max": round(v[-1], 2), "n": len(v)}
+
+    lag = [stored[c] - taken[c] for c in stored if c in taken]
+    return {
+        "taken_after_kill": spread(list(taken.values())),
+        "stored_after_kill": spread(list(stored.values())),
+        "stored_after_taken": spread(lag),
+        "never_stored": len(clusters) - len(stored),
+    }
+
+
 def spawn(settings: Settings, name: str, log: Path) -> subprocess.Popen[bytes]:
     env = dict(
         os.environ,
@@ -169,9 +205,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.rounds):
             before = measure()
             seen = {id(o) for o in gc.get_objects()}
+            theirs = [c for c, holder in owners(r, clusters).items() if holder == "a"]
             a.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
             a.wait(10)
-            took_s = wait(alone, args.timeout_s, "b took every cluster over")
+            grants = grants_times(replica, theirs, killed, args.timeout_s)
+            wait(alone, args.timeout_s, "b took every cluster over")
+            took_s = round(time.monotonic() - killed, 2)  # from the kill, as before
             time.sleep(args.settle_s)
             holding = measure()
             a = spawn(settings, "a", tmp / "a.log")
@@ -189,6 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "holding_all": holding,
                     "after": after,
                     "take_over_s": took_s,
+                    "grants_stored_s": grants,
                     "hand_back_s": gave_s,
                     "kept_objects_by_type": kept.most_common(args.top),
                     "why_kept": why,
