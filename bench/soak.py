@@ -221,16 +221,23 @@ def collected(stack: Stack, sim: KubeSim) -> bool:
 
 
 def recover(stack: Stack, injected: list[Any], rec: Any, ready: Any) -> int:
-    """Marks the faults the stack came back from (ended, every process whole, ready); returns
+    """Marks the faults the stack came back from (ended, every process whole, ready, every
+    cluster outside a leaf fault built by a watcher replica again: a killed replica's clusters
+    are not watched until taken over and listed, nor a Redis failover's relisted ones); returns
     how many are still pending."""
     pending = [f for f in injected if f.recovered_s is None and f.ended_s is not None]
-    if pending and stack.whole() and ready().get("state") == "ready":
+    if pending and stack.whole() and ready().get("state") == "ready" and watched(stack):
         for f in pending:
             if f.kind == "leaf-removed" and not collected_again(stack, f.target, f.detail):
                 continue
             f.recovered_s, f.survived = round(rec.now_s(), 1), True
     pending = [f for f in pending if f.recovered_s is None]
     return len(pending) + sum(1 for f in injected if f.ended_s is None)
+
+
+def watched(stack: Stack) -> bool:
+    """Every cluster outside a leaf fault built by a watcher replica."""
+    return stack.watched() >= len(stack.sim.clusters) - len(stack.leaf_faults)
 
 
 def collected_again(stack: Stack, cluster: str, detail: dict[str, Any]) -> bool:
@@ -252,7 +259,7 @@ def progress(rec: soak_load.Record) -> str:
     codes: dict[int, int] = {}
     for _, _, code, *_ in rec.requests:
         codes[code] = codes.get(code, 0) + 1
-    fresh = [s for _, s, _ in rec.freshness[-20:] if s is not None]
+    fresh = [p[1] for p in rec.freshness[-20:] if p[1] is not None]
     return (
         f"requests {codes}, churn {dict(rec.churn)}, freshness last20 max "
         f"{max(fresh, default=0):.2f}s, walks {len(rec.walks)}, streams {rec.streams['connects']}"

@@ -16,8 +16,13 @@ Window = tuple[float, float]
 REDIS_FAILOVER_GRACE_S = 10.0
 """After a promotion, clients reconnect; their 503s in this time are still the failover's."""
 WATCHER_TAKEOVER_S = 25.0
-"""A killed watcher replica's leases expire (FLEETSCOPE_WATCH_LEASE_TTL_S, 15 s) before the other
-replica takes its clusters and lists them again: a failover of the watchers."""
+"""A killed watcher replica's leases expire (FLEETSCOPE_WATCH_LEASE_TTL_S, 15 s) before another
+replica (its replacement or the survivor) takes its clusters and lists them again: a failover of
+the watchers. It lasts until every cluster is built again (the fault's `recovered_s`: the soak
+waits for the watchers' `fleetscope_watch_built` to count the whole fleet) plus this grace, and
+at least this long from the kill (a record without the recovery)."""
+WATCHER_GRACE_S = 5.0
+"""After every cluster is built again, the query workers' fleet views refresh."""
 KILLED_WORKER_S = 5.0
 """Requests in flight on a killed gunicorn worker lose their connection."""
 LEAF_FAULTS = ("leaf-down", "leaf-slow", "leaf-removed")
@@ -42,9 +47,11 @@ def windows(faults: Iterable[dict[str, Any]], kind: str, after_s: float) -> list
 
 
 def failovers(faults: Sequence[dict[str, Any]]) -> list[Window]:
-    return windows(faults, "redis-primary", REDIS_FAILOVER_GRACE_S) + windows(
-        faults, "watcher", WATCHER_TAKEOVER_S
-    )
+    """Redis failovers and watcher take-overs: until each fault's recovery plus its grace."""
+    watchers = [
+        (a, max(b, a + WATCHER_TAKEOVER_S)) for a, b in windows(faults, "watcher", WATCHER_GRACE_S)
+    ]
+    return windows(faults, "redis-primary", REDIS_FAILOVER_GRACE_S) + watchers
 
 
 def inside(t: float, spans: Iterable[Window], until: float | None = None) -> bool:
@@ -126,21 +133,44 @@ def leaf_spans(faults: Iterable[dict[str, Any]]) -> dict[str, list[Window]]:
     return out
 
 
+Probe = tuple[float, float | None, str, float | None]
+"""A freshness probe: (made at s, made -> visible in the list API s or None when never seen,
+cluster, made -> the leaf sent the watch event s or None when no watch stream got it, e.g. a
+change made while nobody watched the cluster, seen by a re-list). Records of runs before the
+leaf's stamp have three fields."""
+
+
+def fleetscope_share(probe: Sequence[Any]) -> float:
+    """What a probe measures of fleetscope: from the leaf's watch event to the list API when the
+    leaf stamped its delivery (the simulator's own delay left out: it runs every leaf of the
+    fleet in one process, which a real fleet's leaves do not share), else from the change
+    itself (end to end, the conservative figure); infinite when never seen."""
+    seen = probe[1]
+    if seen is None:
+        return math.inf
+    leaf = probe[3] if len(probe) > 3 else None
+    return seen - leaf if leaf is not None and leaf <= seen else seen
+
+
 def freshness(
-    samples: Iterable[tuple[float, float | None, str]],
+    samples: Iterable[Sequence[Any]],
     spans: Sequence[Window],
     leaves: dict[str, list[Window]] | None = None,
 ) -> dict[str, Any]:
-    """p50/p99 of change -> visible outside `spans` and outside the probed cluster's own leaf
-    faults (`leaves`); a change never seen counts as infinite."""
+    """p50/p99 of what fleetscope takes (`fleetscope_share`) outside `spans` and outside the
+    probed cluster's own leaf faults (`leaves`): the invariant's figure; beside it the same
+    probes end to end (change -> visible, the simulator's delay in it), the simulator's delay
+    (change -> the leaf sent the event) and the probes the leaf never stamped. A change never
+    seen counts as infinite."""
     leaves = leaves or {}
     samples = list(samples)
-    kept = [
-        math.inf if s is None else s
-        for t, s, c in samples
-        if not inside(t, spans) and not inside(t, leaves.get(c, []))
+    outside = [
+        p for p in samples if not inside(p[0], spans) and not inside(p[0], leaves.get(p[2], []))
     ]
-    every = [math.inf if s is None else s for _, s, _ in samples]
+    kept = [fleetscope_share(p) for p in outside]
+    ends = [math.inf if p[1] is None else p[1] for p in outside]
+    leaf = [p[3] for p in outside if len(p) > 3 and p[3] is not None]
+    every = [fleetscope_share(p) for p in samples]
     return {
         "n": len(kept),
         "excluded": len(every) - len(kept),
@@ -148,6 +178,11 @@ def freshness(
         "p50_s": _num(percentile(kept, 0.5)),
         "p99_s": _num(percentile(kept, 0.99)),
         "p99_all_s": _num(percentile(every, 0.99)),
+        "end_to_end_p50_s": _num(percentile(ends, 0.5)),
+        "end_to_end_p99_s": _num(percentile(ends, 0.99)),
+        "leaf_delivered_p50_s": _num(percentile(leaf, 0.5)) if leaf else None,
+        "leaf_delivered_p99_s": _num(percentile(leaf, 0.99)) if leaf else None,
+        "unstamped": sum(1 for p in outside if p[1] is not None and (len(p) < 4 or p[3] is None)),
     }
 
 

@@ -48,7 +48,8 @@ class Record:
 
     started: float = field(default_factory=time.monotonic)
     requests: list[tuple[float, str, int, str, float]] = field(default_factory=list)
-    freshness: list[tuple[float, float | None, str]] = field(default_factory=list)
+    # (made at, made -> visible or None, cluster, made -> the leaf sent its watch event or None)
+    freshness: list[tuple[float, float | None, str, float | None]] = field(default_factory=list)
     revocations: list[dict[str, Any]] = field(default_factory=list)
     walks: list[dict[str, Any]] = field(default_factory=list)
     streams: Counter[str] = field(default_factory=Counter)
@@ -196,7 +197,9 @@ class Churn(Looping):
 
 class Freshness(Looping):
     """Every `every_s`: a transition of a probe object on a cluster without a leaf fault, timed
-    until the list API shows it (None after `timeout_s`)."""
+    until the list API shows it (None after `timeout_s`), and until the leaf (kubesim) sent its
+    watch event to a watcher (its delivery stamp; None when no watch stream got it): the
+    simulator's own share, which `soak_invariants.freshness` leaves out of the invariant."""
 
     def __init__(
         self, record: Record, sim: KubeSim, bases: list[str], namespaces: list[str],
@@ -213,7 +216,7 @@ class Freshness(Looping):
         ns = self.namespaces[(self.n // len(self.sim.clusters)) % len(self.namespaces)]
         msg = f"soak probe {self.n}"
         t0, at = time.monotonic(), self.record.now_s()
-        self.sim.set_ready(c, "Kustomization", ns, "apps", self.n % 2 == 0, message=msg)
+        obj = self.sim.set_ready(c, "Kustomization", ns, "apps", self.n % 2 == 0, message=msg)
         self.record.probed.add((c, ns))
         path = f"/api/v1/objects?cluster={c}&namespace={ns}&kind=Kustomization"
         base = self.bases[self.n % len(self.bases)]
@@ -226,7 +229,12 @@ class Freshness(Looping):
             time.sleep(POLL_S)
         if seen is None and self.stop_event.is_set():
             return  # cut short by the run's end: nothing measured
-        self.record.freshness.append((round(at, 2), None if seen is None else round(seen, 3), c))
+        rv = obj["metadata"]["resourceVersion"]
+        sent = self.sim.delivery(c, "Kustomization", ns, "apps", rv)
+        leaf = None if sent is None else round(sent.delivered_s - t0, 3)
+        self.record.freshness.append(
+            (round(at, 2), None if seen is None else round(seen, 3), c, leaf)
+        )
         self.stop_event.wait(max(0.0, self.every_s - (time.monotonic() - t0)))
 
 

@@ -41,7 +41,7 @@ def verdicts(invariants: dict[str, dict[str, Any]]) -> list[str]:
 
 def plot(
     path: Path,
-    freshness: Sequence[tuple[float, float | None, str]],
+    freshness: Sequence[Sequence[Any]],
     rates: Sequence[tuple[float, float]],
     faults: Sequence[dict[str, Any]],
 ) -> Path:
@@ -53,8 +53,8 @@ def plot(
     import matplotlib.pyplot as plt
 
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6))
-    seen = [(t, s) for t, s, _ in freshness if s is not None]
-    never = [t for t, s, _ in freshness if s is None]
+    seen = [(p[0], p[1]) for p in freshness if p[1] is not None]
+    never = [p[0] for p in freshness if p[1] is None]
     top.scatter([t for t, _ in seen], [s for _, s in seen], s=4, label="change -> visible")
     if never:
         top.scatter(never, [max([s for _, s in seen] or [1.0])] * len(never), marker="x", c="r")
@@ -96,6 +96,7 @@ def cells(result: dict[str, Any]) -> list[tuple[str, str]]:
             "freshness p50 / p99 (p99 with failovers)",
             f"{fresh['p50_s']} / {fresh['p99_s']} s ({fresh['p99_all_s']} s), n={fresh['n']}",
         ),
+        *_end_to_end(fresh),
         (
             "revocations (max, violations)",
             f"{len(revs)}: max {max(revs, default=0)} s, {inv['revocation_violations']['value']}",
@@ -108,6 +109,21 @@ def cells(result: dict[str, Any]) -> list[tuple[str, str]]:
         ("history duplicate transitions", f"{hist['duplicates']} of {hist['entries']} entries"),
         ("RSS slope per process (% per 10 min)", rss),
         ("failed invariants", ", ".join(verdicts(inv)) or "none"),
+    ]
+
+
+def _end_to_end(fresh: dict[str, Any]) -> list[tuple[str, str]]:
+    """Runs whose probes carry the leaf's delivery stamp: the same probes end to end, and the
+    simulator's own share of it (none for older records)."""
+    if "end_to_end_p99_s" not in fresh:
+        return []
+    return [
+        (
+            "freshness end to end p50 / p99; the leaf's own delay p50 / p99",
+            f"{fresh['end_to_end_p50_s']} / {fresh['end_to_end_p99_s']} s; "
+            f"{fresh['leaf_delivered_p50_s']} / {fresh['leaf_delivered_p99_s']} s "
+            f"({fresh['unstamped']} unstamped)",
+        )
     ]
 
 

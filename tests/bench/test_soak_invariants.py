@@ -136,6 +136,32 @@ def test_rss_flat_reports_a_process_with_no_series_long_enough_as_not_judged() -
     assert out["c"]["judged"] is True and out["c"]["flat"] is False
 
 
+def test_a_watcher_take_over_lasts_until_the_fleet_is_built_again() -> None:
+    faults = [{"kind": "watcher", "at_s": 200.0, "ended_s": 200.0, "recovered_s": 330.0}]
+    assert inv.failovers(faults) == [(200.0, 330.0 + inv.WATCHER_GRACE_S)]
+    # recovered at once (the replacement took its clusters back before anything was dropped)
+    faults = [{"kind": "watcher", "at_s": 200.0, "ended_s": 200.0, "recovered_s": 202.0}]
+    assert inv.failovers(faults) == [(200.0, 200.0 + inv.WATCHER_TAKEOVER_S)]
+
+
+def test_freshness_is_fleetscopes_share_from_the_leafs_watch_event() -> None:
+    # made at t; seen after 0.3 s of which the leaf took 0.2 s to send the event: 0.1 s is ours
+    samples = [(float(t), 0.3, "c", 0.2) for t in range(49)]
+    samples.append((49.0, 9.0, "c", 8.5))  # a simulator busy for 8.5 s: 0.5 s is ours
+    out = inv.freshness(samples, [])
+    assert out["p99_s"] == 0.5 and out["p50_s"] == 0.1  # the p99 of 50: the worst
+    assert out["end_to_end_p99_s"] == 9.0 and out["end_to_end_p50_s"] == 0.3
+    assert out["leaf_delivered_p50_s"] == 0.2 and out["leaf_delivered_p99_s"] == 8.5
+    assert out["unstamped"] == 0
+    # a change no watch stream got (seen by a re-list) counts end to end, as do old records
+    unstamped = [*samples, (50.0, 7.0, "c", None), (51.0, 7.0, "c")]
+    out = inv.freshness(unstamped, [])
+    assert out["p99_s"] == 7.0 and out["unstamped"] == 2
+    # a stamp after the answer (not the event that answered) is not subtracted
+    assert inv.fleetscope_share((0.0, 1.0, "c", 1.5)) == 1.0
+    assert inv.fleetscope_share((0.0, None, "c", 0.1)) == float("inf")
+
+
 def test_freshness_leaves_out_the_probed_clusters_own_leaf_faults() -> None:
     faults = [{"kind": "leaf-removed", "at_s": 10.0, "ended_s": 20.0, "target": "c1"}]
     leaves = inv.leaf_spans(faults)

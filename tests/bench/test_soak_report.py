@@ -31,7 +31,7 @@ def test_verdicts_name_the_failed_invariants() -> None:
 
 
 def test_the_plot_is_a_png(tmp_path: Path) -> None:
-    freshness = [(1.0, 0.2, "c"), (2.0, None, "c"), (3.0, 0.4, "c")]
+    freshness = [(1.0, 0.2, "c", 0.1), (2.0, None, "c", None), (3.0, 0.4, "c")]
     faults = [{"kind": "leaf-down", "at_s": 2.0}]
     path = soak_report.plot(
         tmp_path / "soak.png", freshness, soak_report.error_rate(ANSWERS), faults
@@ -68,6 +68,17 @@ def test_the_docs_table_column_comes_from_soak_json() -> None:
     assert table["requests served (by kind)"] == "3: facets 1, list 2"
     assert table["faults injected / survived"] == "7 / 7"
     assert table["freshness p50 / p99 (p99 with failovers)"] == "0.1 / 0.5 s (3.0 s), n=100"
+    assert "freshness end to end p50 / p99; the leaf's own delay p50 / p99" not in table  # old
+    result["freshness"] |= {
+        "end_to_end_p50_s": 0.3,
+        "end_to_end_p99_s": 4.0,
+        "leaf_delivered_p50_s": 0.2,
+        "leaf_delivered_p99_s": 3.5,
+        "unstamped": 2,
+    }
+    table = dict(soak_report.cells(result))
+    cell = "0.3 / 4.0 s; 0.2 / 3.5 s (2 unstamped)"
+    assert table["freshness end to end p50 / p99; the leaf's own delay p50 / p99"] == cell
     assert table["revocations (max, violations)"] == "1: max 0.3 s, 1"
     assert table["walks, rows twice; oracle walks differing"] == "2, 0; 0 of 2 users"
     assert table["failed invariants"] == "revocation_violations"
