@@ -26,6 +26,9 @@ QUERY_TIMEOUT_S = 5.0
 WRITER_TIMEOUT_S = 60.0
 """Collector and watcher: a full sync's transaction can carry many thousand rows."""
 CONNECT_TIMEOUT_S = 5.0
+WATCH_RETRIES = 10
+"""An optimistic transaction (WATCH, MULTI/EXEC) whose keys another writer changed is tried
+again this many times before the writer gives up (RedisUnavailable: retried like an outage)."""
 HEALTH_CHECK_INTERVAL_S = 30
 MAX_CONNECTIONS = 4096
 """Connections a client may open (one per thread using it at once). redis-py 8 lowered its

@@ -368,11 +368,7 @@ class ClusterWatch:
         while not self.stop_event.is_set():
             try:
                 if not self._rv.get(res):
-                    lane = (
-                        watch_loop.shared().rbac_lists
-                        if kind is None and res in RESOURCES
-                        else None
-                    )
+                    lane = watch_loop.shared().rbac_lists if _is_rbac(res, kind) else None
                     await loop.run_in_executor(lane, self._list, res, api_version, plural, kind)
                     if self.stop_event.is_set():
                         return
@@ -502,8 +498,8 @@ class ClusterWatch:
         return True
 
     def _list(self, res: str, api_version: str, plural: str, kind: Kind | None) -> None:
-        rbac = kind is None and res in RESOURCES  # small, and first: not in the list slots
-        with contextlib.nullcontext() if rbac else self.list_slots:
+        # small, and first: not in the list slots
+        with contextlib.nullcontext() if _is_rbac(res, kind) else self.list_slots:
             if self.stop_event.is_set():
                 return
             items, rv = self.client.list_snapshot(api_version, plural)
@@ -717,3 +713,9 @@ def _change(
         identity = rows.sort_key(str(meta.get("namespace") or ""), kind.key, str(meta.get("name")))
         return store_events.Change(identity, None)
     return store_events.Change.of(rows.member(cluster, kind, api_version, obj))
+
+
+def _is_rbac(res: str, kind: Kind | None) -> bool:
+    """One of the four RBAC resources (not a row kind): listed on the RBAC lane, outside the
+    list slots, so a take-over stores grants before its row lists."""
+    return kind is None and res in RESOURCES

@@ -31,7 +31,7 @@ from common.rbac.encoding import (
     Reason,
     encode_subject,
 )
-from common.redis_client import text
+from common.redis_client import WATCH_RETRIES, text
 
 __all__ = [
     "Access",
@@ -132,9 +132,6 @@ def _content_hash(fields: dict[str, str]) -> str:
     for subject, value in fields.items():
         h.update(b"\x00" + subject.encode() + b"\x00" + value.encode())
     return h.hexdigest()[:32]
-
-
-WATCH_RETRIES = 10
 
 
 def grants_generation(r: redis.Redis, cluster: str) -> int:

@@ -29,11 +29,10 @@ from common.index import feed, graph, history, keys, nscounts, rows, syncstatus,
 from common.index.buckets import Groups
 from common.index.lease import Fence
 from common.index.write import name_index
-from common.redis_client import text
+from common.redis_client import WATCH_RETRIES, text
 
 log = logging.getLogger(__name__)
 
-WATCH_RETRIES = 10
 CHUNK = 1000  # members per ZADD/ZREM/HSET inside the transaction
 
 
