@@ -59,8 +59,18 @@ def test_a_re_registered_leaf_is_back_once_its_objects_and_rbac_synced_after_it(
 
 
 class _Stack:
+    """Whole, with `built` of its three clusters built by the watchers; c2 under a leaf fault."""
+
+    def __init__(self, built: int = 2) -> None:
+        self.sim = SimpleNamespace(clusters=["c1", "c2", "c3"])
+        self.leaf_faults = {"c2": "leaf-down"}
+        self.built = built
+
     def whole(self) -> bool:
         return True
+
+    def watched(self) -> int:
+        return self.built
 
 
 def test_recovery_waits_for_a_re_registered_leaf_to_be_collected_again(monkeypatch) -> None:
@@ -82,3 +92,20 @@ def test_recovery_waits_for_a_re_registered_leaf_to_be_collected_again(monkeypat
     again["value"] = True
     assert soak.recover(_Stack(), [killed, removed, held], rec, ready) == 1
     assert removed.survived and removed.recovered_s == 150.0
+
+
+def test_recovery_waits_for_the_watchers_to_build_the_fleet_again() -> None:
+    from bench import soak
+
+    killed = Injected("watcher", 10.0, "watcher-0", ended_s=10.0)
+    rec = SimpleNamespace(now_s=lambda: 40.0)
+
+    def ready() -> dict[str, str]:
+        return {"state": "ready"}
+
+    # the processes are whole at once (the replica restarted); its clusters are not built yet
+    assert soak.recover(_Stack(built=1), [killed], rec, ready) == 1
+    assert killed.recovered_s is None
+    # every cluster but the one under a leaf fault built again
+    assert soak.recover(_Stack(built=2), [killed], rec, ready) == 0
+    assert killed.survived and killed.recovered_s == 40.0
