@@ -133,15 +133,10 @@ def leaf_spans(faults: Iterable[dict[str, Any]]) -> dict[str, list[Window]]:
     return out
 
 
-Probe = tuple[float, float | None, str, float | None]
-"""A freshness probe: (made at s, made -> visible in the list API s or None when never seen,
-cluster, made -> the leaf sent the watch event s or None when no watch stream got it, e.g. a
-change made while nobody watched the cluster, seen by a re-list). Records of runs before the
-leaf's stamp have three fields."""
-
-
 def fleetscope_share(probe: Sequence[Any]) -> float:
-    """What a probe measures of fleetscope: from the leaf's watch event to the list API when the
+    """A freshness probe is (made at s, made -> visible s or None, cluster, made -> the leaf sent
+    its watch event s or None: no watch stream got it, e.g. seen by a re-list); records of runs
+    before the leaf's stamp have the first three. What a probe measures of fleetscope: from the leaf's watch event to the list API when the
     leaf stamped its delivery (the simulator's own delay left out: it runs every leaf of the
     fleet in one process, which a real fleet's leaves do not share), else from the change
     itself (end to end, the conservative figure); infinite when never seen."""

@@ -498,7 +498,6 @@ class ClusterWatch:
         return True
 
     def _list(self, res: str, api_version: str, plural: str, kind: Kind | None) -> None:
-        # small, and first: not in the list slots
         with contextlib.nullcontext() if _is_rbac(res, kind) else self.list_slots:
             if self.stop_event.is_set():
                 return
