@@ -2,7 +2,8 @@
 
 Each cluster's lease (`keys.lease`, a common.index.lease.Lease under the replica's token) is renewed
 every tick, all in one round trip, and released on hand-over. A replica that dies stops
-renewing, so another takes its clusters over within the lease TTL plus one tick. Every tick
+renewing, so its replacement takes its clusters over within the lease TTL plus one tick (a
+survivor without a replacement, one TTL later: `_present`). Every tick
 also follows the registry (`fs:clusters`) and kubeconfig changes, and, while a cluster's watches
 are healthy, refreshes its sync status so it is not reported stale. A kubeconfig whose exec
 plugin has not run yet is loaded in a thread of its own, and the cluster taken at a later tick:
@@ -81,6 +82,7 @@ class WatchReplica:
         self.claims: dict[str, ClusterWatch] = {}
         self.claim_ticks: dict[str, int] = {}
         self.live: set[str] = set()  # tokens of the live replicas, as of the last round
+        self.departed: set[str] = set()  # tokens of replicas that died within a TTL (`_present`)
         self._reconciled_at = float("-inf")
         # Stopping dropped watches, off the round (`drop`): a few threads, however many drop.
         self._retirer = concurrent.futures.ThreadPoolExecutor(
@@ -174,9 +176,11 @@ class WatchReplica:
         others = [c for c in eligible if c not in self.watches and c not in self.claims]
         claimed = redis_client.mget(self.r, [keys.handover(c) for c in others]) if others else []
         seen, self._free_seen = self._free_seen, set()
+        # Not beyond the share while a departed replica still counts: its replacement takes them.
+        beyond = not (self.departed and self._settled())
         for name, claim in zip(others, claimed, strict=True):
             mine = claim is None or text(claim).split(" ")[0] == self.token
-            room = len(self.watches) + len(self.claims) < share or name in seen
+            room = len(self.watches) + len(self.claims) < share or (beyond and name in seen)
             if mine and room and self._lease(name).acquire():
                 self._take(name)
             elif mine and not room:
@@ -195,12 +199,25 @@ class WatchReplica:
     # fenced by the lease throughout.
 
     def _present(self) -> int:
-        """Announce this replica; how many replicas are live (their tokens in `self.live`)."""
+        """Announce this replica; how many replicas share the fleet. The live ones (their tokens
+        in `self.live`) and, once this replica is settled, the departed (`self.departed`): those
+        whose presence lapsed within the last TTL, so died (a clean stop removes its presence).
+        A dead replica is most often being replaced (a Deployment's kubelet starts another), and
+        its replacement may not have announced itself yet when the dead one's leases lapse: a
+        survivor counting itself alone would take the whole fleet, and the replacement then
+        claim its share back, listing each of those clusters a second time. Counting the dead
+        one for one more TTL leaves its clusters to the replacement, which does not count it
+        (it is not settled: it stands in for it); a replica gone for good is taken one TTL
+        later."""
+        now = int(time.time() * 1000)
         pipe = self._announce(execute=False)
-        pipe.zremrangebyscore(keys.WATCHERS, "-inf", int(time.time() * 1000))
-        pipe.zrange(keys.WATCHERS, 0, -1)
-        self.live = {text(t) for t in pipe.execute()[-1]}
-        return max(1, len(self.live))
+        pipe.zremrangebyscore(keys.WATCHERS, "-inf", f"({now - self.ttl_ms}")
+        pipe.zrange(keys.WATCHERS, 0, -1, withscores=True)
+        entries = [(text(t), score) for t, score in pipe.execute()[-1]]
+        self.live = {t for t, score in entries if score >= now}
+        self.departed = {t for t, score in entries if score < now} - self.live
+        counted = len(self.live) + (len(self.departed) if self._settled() else 0)
+        return max(1, counted)
 
     def _announce(self, execute: bool = True) -> Any:
         """Say this replica is live until one lease TTL from now. It is said just before the

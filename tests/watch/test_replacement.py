@@ -9,16 +9,18 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 
+from collector.clusters import ClusterSource
+from collector.watch.replica import WatchReplica
 from common.index import keys
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests.support.waiting import wait_for
-from tests.watch.harness import owners
+from tests.watch.harness import REG, owners
 
 FLEET = (5, 2, 8)
 
@@ -70,10 +72,75 @@ def test_a_replacement_takes_the_dead_replicas_clusters_not_the_survivors(
             60,
             "c holds the dead replica's two clusters, settled past its first TTL",
         )
-        live = {t.decode().split(":")[0] for t in rb.zrange(keys.WATCHERS, 0, -1)}
+        now_ms = int(time.time() * 1000)
+        live = {t.decode().split(":")[0] for t in rb.zrangebyscore(keys.WATCHERS, now_ms, "+inf")}
         assert live == {"b", "c"}
     finally:
         stop.set()
         sampler.join(5)
     assert changed == [], f"the survivor's clusters changed hands: {changed[:3]}"
     # b handed two clusters to a at the start, and none since
+
+
+@pytest.fixture
+def by_hand(wsettings: Settings, rb: redis.Redis) -> Iterator[Callable[[str, bool], WatchReplica]]:
+    """Replicas whose rounds the test runs (`tick()`), with a TTL long enough that nothing
+    lapses meanwhile; `settled` backdates the start by a TTL. A replica that died is a presence
+    whose score is in the past, written by the test."""
+    settings = dataclasses.replace(wsettings, watch_lease_ttl_s=60.0)
+    made: list[tuple[WatchReplica, ClusterSource]] = []
+
+    def make(name: str, settled: bool) -> WatchReplica:
+        source = ClusterSource(settings)
+        replica = WatchReplica(settings, rb, REG, source, name)
+        if settled:
+            replica._started -= settings.watch_lease_ttl_s
+        made.append((replica, source))
+        return replica
+
+    yield make
+    # Built before they stop: a stream cut in its TLS handshake leaves kubesim's side unclosed.
+    watches = [w for replica, _ in made for w in replica.watches.values()]
+    wait_for(lambda: all(w.healthy() for w in watches), 60, "every taken cluster built")
+    rb.delete(keys.WATCHERS)  # nobody left to hand over to: each releases at once
+    for replica, source in made:
+        replica.close()
+        source.close()
+
+
+def _died(rb: redis.Redis, ago_s: float) -> None:
+    """A replica whose presence lapsed `ago_s` ago (killed: no clean leave), its leases free."""
+    rb.zadd(keys.WATCHERS, {"a:dead": int((time.time() - ago_s) * 1000)})
+
+
+def test_a_survivor_leaves_a_dead_replicas_clusters_to_a_replacement_that_comes_late(
+    sim: KubeSim, rb: redis.Redis, by_hand: Callable[[str, bool], WatchReplica]
+) -> None:
+    """The dead one counts for one more TTL: the survivor, counting itself alone, would take all
+    five (and the replacement claim its share back: those clusters listed twice)."""
+    clusters = sorted(sim.clusters)
+    _died(rb, 1.0)
+    b = by_hand("b", True)
+    b.tick()
+    b.tick()  # a free cluster is not taken beyond the share a round later either
+    assert sorted(owners(rb, clusters).values()) == ["", ""] + ["b"] * 3
+    assert b.departed == {"a:dead"}
+    c = by_hand("c", False)  # the replacement, announced after the leases lapsed
+    c.tick()
+    b.tick()
+    assert sorted(owners(rb, clusters).values()) == ["b"] * 3 + ["c"] * 2
+    assert c.departed == {"a:dead"} and len(c.claims) == 0
+
+
+def test_a_replica_gone_for_good_is_taken_over_one_ttl_later(
+    sim: KubeSim, rb: redis.Redis, by_hand: Callable[[str, bool], WatchReplica]
+) -> None:
+    clusters = sorted(sim.clusters)
+    _died(rb, 1.0)
+    b = by_hand("b", True)
+    b.tick()
+    assert sorted(owners(rb, clusters).values()) == ["", ""] + ["b"] * 3
+    _died(rb, b.settings.watch_lease_ttl_s + 1.0)  # its presence lapsed over a TTL ago
+    b.tick()
+    assert owners(rb, clusters) == dict.fromkeys(clusters, "b")
+    assert b.departed == set() and rb.zscore(keys.WATCHERS, "a:dead") is None
