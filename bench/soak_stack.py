@@ -204,7 +204,9 @@ def query_workers(master: int) -> list[int]:
 
 
 def start_watcher(sup: Supervisor, name: str, metrics_port: int) -> Child:
-    env = {"FLEETSCOPE_WATCH_METRICS_PORT": str(metrics_port)}
+    # INFO: the hand-overs (watching, claimed from, took over, handing over) in its log, one
+    # line per cluster changing hands, which a take-over's freshness needs explained.
+    env = {"FLEETSCOPE_WATCH_METRICS_PORT": str(metrics_port), "FLEETSCOPE_LOG_LEVEL": "INFO"}
     return sup.start(name, python_module("fleetscope", "watch", "--name", name), env)
 
 
