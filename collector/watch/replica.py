@@ -82,7 +82,7 @@ class WatchReplica:
         self.claims: dict[str, ClusterWatch] = {}
         self.claim_ticks: dict[str, int] = {}
         self.live: set[str] = set()  # tokens of the live replicas, as of the last round
-        self.departed: set[str] = set()  # tokens of replicas that died within a TTL (`_present`)
+        self.departed: set[str] = set()  # replicas that died within a TTL, counted (`_present`)
         self._reconciled_at = float("-inf")
         # Stopping dropped watches, off the round (`drop`): a few threads, however many drop.
         self._retirer = concurrent.futures.ThreadPoolExecutor(
@@ -93,6 +93,7 @@ class WatchReplica:
         self._unretired = 0  # retirements submitted and not finished
         self._free_seen: set[str] = set()  # free clusters left to the others last round
         self._started = time.monotonic()
+        self._born_ms = int(time.time() * 1000)  # to tell replicas that died before it started
         self._loading: dict[str, _Load] = {}  # exec plugins running (`_client`)
 
     @property
@@ -177,7 +178,7 @@ class WatchReplica:
         claimed = redis_client.mget(self.r, [keys.handover(c) for c in others]) if others else []
         seen, self._free_seen = self._free_seen, set()
         # Not beyond the share while a departed replica still counts: its replacement takes them.
-        beyond = not (self.departed and self._settled())
+        beyond = not self.departed
         for name, claim in zip(others, claimed, strict=True):
             mine = claim is None or text(claim).split(" ")[0] == self.token
             room = len(self.watches) + len(self.claims) < share or (beyond and name in seen)
@@ -199,25 +200,27 @@ class WatchReplica:
     # fenced by the lease throughout.
 
     def _present(self) -> int:
-        """Announce this replica; how many replicas share the fleet. The live ones (their tokens
-        in `self.live`) and, once this replica is settled, the departed (`self.departed`): those
-        whose presence lapsed within the last TTL, so died (a clean stop removes its presence).
-        A dead replica is most often being replaced (a Deployment's kubelet starts another), and
-        its replacement may not have announced itself yet when the dead one's leases lapse: a
-        survivor counting itself alone would take the whole fleet, and the replacement then
-        claim its share back, listing each of those clusters a second time. Counting the dead
-        one for one more TTL leaves its clusters to the replacement, which does not count it
-        (it is not settled: it stands in for it); a replica gone for good is taken one TTL
-        later."""
+        """Announce this replica; how many replicas share the fleet: the live ones (their tokens
+        in `self.live`) and those that died (`self.departed`: their presence lapsed within the
+        last TTL; a clean stop removes it) while this replica ran. A dead replica is most often
+        being replaced (a Deployment's kubelet starts another), and its replacement may not
+        have announced itself yet when the dead one's leases lapse: a survivor counting itself
+        alone would take the whole fleet, and the replacement then claim its share back,
+        listing each of those clusters a second time. Counting the dead one for one more TTL
+        leaves its clusters to the replacement, which does not count it (it started after the
+        dead one's last announcement: it stands in for it); a replica gone for good is taken
+        one TTL later."""
         now = int(time.time() * 1000)
         pipe = self._announce(execute=False)
         pipe.zremrangebyscore(keys.WATCHERS, "-inf", f"({now - self.ttl_ms}")
         pipe.zrange(keys.WATCHERS, 0, -1, withscores=True)
         entries = [(text(t), score) for t, score in pipe.execute()[-1]]
         self.live = {t for t, score in entries if score >= now}
-        self.departed = {t for t, score in entries if score < now} - self.live
-        counted = len(self.live) + (len(self.departed) if self._settled() else 0)
-        return max(1, counted)
+        # its last announcement (its score less a TTL) came after this replica started
+        self.departed = {
+            t for t, score in entries if score < now and score - self.ttl_ms >= self._born_ms
+        }
+        return max(1, len(self.live) + len(self.departed))
 
     def _announce(self, execute: bool = True) -> Any:
         """Say this replica is live until one lease TTL from now. It is said just before the

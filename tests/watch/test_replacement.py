@@ -17,6 +17,7 @@ import redis
 from collector.clusters import ClusterSource
 from collector.watch.replica import WatchReplica
 from common.index import keys
+from common.index.lease import Lease
 from common.settings import Settings
 from kubesim.server import KubeSim
 from tests.support.waiting import wait_for
@@ -85,16 +86,18 @@ def test_a_replacement_takes_the_dead_replicas_clusters_not_the_survivors(
 @pytest.fixture
 def by_hand(wsettings: Settings, rb: redis.Redis) -> Iterator[Callable[[str, bool], WatchReplica]]:
     """Replicas whose rounds the test runs (`tick()`), with a TTL long enough that nothing
-    lapses meanwhile; `settled` backdates the start by a TTL. A replica that died is a presence
-    whose score is in the past, written by the test."""
-    settings = dataclasses.replace(wsettings, watch_lease_ttl_s=60.0)
+    lapses unless the test says so; `old` backdates the start by two TTLs (settled, and running
+    before any replica the test kills). A replica that died is a presence whose score is in the
+    past, written by the test."""
+    settings = dataclasses.replace(wsettings, watch_lease_ttl_s=TTL_S)
     made: list[tuple[WatchReplica, ClusterSource]] = []
 
-    def make(name: str, settled: bool) -> WatchReplica:
+    def make(name: str, old: bool) -> WatchReplica:
         source = ClusterSource(settings)
         replica = WatchReplica(settings, rb, REG, source, name)
-        if settled:
-            replica._started -= settings.watch_lease_ttl_s
+        if old:
+            replica._started -= 2 * TTL_S
+            replica._born_ms -= int(2 * TTL_S * 1000)
         made.append((replica, source))
         return replica
 
@@ -108,9 +111,13 @@ def by_hand(wsettings: Settings, rb: redis.Redis) -> Iterator[Callable[[str, boo
         source.close()
 
 
+TTL_S = 60.0
+DEAD = "a:dead"
+
+
 def _died(rb: redis.Redis, ago_s: float) -> None:
     """A replica whose presence lapsed `ago_s` ago (killed: no clean leave), its leases free."""
-    rb.zadd(keys.WATCHERS, {"a:dead": int((time.time() - ago_s) * 1000)})
+    rb.zadd(keys.WATCHERS, {DEAD: int((time.time() - ago_s) * 1000)})
 
 
 def test_a_survivor_leaves_a_dead_replicas_clusters_to_a_replacement_that_comes_late(
@@ -124,12 +131,38 @@ def test_a_survivor_leaves_a_dead_replicas_clusters_to_a_replacement_that_comes_
     b.tick()
     b.tick()  # a free cluster is not taken beyond the share a round later either
     assert sorted(owners(rb, clusters).values()) == ["", ""] + ["b"] * 3
-    assert b.departed == {"a:dead"}
+    assert b.departed == {DEAD}
     c = by_hand("c", False)  # the replacement, announced after the leases lapsed
     c.tick()
     b.tick()
     assert sorted(owners(rb, clusters).values()) == ["b"] * 3 + ["c"] * 2
-    assert c.departed == {"a:dead"} and len(c.claims) == 0
+    assert c.departed == set() and len(c.claims) == 0
+
+
+def test_a_replacement_started_before_the_leases_lapsed_takes_them_all(
+    sim: KubeSim, rb: redis.Redis, by_hand: Callable[[str, bool], WatchReplica]
+) -> None:
+    """Started while the dead one still counted as live (its share then a third), and settled by
+    the time its leases lapse: it still does not count the dead one, whose last announcement
+    came before it started, so it takes all three at once (counting it, it would take two and
+    leave one unwatched until the survivor stopped counting it, a TTL later)."""
+    clusters = sorted(sim.clusters)
+    rb.zadd(keys.WATCHERS, {DEAD: int((time.time() + TTL_S) * 1000)})
+    dead_held = clusters[:3]
+    for name in dead_held:
+        assert Lease(rb, keys.lease(name), DEAD, int(TTL_S * 1000)).acquire()
+    b = by_hand("b", True)
+    b.tick()
+    c = by_hand("c", False)
+    c.tick()  # three live: a share of two, nothing free
+    assert sorted(owners(rb, clusters).values()) == ["a"] * 3 + ["b"] * 2
+    rb.delete(*[keys.lease(name) for name in dead_held])  # killed: its leases lapse
+    _died(rb, 1.0)
+    c._started -= TTL_S  # settled meanwhile
+    c.tick()
+    b.tick()
+    assert sorted(owners(rb, clusters).values()) == ["b"] * 2 + ["c"] * 3
+    assert b.departed == {DEAD} and c.departed == set()
 
 
 def test_a_replica_gone_for_good_is_taken_over_one_ttl_later(
@@ -140,7 +173,7 @@ def test_a_replica_gone_for_good_is_taken_over_one_ttl_later(
     b = by_hand("b", True)
     b.tick()
     assert sorted(owners(rb, clusters).values()) == ["", ""] + ["b"] * 3
-    _died(rb, b.settings.watch_lease_ttl_s + 1.0)  # its presence lapsed over a TTL ago
+    _died(rb, TTL_S + 1.0)  # its presence lapsed over a TTL ago
     b.tick()
     assert owners(rb, clusters) == dict.fromkeys(clusters, "b")
-    assert b.departed == set() and rb.zscore(keys.WATCHERS, "a:dead") is None
+    assert b.departed == set() and rb.zscore(keys.WATCHERS, DEAD) is None
