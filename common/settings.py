@@ -127,7 +127,7 @@ class Settings:
     """Expiry of a cluster's sync lock; renewed while the sync works, so a dead worker frees it."""
 
     watch_lease_ttl_s: float = 15.0
-    """Expiry of a watcher replica's lease on a cluster; a dead replica's clusters move within it."""
+    """Expiry of a watcher replica's lease on a cluster; a dead replica's clusters move to its replacement within it, to the survivors within 2 x it."""
 
     watch_timeout_s: float = 300.0
     """Server-side timeout of one watch request; the watcher then resumes from its last version."""
