@@ -8,9 +8,12 @@ rebuild repairs drift."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -148,3 +151,34 @@ def test_a_superseded_snapshot_records_no_digest(c: Collector, r: redis.Redis) -
     assert stats.superseded and stored(r) == before  # a newer write landed: rows left alone
     assert r.hget(keys.sync(C), "snapshot") is None
     assert store.confirm_unchanged(r, C, "abc", len(before), {"state": "ok"}) is None
+
+
+def test_an_interrupted_sync_lets_go_of_what_it_listed(
+    c: Collector, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync interrupted after its list (SystemExit: what a worker's cancel on a broker
+    connection loss raises in a child) keeps nothing it listed alive through the exception it
+    raises, which its caller may hold for a while (collector/sync.py, `run`)."""
+    listed: list[weakref.ref[sync.Listed]] = []
+    real = sync.list_cluster
+
+    def spy(client: Any, registry: KindRegistry) -> sync.Listed:
+        out = real(client, registry)
+        listed.append(weakref.ref(out))
+        return out
+
+    def interrupted(*_: Any, **__: Any) -> list[str]:
+        raise SystemExit(-15)
+
+    monkeypatch.setattr(sync, "list_cluster", spy)
+    monkeypatch.setattr(sync, "build", interrupted)
+    r.hset(keys.sync(C), "snapshot", "")  # the stored snapshot no longer matches: rows built
+    gc.disable()  # nothing freed by the cycle collector meanwhile: only what refcounts free
+    try:
+        with pytest.raises(SystemExit) as caught:
+            sync.run(r, sync.Work.OBJECTS, c.source.client(C), REG)
+        assert caught.value.__traceback__ is not None  # the exception and its lines, whole
+        assert len(listed) == 1 and listed[0]() is None  # what it listed, gone
+    finally:
+        gc.enable()
+    assert status(r).last_error == "SystemExit (unexpected; see the worker log)"
