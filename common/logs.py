@@ -40,7 +40,8 @@ def format_exception(ei: _ExcInfo) -> str:
         if id(t) in seen:
             continue
         seen.add(id(t))
-        for frame in t.stack:
+        for frame in t.stack:  # `_line`: FrameSummary's line on 3.11-3.12; elsewhere the
+            # attribute is not there and the line comes from linecache, as before
             if frame.lineno is not None and getattr(frame, "_line", "") is None:
                 frame._line = _source_line(frame.filename, frame.lineno)  # type: ignore[attr-defined]
         todo += [x for x in (t.__cause__, t.__context__) if x is not None]

@@ -35,10 +35,9 @@ def forget(e: BaseException) -> None:
     local, and its traceback keeps that frame), so without this the frames and everything
     their locals held (a request's partial answer: megabytes for a count over the fleet) stay
     until the next full collection. A request lives through several young collections, so
-    they are in the oldest generation by then, and a failover's thousands of 503s left
-    megabytes of them waiting beside the new memo entries: a step in the worker's RSS
-    (docs/operations.md, "Memory of a query worker"). Frames still running (the handler's
-    callers) are left alone."""
+    they are in the oldest generation by then, and a failover answers thousands of 503s
+    (docs/operations.md, "An error's frames": the soaks have not shown yet how much of a
+    worker's RSS this was). Frames still running (the handler's callers) are left alone."""
     seen: set[int] = set()
     x: BaseException | None = e
     while x is not None and id(x) not in seen:
