@@ -64,7 +64,12 @@ ROWS = "#rows tbody tr"
 
 
 def view_as(page: Any, user: str) -> None:
+    """Switch the demo identity and, on the list page, wait for the reload it starts: a click
+    on a row drawn before it can land on a row the reload replaces (mousedown on the old
+    button, mouseup on the new one: no click event at all)."""
     page.select_option("#demo-user", user)
+    if page.locator("#rows").count():
+        page.wait_for_selector("#rows:not([aria-busy])")
 
 
 def api_groups(stack: Stack, headers: dict[str, str], **params: Any) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ def test_timeline_failing_since_and_transitions(stack: Stack, page: Any) -> None
     page.goto(f"/?kind=Kustomization&namespace={namespace}&cluster={cluster}")
     view_as(page, "admin-0")
     page.get_by_role("button", name=f"{name}: show the live Kustomization").click()
+    expect(page.locator("#detail")).to_be_visible()
     summary = page.locator("#history-summary")
     expect(summary).to_contain_text(f"Failing since {answer['object']['failingSince']}")
     expect(summary).to_contain_text("2 transition(s) in the last 24 h")
