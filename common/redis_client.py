@@ -122,8 +122,10 @@ def _sentinel_primary(u: redis_urls.SentinelURL, timeouts: dict[str, Any]) -> re
     sentinel_kwargs = {**timeouts, **tls}
     if u.sentinel_password:
         sentinel_kwargs["password"] = u.sentinel_password
-    sentinel = Sentinel(list(u.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
-    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    # through Any: redis-py before 8.2 leaves Sentinel untyped, 8.2 types it
+    sentinel_type: Any = Sentinel
+    sentinel = sentinel_type(list(u.sentinels), sentinel_kwargs=sentinel_kwargs)
+    client: redis.Redis = sentinel.master_for(
         u.master,
         db=u.db,
         username=u.username,
