@@ -2,8 +2,9 @@
 stdout, written by gunicorn's arbiter-side logger class.
 
 Only what an operator needs to follow traffic: client address, method, path, query string,
-status, bytes, duration, user agent. Never request headers (Authorization carries bearer
-tokens; in `header` mode X-Remote-User is only trusted from the proxy) and never cookies.
+status, bytes, duration, the request's own CPU time (JSON), user agent. Never request headers
+(Authorization carries bearer tokens; in `header` mode X-Remote-User is only trusted from the
+proxy) and never cookies.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from gunicorn.glogging import Logger
 # without %(f)s (referers may carry foreign query strings): host, request line, status, bytes,
 # milliseconds, user agent.
 TEXT_FORMAT = '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s"'
+CPU_KEY = "fleetscope.cpu_s"
+"""Where the app leaves a request's own CPU seconds (its thread's) in the WSGI environ."""
 
 
 def access_record(
     status: str, sent: int | None, environ: dict[str, Any], duration: datetime.timedelta
 ) -> dict[str, Any]:
-    """The JSON access record of one request."""
-    return {
+    """The JSON access record of one request (`cpuMs`: the CPU its thread spent in the app,
+    when the app measured it)."""
+    record = {
         "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
         "level": "INFO",
         "logger": "access",
@@ -37,6 +41,10 @@ def access_record(
         "durationMs": round(duration.total_seconds() * 1000, 3),
         "userAgent": environ.get("HTTP_USER_AGENT", ""),
     }
+    cpu = environ.get(CPU_KEY)
+    if isinstance(cpu, float):
+        record["cpuMs"] = round(cpu * 1000, 3)
+    return record
 
 
 class JsonAccessLogger(Logger):  # type: ignore[misc]

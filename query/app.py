@@ -15,6 +15,7 @@ from flask import Flask, Response, g, request
 from common.index.read import memo
 from common.settings import Settings
 from query import (
+    access_log,
     alerts,
     api,
     detail,
@@ -56,11 +57,15 @@ def _observe(app: Flask) -> None:
     @app.before_request
     def _start() -> None:
         g.started = time.perf_counter()
+        g.cpu = time.thread_time()
 
     @app.after_request
     def _done(resp: Response) -> Response:
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
         started = g.get("started", time.perf_counter())
+        # the request's own CPU (its thread's), for the JSON access log (query.access_log): a
+        # slow answer with little of it waited (for the GIL, a lock, Redis), not computed
+        request.environ[access_log.CPU_KEY] = time.thread_time() - g.get("cpu", time.thread_time())
         child = series.get((rule, resp.status_code))
         if child is None:
             child = metrics.REQUEST_LATENCY.labels(rule, str(resp.status_code))

@@ -82,6 +82,7 @@ def test_json_access_log_has_requests_not_credentials(server: str, tmp_path: Pat
     assert record["method"] == "GET" and record["path"] == "/api/v1/objects"
     assert record["query"] == "limit=2" and record["status"] == 200
     assert record["bytes"] > 0 and record["durationMs"] >= 0 and record["remote"] == "127.0.0.1"
+    assert 0 < record["cpuMs"] <= record["durationMs"]  # the request's own CPU, in the app
     assert "SECRET" not in line and "root" not in line  # no Authorization, cookie or user header
 
 
