@@ -7,8 +7,10 @@ Loads the fleet (or uses `--redis-url`), then for a plain list page, newest firs
 `status=healthy`, by namespace), group facets (by object, by namespace) and facets, as a cluster
 admin: the process CPU and Redis commands of the first request in the process (what a worker
 pays after a start or after its memo sweep), of one request on a still fleet, right after a
-status-unchanged update (bench.churn: a new message on one row) and right after a status
-transition on a random cluster, averaged over `--n` of each. No HTTP and no load: the reader's
+status-unchanged update (bench.churn: a new message on one row), right after a status
+transition on a random cluster, and after a transition with a new access map (one cluster
+out of the caller's scope, or back: what the query service hands the reader when a cluster is
+removed, re-added or its RBAC data goes stale), averaged over `--n` of each. No HTTP and no load: the reader's
 own cost, steadier than a load run on a busy machine (a request costs this plus the service's).
 `--memo-mib` bounds the memos as the query service's `FLEETSCOPE_QUERY_MEMO_MIB` does (default:
 by their weights only); `--burst K` adds requests after K transitions on random clusters (what a
@@ -42,23 +44,44 @@ from tests.support import topology
 from tests.support.index_fleet import FakeAccess
 
 
-def cases(r: Any, clusters: list[str]) -> dict[str, Callable[[], Any]]:
+def cases(
+    r: Any, clusters: list[str], caller: dict[str, Any] | None = None
+) -> dict[str, Callable[[], Any]]:
+    """The requests, as a cluster admin whose access map is `caller["access"]` (set here when
+    absent; a write may replace it)."""
     kinds = load_registry().keys()
     reader = Reader(r, kinds)
-    admin = {c: FakeAccess(frozenset(kinds)) for c in clusters}
+    caller = {} if caller is None else caller
+    caller.setdefault("access", {c: FakeAccess(frozenset(kinds)) for c in clusters})
     groups, group_facets = GroupReader(reader), GroupFacets(reader)
     healthy = Filters(statuses=("healthy",))
     by_time = TimeReader(r)
+
+    def admin() -> Any:
+        return caller["access"]
+
     return {
-        "list (cluster admin)": lambda: reader.page(admin, PageRequest(Filters(), 50)),
-        "newest first": lambda: by_time.page(admin, Filters(), 50, descending=True),
-        "groups by object": lambda: groups.page(admin, Filters(), "object", 50),
-        "groups by object, status=healthy": lambda: groups.page(admin, healthy, "object", 50),
-        "groups by namespace": lambda: groups.page(admin, Filters(), "namespace", 50),
-        "group facets by object": lambda: group_facets.facets(admin, Filters(), "object"),
-        "group facets by namespace": lambda: group_facets.facets(admin, Filters(), "namespace"),
-        "facets": lambda: reader.facets(admin, Filters()),
+        "list (cluster admin)": lambda: reader.page(admin(), PageRequest(Filters(), 50)),
+        "newest first": lambda: by_time.page(admin(), Filters(), 50, descending=True),
+        "groups by object": lambda: groups.page(admin(), Filters(), "object", 50),
+        "groups by object, status=healthy": lambda: groups.page(admin(), healthy, "object", 50),
+        "groups by namespace": lambda: groups.page(admin(), Filters(), "namespace", 50),
+        "group facets by object": lambda: group_facets.facets(admin(), Filters(), "object"),
+        "group facets by namespace": lambda: group_facets.facets(admin(), Filters(), "namespace"),
+        "facets": lambda: reader.facets(admin(), Filters()),
     }
+
+
+def regranted(caller: dict[str, Any], clusters: list[str], rnd: random.Random) -> None:
+    """The caller's access map made again, as the query service makes it when a cluster
+    leaves the caller's scope or comes back (removed from the registry, re-added, its RBAC
+    data stale): a new dict, the same per-cluster access, one cluster out or back in."""
+    whole = caller.setdefault("whole", caller["access"])
+    if len(caller["access"]) < len(whole):
+        caller["access"] = dict(whole)
+    else:
+        out = rnd.choice(clusters)
+        caller["access"] = {c: a for c, a in whole.items() if c != out}
 
 
 def measure(
@@ -68,10 +91,15 @@ def measure(
     case and kind of write."""
     clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
     rnd = random.Random(1)
+    caller: dict[str, Any] = {}
     writes: dict[str, Callable[[], Any]] = {
         "still": lambda: None,
         "after a message-only update": lambda: unchanged_updates(r, clusters, 1, rnd),
         "after a transition": lambda: transition(r, rnd.choice(clusters)),
+        "after a transition and a new access map": lambda: (
+            transition(r, rnd.choice(clusters)),
+            regranted(caller, clusters, rnd),
+        ),
     }
     if burst:
         writes[f"after {burst} transitions"] = lambda: [
@@ -79,7 +107,7 @@ def measure(
         ]
     out = []
     profiler = cProfile.Profile() if profile else None
-    for name, ask in cases(r, clusters).items():
+    for name, ask in cases(r, clusters, caller).items():
         if only and not any(o in name for o in only):
             continue
         # the first answer in a process reads everything (as after the memo sweep dropped
