@@ -92,14 +92,16 @@ def measure(
     clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
     rnd = random.Random(1)
     caller: dict[str, Any] = {}
+
+    def transition_and_new_map() -> None:
+        transition(r, rnd.choice(clusters))
+        regranted(caller, clusters, rnd)
+
     writes: dict[str, Callable[[], Any]] = {
         "still": lambda: None,
         "after a message-only update": lambda: unchanged_updates(r, clusters, 1, rnd),
         "after a transition": lambda: transition(r, rnd.choice(clusters)),
-        "after a transition and a new access map": lambda: (
-            transition(r, rnd.choice(clusters)),
-            regranted(caller, clusters, rnd),
-        ),
+        "after a transition and a new access map": transition_and_new_map,
     }
     if burst:
         writes[f"after {burst} transitions"] = lambda: [

@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
+import weakref
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,10 @@ every cluster in one round trip was ~180 MB per shard in one pipeline: seconds o
 ahead of every other client of that shard, past the query timeout, for every worker at once."""
 STATES_MAX = 64
 """Callers' counts (access, filters, grouping) remembered per process."""
+DONORS = 8
+"""Callers' counts of one (filters, grouping) that new counts may be seeded from (`_seed`)."""
+DONOR_KEYS = 1024
+"""(filters, grouping) whose last counts are kept for seeding."""
 IDS_MAX = 4_000_000
 """Interned identities before they (and everything counted from them) are dropped."""
 
@@ -144,6 +149,10 @@ class GroupFacets:
         """Clusters whose rows were moved by their change feeds (not read again): for tests."""
         self.whole = 0
         """Clusters' shares counted whole (not moved by their difference): for tests."""
+        self.seeded = 0
+        """Clusters' shares new counts took over from another caller's (`_seed`): for tests."""
+        self._donors: dict[tuple[Filters, str], list[weakref.ref[_State]]] = {}
+        """Per (filters, grouping), the counts made last (at most `DONORS`, held weakly)."""
 
     def _reset(self) -> None:
         self._epoch = getattr(self, "_epoch", 0) + 1
@@ -180,10 +189,20 @@ class GroupFacets:
                 with self._interning:
                     self._reset()
             st = self._states.get(memo, owner=owners)
+            donors = None
             if st is None:
+                donors = self._donated((filters, by))
                 st = _State(mine, by, self._epoch)
+                st.lock.acquire()  # held until seeded: asked meanwhile, it waits for the seed
+                self._donors[(filters, by)].insert(0, weakref.ref(st))
                 self._states.put(memo, st, owner=owners)
-        if not st.lock.acquire(blocking=st.out is None):
+        if donors is not None:
+            try:
+                self._seed(st, filters, donors)
+            except BaseException:
+                st.lock.release()
+                raise
+        elif not st.lock.acquire(blocking=st.out is None):
             # Another request is moving these counts to newer generations: this one gets the
             # answer before it (exact as of then) rather than queueing behind its reads.
             assert st.out is not None  # set once counted, never unset
@@ -209,6 +228,55 @@ class GroupFacets:
             return dataclasses.replace(st.out, version=version)
         finally:
             st.lock.release()
+
+    def _donated(self, key: tuple[Filters, str]) -> list[_State]:
+        """The counts of `key` (filters, grouping) made last, held (strongly: putting the new
+        counts in the memo may drop one), the list trimmed for the new ones (under `_lock`)."""
+        donors = [d for ref in self._donors.get(key, ()) if (d := ref()) is not None]
+        if key not in self._donors and len(self._donors) >= DONOR_KEYS:
+            live = {k: refs for k, refs in self._donors.items() if any(r() for r in refs)}
+            self._donors = live if len(live) < DONOR_KEYS else {}
+        self._donors[key] = [weakref.ref(d) for d in donors[: DONORS - 1]]
+        return donors
+
+    def _seed(self, st: _State, filters: Filters, donors: list[_State]) -> None:
+        """Start new counts (`st`, locked) from the counts of a recent caller of the same
+        filters and grouping who had the same access in most clusters (`donors`): theirs
+        copied, the clusters where the access differs or that `st` does not count taken away
+        whole; the request then counts what is left like a written cluster. A caller's access
+        map changes whenever a cluster is added, removed or hidden (query.scope), or a caller
+        asks with another `cluster` filter, and counting every cluster again was ~0.5 s of CPU
+        for a cluster admin at fleet L."""
+        best: tuple[int, _State] | None = None
+        for d in donors:
+            if d.epoch != st.epoch:
+                continue
+            with d.lock:
+                n = sum(1 for c, a in st.access.items() if c in d.held and _same(d.access[c], a))
+            if n and (best is None or n > best[0]):
+                best = (n, d)
+        if best is None:
+            return
+        d = best[1]
+        new = _State(st.access, st.by, st.epoch)  # made aside: `st` is whole or untouched
+        with d.lock:
+            if d.epoch != st.epoch or d.out is None:
+                return
+            new.slots = array("i", d.slots)
+            new.kinds_of, new.kinds = dict(d.kinds_of), dict(d.kinds)
+            new.total, new.clusters = d.total, dict(d.clusters)
+            new.statuses, new.suspended = list(d.statuses), list(d.suspended)
+            for c, held in d.held.items():
+                if c in st.access and _same(d.access[c], st.access[c]):
+                    new.held[c] = held
+                else:  # counted with other access, or not the new caller's: taken away
+                    self.whole += 1
+                    self._apply(new, self._share(d.access[c], held, filters), -1)
+                    new.clusters.pop(c, None)
+        st.slots, st.kinds_of, st.kinds = new.slots, new.kinds_of, new.kinds
+        st.total, st.clusters, st.held = new.total, new.clusters, new.held
+        st.statuses, st.suspended = new.statuses, new.suspended
+        self.seeded += len(st.held)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -544,3 +612,8 @@ class GroupFacets:
             statuses={s: n for s, n in zip(STATUSES, st.statuses, strict=True) if n},
             suspended={"false": st.suspended[0], "true": st.suspended[1]},
         )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether counts made with access `a` hold for access `b` (equal: parsed again)."""
+    return a is b or a == b

@@ -644,3 +644,35 @@ def test_a_new_sum_takes_no_share_summed_with_other_access(fleet: redis.Redis) -
     mixed = reader.facets(narrowed, Filters())
     assert reader.extras.seeded == seeded + len(CLUSTERS) - 1  # from the team's sum
     assert mixed.namespaces == Reader(fleet, KINDS).facets(narrowed, Filters()).namespaces
+
+
+@pytest.mark.parametrize("by", ["object", "namespace"])
+@pytest.mark.parametrize(
+    "change", ["a cluster gone", "a cluster parsed again", "a team's access in one cluster"]
+)
+def test_group_facets_of_a_new_access_map_take_the_last_counts_over(
+    fleet: redis.Redis, by: str, change: str
+) -> None:
+    """New counts (a cluster out of the caller's scope, its access parsed again, or another
+    caller sharing all but one cluster's access) start from the last ones of the same filters:
+    only the clusters that differ are counted whole, and the answer is what a fresh count says."""
+    gf = GroupFacets(Reader(fleet, KINDS))
+    gf.facets(ADMIN, Filters(), by)
+    flipped(fleet, WRITTEN)  # and a write between: moved as usual after the seed
+    if change == "a cluster gone":
+        access, whole = {c: a for c, a in ADMIN.items() if c != CLUSTERS[0]}, 1
+    elif change == "a cluster parsed again":
+        access, whole = {**ADMIN, CLUSTERS[1]: FakeAccess(frozenset(KINDS))}, 0
+    else:
+        access, whole = {**ADMIN, CLUSTERS[2]: TEAM[CLUSTERS[2]]}, 2  # taken away, counted
+    counted, seeded = gf.whole, gf.seeded
+    got = gf.facets(access, Filters(), by)
+    assert gf.seeded == seeded + len(CLUSTERS) - (change != "a cluster parsed again")
+    assert gf.whole - counted == whole
+    fresh = GroupFacets(Reader(fleet, KINDS)).facets(access, Filters(), by)
+    assert counts_of(got) == counts_of(fresh)
+    # the donor's own counts are untouched by the seed
+    mine = gf.facets(ADMIN, Filters(), by)
+    assert counts_of(mine) == counts_of(
+        GroupFacets(Reader(fleet, KINDS)).facets(ADMIN, Filters(), by)
+    )
