@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from common.index import keys, nscounts, rows
 from common.index.read import tally
-from common.index.read.memo import Flights, Memo, not_older
+from common.index.read.memo import Flights, Memo, Recent, not_older
 from common.index.read.memo import on_sweep as memo_on_sweep
 from common.index.read.plan import AccessLike, Filters, Range, after, clip_all
 from common.index.read.plan import visible_kinds_uniform as _uniform
@@ -147,9 +146,8 @@ class Extras:
         )
         """(caller's access, filters, clusters) -> rows per namespace, moved cluster by cluster."""
         self._lock = threading.Lock()
-        self._donors: dict[Filters, list[weakref.ref[_Sums]]] = {}
-        """Per filters, the sums made last (at most `DONORS`, held weakly): what a new sum
-        is seeded from (`_seed`)."""
+        self._donors: Recent[Filters, _Sums] = Recent(DONORS, DONOR_FILTERS)
+        """Per filters, the sums made last: what a new sum is seeded from (`_seed`)."""
         self.seeded = 0
         """Clusters' shares a new sum took over from another (`_seed`): for tests."""
         self.flights = Flights()
@@ -187,12 +185,12 @@ class Extras:
         key = (id(access), filters, tuple(clusters))
         with self._lock:
             st = self._sums.get(key, owner=access)
-            donors = None if st is not None else self._donated(filters)
+            donors = None
             if st is None:
                 # held until seeded: a thread asking meanwhile waits for the seed, not recounts
                 st = _Sums(clusters=list(clusters))
                 st.lock.acquire()
-                self._donors[filters].insert(0, weakref.ref(st))
+                donors = self._donors.push(filters, st)
                 self._sums.put(key, st, owner=access, weight=len(clusters))
         if donors is not None:
             try:
@@ -235,17 +233,6 @@ class Extras:
             if st.view is None:
                 st.view = dict(st.out)
             return st.view
-
-    def _donated(self, filters: Filters) -> list[_Sums]:
-        """The sums of `filters` made last, held (strongly: putting the new sum in the memo may
-        drop one), its list trimmed for the new sum to go first (under `_lock`)."""
-        donors = [d for ref in self._donors.get(filters, ()) if (d := ref()) is not None]
-        if filters not in self._donors and len(self._donors) >= DONOR_FILTERS:
-            # bounded however many filters callers ask: those whose sums all went first
-            live = {f: refs for f, refs in self._donors.items() if any(r() for r in refs)}
-            self._donors = live if len(live) < DONOR_FILTERS else {}
-        self._donors[filters] = [weakref.ref(d) for d in donors[: DONORS - 1]]
-        return donors
 
     def _seed(
         self,

@@ -34,7 +34,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-import weakref
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ import redis
 
 from common.index import rows
 from common.index.read import tally
-from common.index.read.memo import Memo
+from common.index.read.memo import Memo, Recent
 from common.index.read.plan import AccessLike, Filters
 from common.index.read.reader import Facets, Reader
 from common.kinds.status import STATUSES
@@ -151,8 +150,8 @@ class GroupFacets:
         """Clusters' shares counted whole (not moved by their difference): for tests."""
         self.seeded = 0
         """Clusters' shares new counts took over from another caller's (`_seed`): for tests."""
-        self._donors: dict[tuple[Filters, str], list[weakref.ref[_State]]] = {}
-        """Per (filters, grouping), the counts made last (at most `DONORS`, held weakly)."""
+        self._donors: Recent[tuple[Filters, str], _State] = Recent(DONORS, DONOR_KEYS)
+        """Per (filters, grouping), the counts made last: what new counts are seeded from."""
 
     def _reset(self) -> None:
         self._epoch = getattr(self, "_epoch", 0) + 1
@@ -191,10 +190,9 @@ class GroupFacets:
             st = self._states.get(memo, owner=owners)
             donors = None
             if st is None:
-                donors = self._donated((filters, by))
                 st = _State(mine, by, self._epoch)
                 st.lock.acquire()  # held until seeded: asked meanwhile, it waits for the seed
-                self._donors[(filters, by)].insert(0, weakref.ref(st))
+                donors = self._donors.push((filters, by), st)
                 self._states.put(memo, st, owner=owners)
         if donors is not None:
             try:
@@ -228,16 +226,6 @@ class GroupFacets:
             return dataclasses.replace(st.out, version=version)
         finally:
             st.lock.release()
-
-    def _donated(self, key: tuple[Filters, str]) -> list[_State]:
-        """The counts of `key` (filters, grouping) made last, held (strongly: putting the new
-        counts in the memo may drop one), the list trimmed for the new ones (under `_lock`)."""
-        donors = [d for ref in self._donors.get(key, ()) if (d := ref()) is not None]
-        if key not in self._donors and len(self._donors) >= DONOR_KEYS:
-            live = {k: refs for k, refs in self._donors.items() if any(r() for r in refs)}
-            self._donors = live if len(live) < DONOR_KEYS else {}
-        self._donors[key] = [weakref.ref(d) for d in donors[: DONORS - 1]]
-        return donors
 
     def _seed(self, st: _State, filters: Filters, donors: list[_State]) -> None:
         """Start new counts (`st`, locked) from the counts of a recent caller of the same

@@ -385,3 +385,25 @@ def not_older(held: Any, wanted: Any) -> bool:
     if held is None or len(held) != len(wanted):
         return False
     return all(int(h or 0) >= int(w or 0) for h, w in zip(held, wanted, strict=True))
+
+
+class Recent(Generic[K, V]):
+    """Per key, the values made last (at most `per_key`, newest first), held weakly: what a
+    new memo entry may be seeded from (a caller's facets sums and group counts, made again
+    for a new access map, start from the last ones of the same filters). At most `keys` keys:
+    beyond them, the keys whose values all went are forgotten, or every key if none went.
+    Not thread-safe: called under its owner's lock."""
+
+    def __init__(self, per_key: int, keys: int) -> None:
+        self.per_key, self.keys = per_key, keys
+        self._refs: dict[K, list[weakref.ref[V]]] = {}
+
+    def push(self, key: K, value: V) -> list[V]:
+        """Put `value` first for `key`; returns the values before it that are still alive
+        (held strongly: the caller may drop the last other reference meanwhile)."""
+        live = [v for ref in self._refs.get(key, ()) if (v := ref()) is not None]
+        if key not in self._refs and len(self._refs) >= self.keys:
+            kept = {k: refs for k, refs in self._refs.items() if any(r() for r in refs)}
+            self._refs = kept if len(kept) < self.keys else {}
+        self._refs[key] = [weakref.ref(v) for v in [value, *live[: self.per_key - 1]]]
+        return live

@@ -467,3 +467,34 @@ def test_flights_run_one_computation_per_key_and_let_other_keys_run() -> None:
     for t in (first, *others, b):
         t.join(10)
     assert most[0] == 1 and not inside and not flights._running
+
+
+class _Value:
+    """Something weakly referable, like the memos' sums and counts."""
+
+
+def test_recent_keeps_the_last_values_per_key_newest_first_and_weakly() -> None:
+    recent: memo_mod.Recent[str, _Value] = memo_mod.Recent(per_key=2, keys=8)
+    a, b, c = _Value(), _Value(), _Value()
+    assert recent.push("f", a) == []
+    assert recent.push("f", b) == [a]
+    assert recent.push("f", c) == [b, a]  # what was there before c, held strongly
+    assert recent.push("g", _Value()) == []  # keys apart
+    d = _Value()
+    assert recent.push("f", d) == [c, b]  # two kept per key: a went
+    del b, c
+    gc.collect()
+    assert recent.push("f", _Value()) == [d]  # the ones nothing else held went
+
+
+def test_recent_forgets_keys_whose_values_all_went_beyond_its_bound() -> None:
+    recent: memo_mod.Recent[int, _Value] = memo_mod.Recent(per_key=4, keys=3)
+    held = [_Value(), _Value()]
+    recent.push(0, held[0])
+    recent.push(1, held[1])
+    recent.push(2, _Value())  # nothing holds it
+    gc.collect()
+    recent.push(3, _Value())  # a fourth key: key 2's values all went, so key 2 goes
+    assert recent.push(0, _Value()) == [held[0]] and recent.push(1, _Value()) == [held[1]]
+    assert recent.push(2, _Value()) == []
+    assert sorted(recent._refs) == [0, 1, 2]  # key 3's value went: forgotten for key 2
