@@ -27,7 +27,7 @@ from common.index import keys, nscounts, rows
 from common.index.read import tally
 from common.index.read.memo import Flights, Memo, Recent, not_older
 from common.index.read.memo import on_sweep as memo_on_sweep
-from common.index.read.plan import AccessLike, Filters, Range, after, clip_all
+from common.index.read.plan import AccessLike, Filters, Range, after, clip_all, same_access
 from common.index.read.plan import visible_kinds_uniform as _uniform
 from common.kinds.status import STATUSES
 
@@ -251,7 +251,7 @@ class Extras:
         best: tuple[int, _Sums, list[str]] | None = None
         for d in donors:
             with d.lock:
-                same = [c for c in clusters if _same(d.accs.get(c), access[c])]
+                same = [c for c in clusters if same_access(d.accs.get(c), access[c])]
             if same and (best is None or len(same) > best[0]):
                 best = (len(same), d, same)
         missing = object()  # no generation equals it: such a cluster is summed
@@ -261,7 +261,7 @@ class Extras:
         _n, d, same = best
         with d.lock:
             at = dict(zip(d.clusters, d.gens, strict=True))
-            same = [c for c in same if c in d.parts and _same(d.accs.get(c), access[c])]
+            same = [c for c in same if c in d.parts and same_access(d.accs.get(c), access[c])]
             taken = set(same)
             if len(taken) * 2 >= len(d.parts):  # fewer to take away than to add
                 st.out = dict(d.out)
@@ -917,12 +917,6 @@ def _count(part: Part, members: list[bytes], label_keys: tuple[str, ...]) -> Non
                 if v is not None:
                     values = part.labels.setdefault(k, {})
                     values[v] = values.get(v, 0) + 1
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether a share summed with access `a` holds for access `b` (equal: a caller's access
-    in a cluster is parsed again, equal, when another subject's grants there changed)."""
-    return a is b or (a is not None and a == b)
 
 
 def _add_all(out: dict[str, int], more: Mapping[str, int]) -> None:

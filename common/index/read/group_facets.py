@@ -44,7 +44,7 @@ import redis
 from common.index import rows
 from common.index.read import tally
 from common.index.read.memo import Memo, Recent
-from common.index.read.plan import AccessLike, Filters
+from common.index.read.plan import AccessLike, Filters, same_access
 from common.index.read.reader import Facets, Reader
 from common.kinds.status import STATUSES
 
@@ -240,7 +240,9 @@ class GroupFacets:
             if d.epoch != st.epoch:
                 continue
             with d.lock:
-                n = sum(1 for c, a in st.access.items() if c in d.held and _same(d.access[c], a))
+                n = sum(
+                    1 for c, a in st.access.items() if c in d.held and same_access(d.access[c], a)
+                )
             if n and (best is None or n > best[0]):
                 best = (n, d)
         if best is None:
@@ -255,7 +257,7 @@ class GroupFacets:
             new.total, new.clusters = d.total, dict(d.clusters)
             new.statuses, new.suspended = list(d.statuses), list(d.suspended)
             for c, held in d.held.items():
-                if c in st.access and _same(d.access[c], st.access[c]):
+                if c in st.access and same_access(d.access[c], st.access[c]):
                     new.held[c] = held
                 else:  # counted with other access, or not the new caller's: taken away
                     self.whole += 1
@@ -600,8 +602,3 @@ class GroupFacets:
             statuses={s: n for s, n in zip(STATUSES, st.statuses, strict=True) if n},
             suspended={"false": st.suspended[0], "true": st.suspended[1]},
         )
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether counts made with access `a` hold for access `b` (equal: parsed again)."""
-    return a is b or a == b

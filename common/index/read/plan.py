@@ -66,6 +66,13 @@ class Range:
 ns_prefix = namespace_prefix
 
 
+def same_access(a: AccessLike | None, b: AccessLike) -> bool:
+    """Whether what was counted with access `a` holds for access `b`: the same object, or an
+    equal one (a caller's access in a cluster is parsed again, equal, when another subject's
+    grants there changed). What a new memo entry may take over from another caller's."""
+    return a is b or (a is not None and a == b)
+
+
 def after(identity: bytes) -> bytes:
     """The first position strictly after every member with this identity."""
     return identity + TOP
