@@ -148,6 +148,7 @@ def after_write(r: Any, base: str, p: query.Profile, writes: int) -> dict[str, A
     """`p`'s first request right after each of `writes` row transitions (each on a random
     cluster), and the same request asked again at once, in ms."""
     clusters = sorted(redis_client.text(c) for c in r.hkeys(keys.CLUSTERS))
+    p = p.renewed(base)  # a group walk's next page: a walk begun now, not at the run's start
     url, headers = p.urls(base)[0], p.headers()
     rnd = random.Random(1)
     first: list[float] = []
