@@ -54,7 +54,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
 import redis
 
@@ -103,18 +104,35 @@ class GroupCursor:
     start: int
 
 
-@dataclass
+_NO_STATUSES: Mapping[str, int] = MappingProxyType({})
+"""An object group's Member's `statuses`: one empty mapping shared by all of them."""
+
+
+@dataclass(slots=True)
 class Member:
     """One cluster of a group: its status there (a namespace's worst), whether suspended (any
-    of its rows), and for namespace groups its rows by status."""
+    of its rows), and for namespace groups its rows by status (read only once made: shared by
+    the Members summed from the same counts).
+
+    Slotted, with one shared empty `statuses` for object groups: a worker's memos hold tens of
+    thousands of Members at fleet L, long-lived small objects that keep pymalloc's arenas
+    resident (docs/operations.md, "Memory of a query worker"); a Member is one block of 80 bytes
+    instead of two or three blocks of 128-192."""
 
     cluster: str
     status: str
     suspended: bool
     objects: int = 1
-    statuses: dict[str, int] = field(default_factory=dict)
+    statuses: Mapping[str, int] = field(default_factory=lambda: _NO_STATUSES)
     revision: str = ""
     """Object groups: the row's revision on this cluster ("" for none)."""
+
+
+Share = Mapping[Any, Member]
+"""One cluster's share of a page: its Member of each group of the page it holds, by group key,
+in the page's order. A dict: its table is one allocation of the C heap, where pairs of (key,
+Member) were one small object each in pymalloc's arenas."""
+_NO_SHARE: Share = MappingProxyType({})
 
 
 @dataclass
@@ -181,27 +199,33 @@ class _Tally:
     access: Mapping[str, AccessLike]
     parts: dict[str, tuple[Any, tuple[bytes, ...]]] = field(default_factory=dict)
     counts: dict[bytes, int] = field(default_factory=dict)
-    order: list[tuple[int, bytes]] = field(default_factory=list)
-    """(-count, key) of every key, sorted: the groups' order."""
+    order: list[bytes] = field(default_factory=list)
+    """Every key, sorted by `place` (its count, then itself): the groups' order. Keys only, not
+    (-count, key) pairs: an admin's tally holds tens of thousands of groups for as long as the
+    memo keeps it, and a pair was one more small object each in pymalloc's arenas."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def place(self, k: bytes) -> tuple[int, bytes]:
+        """A key's place in `order`: (-count, key). Read under `lock`."""
+        return -self.counts[k], k
 
     def move(self, delta: Mapping[bytes, int]) -> None:
         """Apply count changes, keeping `order` sorted (a few hundred keys per written
         cluster: bisect, not a sort of every group)."""
         if not self.order and len(delta) > 256:  # the first time: one sort
             self.counts = {k: n for k, n in delta.items() if n > 0}
-            self.order = sorted((-n, k) for k, n in self.counts.items())
+            self.order = sorted(self.counts, key=self.place)
             return
         for k, d in delta.items():
             if not d:
                 continue
             n0 = self.counts.get(k, 0)
             n1 = n0 + d
-            if n0 > 0:
-                del self.order[bisect.bisect_left(self.order, (-n0, k))]
+            if n0 > 0:  # found at its old count, before that moves
+                del self.order[bisect.bisect_left(self.order, (-n0, k), key=self.place)]
             if n1 > 0:
-                bisect.insort(self.order, (-n1, k))
                 self.counts[k] = n1
+                bisect.insort(self.order, k, key=self.place)
             else:
                 self.counts.pop(k, None)
 
@@ -259,7 +283,7 @@ class _Ranking:
 
     clusters: tuple[str, ...]
     keys: tuple[Any, ...]
-    shares: dict[str, Sequence[tuple[Any, Member]]]
+    shares: dict[str, Share]
     found: list[list[list[Member]]]
     out: list[list[Member]]
 
@@ -270,18 +294,18 @@ RERANK_MAX = 8
 
 def _rank(
     clusters: Sequence[str],
-    shares: Mapping[str, Sequence[tuple[Any, Member]]],
+    shares: Mapping[str, Share],
     keys: Sequence[Any],
     prev: _Ranking | None,
 ) -> _Ranking:
-    """The Members of the groups `keys` from the clusters' shares ((key, Member) pairs): worst
+    """The Members of the groups `keys` from the clusters' shares (Member by group key): worst
     status first, clusters in name order within a status (bucketed in cluster order, not
     sorted). From `prev` when it ranked the same groups over the same clusters and only a few
     clusters' shares changed since (a write moves one cluster's): only the groups whose Member
     on those clusters changed are ranked again (a transition: one group), instead of every
     Member of the page (a page of 50 groups over 200 clusters: 10,000)."""
     cs, ks = tuple(clusters), tuple(keys)
-    mine = {c: shares.get(c, ()) for c in cs}
+    mine = {c: shares.get(c, _NO_SHARE) for c in cs}
     changed = None
     if prev is not None and prev.clusters == cs and prev.keys == ks:
         changed = [c for c in cs if mine[c] is not prev.shares[c]]
@@ -289,7 +313,7 @@ def _rank(
         place = {k: j for j, k in enumerate(ks)}
         found: list[list[list[Member]]] = [[[], [], [], []] for _ in ks]
         for c in cs:
-            for k, m in mine[c]:
+            for k, m in mine[c].items():
                 found[place[k]][RANK[m.status]].append(m)
         return _Ranking(cs, ks, mine, found, [[m for b in bs for m in b] for bs in found])
     assert prev is not None
@@ -300,7 +324,7 @@ def _rank(
     found = list(prev.found)
     copied: set[int] = set()
     for c in changed:
-        old, new = dict(prev.shares[c]), dict(mine[c])
+        old, new = prev.shares[c], mine[c]
         for k in old.keys() | new.keys():
             om, nm = old.get(k), new.get(k)
             if om is nm or om == nm:
@@ -388,7 +412,7 @@ class GroupReader:
         self._runs: Memo[Any, tuple[tuple[bytes, ...], bool]] = Memo(RUNS_MAX, "groups.runs")
         """(cluster, access, filters, after key) -> the identities of the cluster's first chunk
         after that key, and whether they are all (weighted by identities)."""
-        self._shares: Memo[Any, tuple[tuple[Any, Member], ...]] = Memo(SHARES_MAX, "groups.shares")
+        self._shares: Memo[Any, Share] = Memo(SHARES_MAX, "groups.shares")
         """(cluster, access, filters, page serial) -> the cluster's Members of that page's
         groups, with their places (weighted by Members)."""
         self._rankings: Memo[Any, _Ranking] = Memo(SHARES_MAX, "groups.rankings")
@@ -522,8 +546,8 @@ class GroupReader:
         if t is None:
             return ()
         with t.lock:
-            i = bisect.bisect_left(t.order, (-after[0][0], after[0][1]))
-            return tuple(k for _m, k in t.order[i : i + SPARE] if k not in changed)
+            i = bisect.bisect_left(t.order, (-after[0][0], after[0][1]), key=t.place)
+            return tuple(k for k in t.order[i : i + SPARE] if k not in changed)
 
     # -- drift: object groups whose clusters run two or more revisions ------------------------
 
@@ -617,12 +641,12 @@ class GroupReader:
             finally:  # the counts follow every part replaced, even when a later chunk failed
                 t.move(delta)
             picked: list[tuple[int, bytes]] = []
-            i = bisect.bisect_right(t.order, pos) if pos is not None else 0
+            i = bisect.bisect_right(t.order, pos, key=t.place) if pos is not None else 0
             while len(picked) < need and i < len(t.order):
-                m, k = t.order[i]
+                k = t.order[i]
                 i += 1
                 if k not in changed:
-                    picked.append((-m, k))
+                    picked.append((t.counts[k], k))
             return picked, (dict(t.counts) if len(picked) < need else {})
 
     def _unhealthy_keys(self, q: _Ask, clusters: list[str]) -> dict[str, tuple[bytes, ...]]:
@@ -993,7 +1017,7 @@ class GroupReader:
             return []
         ids_of_page = tuple(k for _n, k in page)
         serial = self._serial(frozenset(ids_of_page))
-        shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
+        shares: dict[str, Share] = {}
         need: list[tuple[str, list[bytes]]] = []
         extra: dict[str, list[bytes]] = {}
         parts: list[tuple[bytes, str, str]] | None = None
@@ -1082,7 +1106,7 @@ class GroupReader:
                 if c in q.gens:
                     self._codes.put(c, (known, pos or positions.get(c, 0)), q.gens[c])
             # one Member per (cluster, code, revision): shared
-            share = tuple((k, _member(c, known[k])) for k in ids if known[k][:1] in allowed)
+            share = {k: _member(c, known[k]) for k in ids if known[k][:1] in allowed}
             shares[c] = share
             self.shares_built += 1
             if c in q.gens:
@@ -1099,7 +1123,7 @@ class GroupReader:
         self,
         q: _Ask,
         serial: int,
-        shares: Mapping[str, Sequence[tuple[Any, Member]]],
+        shares: Mapping[str, Share],
         keys: Sequence[Any],
     ) -> list[list[Member]]:
         """`_rank`, moved from the last ranking of the same groups for this caller and filters
@@ -1149,7 +1173,7 @@ class GroupReader:
         if not names:
             return {}
         serial = self._serial(frozenset(names))
-        shares: dict[str, tuple[tuple[Any, Member], ...]] = {}
+        shares: dict[str, Share] = {}
         need: list[tuple[str, list[str]]] = []
         for c in clusters:
             a = access[c]
@@ -1209,7 +1233,7 @@ class GroupReader:
                 shown = {}
                 if c in q.gens:
                     self._nsmembers.put(mkey, shown, q.gens[c], a)
-            share: list[tuple[str, Member]] = []
+            share: dict[str, Member] = {}
             for ns in names:
                 if ns in shown:
                     m = shown[ns]
@@ -1224,8 +1248,8 @@ class GroupReader:
                     if len(shown) < REMEMBERED_PER_CLUSTER_MAX:
                         shown[ns] = m
                 if m is not None:
-                    share.append((ns, m))
-            shares[c] = tuple(share)
+                    share[ns] = m
+            shares[c] = share
             self.shares_built += 1
             if c in q.gens:
                 self._shares.put(
@@ -1274,9 +1298,10 @@ class GroupReader:
             status, susp = tally.code_status(code.decode())
             mem = per.setdefault(ns.decode(), {}).get(cluster)
             if mem is None:
-                mem = per[ns.decode()][cluster] = Member(cluster, status, susp, 0)
+                mem = per[ns.decode()][cluster] = Member(cluster, status, susp, 0, {})
             mem.objects += 1
-            mem.statuses[status] = mem.statuses.get(status, 0) + 1
+            counted = cast(dict[str, int], mem.statuses)  # its own dict, made just above
+            counted[status] = counted.get(status, 0) + 1
             mem.suspended = mem.suspended or susp
             if RANK[status] < RANK[mem.status]:
                 mem.status = status

@@ -469,8 +469,8 @@ def test_a_ranking_moved_by_one_clusters_share_equals_one_made_whole() -> None:
     clusters = [f"c{i}" for i in range(12)]
     keys_ = [b"a", b"b", b"c"]
 
-    def share(c: str, statuses: dict[bytes, str]) -> tuple[Any, ...]:
-        return tuple((k, Member(c, s, False)) for k, s in statuses.items())
+    def share(c: str, statuses: dict[bytes, str]) -> dict[bytes, Member]:
+        return {k: Member(c, s, False) for k, s in statuses.items()}
 
     base = {
         c: share(
@@ -480,7 +480,7 @@ def test_a_ranking_moved_by_one_clusters_share_equals_one_made_whole() -> None:
     }
     first = _rank(clusters, base, keys_, None)
     moved = dict(base)
-    moved["c3"] = share("c3", {b"a": "progressing", b"b": base["c3"][1][1].status})  # c gone
+    moved["c3"] = share("c3", {b"a": "progressing", b"b": base["c3"][b"b"].status})  # c gone
     moved["c7"] = share("c7", {b"a": "unhealthy", b"b": "unknown", b"c": "healthy"})
     again = _rank(clusters, moved, keys_, first)
     whole = _rank(clusters, moved, keys_, None)
