@@ -248,14 +248,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dump-every-s", type=float, default=60)
     ap.add_argument("--variant", type=variant, action="append", help="NAME[:VAR=VALUE,...]")
     ap.add_argument("--out", default="worker_memory.json")
+    ap.add_argument(
+        "--dumps",
+        default="",
+        help="keep the heap dumps (heap-VARIANT/heap-PID.jsonl) in this directory, to read with"
+        " bench.heaptrace.diff (default: a temporary directory, removed)",
+    )
     args = ap.parse_args(argv)
     server = None if args.redis_url else start_redis_server()
     url = args.redis_url or server.url  # type: ignore[union-attr]
     try:
         if not args.redis_url:
             print(load_fleet(url, args.preset), flush=True)
-        with tempfile.TemporaryDirectory(prefix="fleetscope-worker-memory-") as tmp:
-            result = run(args, url, Path(tmp))
+        if args.dumps:
+            Path(args.dumps).mkdir(parents=True, exist_ok=True)
+            result = run(args, url, Path(args.dumps))
+        else:
+            with tempfile.TemporaryDirectory(prefix="fleetscope-worker-memory-") as tmp:
+                result = run(args, url, Path(tmp))
         result["args"] = {k: v for k, v in vars(args).items() if k != "variant"}
         Path(args.out).write_text(json.dumps(result, indent=1))
         print(table(result), flush=True)

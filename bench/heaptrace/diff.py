@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         was = {(c[1], c[2]): c[0] for c in a.get("containers", [])}
         for n, kind, path in b["containers"][: args.top]:
             print(f"  {was.get((kind, path), 0):9d} -> {n:9d}  {kind:12s} {path}")
+    for field in ("modules", "linecache"):  # from 2026-12-05
+        if field in a and field in b:
+            new = sorted(set(b[field]) - set(a[field]))
+            print(f"\n{field} loaded since: {len(new)}" + "".join(f"\n  {m}" for m in new))
     print("\nmemos (entries, bytes):")
     before = {m[0]: m for m in a.get("memos", [])}
     for name, n, nbytes in b.get("memos", []):

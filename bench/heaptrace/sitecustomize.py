@@ -58,6 +58,11 @@ def _dump(path: str, started: float) -> None:
         types = collections.Counter(type(o).__name__ for o in gc.get_objects())
         line["types"] = types.most_common(60)
         line["containers"] = _containers()
+    # What a process loads late stays for its life: a module imported on a first error path
+    # (a failover's) or a source file read into linecache for a traceback is a step in RSS.
+    line["modules"] = sorted(sys.modules)
+    linecache = sys.modules.get("linecache")
+    line["linecache"] = sorted(getattr(linecache, "cache", {}))
     memo = sys.modules.get("common.index.read.memo")
     if memo is not None:
         line["memos"] = [
@@ -65,8 +70,35 @@ def _dump(path: str, started: float) -> None:
             for m in list(memo._memos)  # a diagnostic reads the registry
             if hasattr(m, "__len__")
         ]
+        if os.environ.get("HEAPTRACE_MEMO_OBJECTS") == "1":
+            line["memo_objects"] = [
+                [getattr(m, "name", "") or type(m).__name__, *_reach(m)] for m in list(memo._memos)
+            ]
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
+
+
+def _reach(root: object, limit: int = 20_000_000) -> tuple[int, int, int]:
+    """(objects, of them small enough for pymalloc (512 B or less), their bytes) reachable
+    from `root` and not from a module: what a memo's entries pin in the heap. A memo's owner
+    (a caller's access) and the interned atoms it shares are counted too."""
+    import gc
+    import sys
+
+    seen: set[int] = {id(root)}
+    stack = [root]
+    small = small_bytes = 0
+    while stack and len(seen) < limit:
+        o = stack.pop()
+        size = sys.getsizeof(o, 0)
+        if size <= 512:
+            small += 1
+            small_bytes += size
+        for r in gc.get_referents(o):
+            if id(r) not in seen and not isinstance(r, (type, type(sys))):
+                seen.add(id(r))
+                stack.append(r)
+    return len(seen), small, small_bytes
 
 
 _ATOMS = (str, bytes, int, float, bool, type(None), complex, type)
