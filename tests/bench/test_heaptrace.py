@@ -22,14 +22,18 @@ if pid == 0:
     keep = []
     for i in range(int(os.environ["ROUNDS"])):
         keep.append([bytes(2000) for _ in range(2000)])
-        m.put(i, i)
+        m.put(i, [str(j) * 3 for j in range(500)])
+        if i == 1:
+            import colorsys  # loaded late: the dumps after this one list it
         time.sleep(float(os.environ["HEAPTRACE_EVERY_S"]) * 1.5)
     os._exit(0)
 os.waitpid(pid, 0)
 """
 
 
-def run(tmp_path: Path, rounds: int, frames: int, census: bool = False) -> list[dict]:
+def run(
+    tmp_path: Path, rounds: int, frames: int, census: bool = False, memo_objects: bool = False
+) -> list[dict]:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO / "bench" / "heaptrace"), str(REPO)]),
@@ -38,6 +42,7 @@ def run(tmp_path: Path, rounds: int, frames: int, census: bool = False) -> list[
         "HEAPTRACE_FRAMES": str(frames),
         "ROUNDS": str(rounds),
         "HEAPTRACE_CENSUS": "1" if census else "0",
+        "HEAPTRACE_MEMO_OBJECTS": "1" if memo_objects else "0",
     }
     subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, timeout=60)
     files = list(tmp_path.glob("heap-*.jsonl"))
@@ -117,3 +122,17 @@ def test_grown_keeps_only_growth() -> None:
     a = [[100, 1, "x"], [50, 1, "y"]]
     b = [[300, 2, "x"], [10, 1, "y"], [40, 1, "z"]]
     assert diff.grown(a, b, key=2, size=0) == [(200, "x"), (40, "z")]
+
+
+def test_modules_loaded_late_and_what_each_memo_pins(tmp_path: Path, capsys) -> None:
+    dumps = run(tmp_path, rounds=4, frames=0, memo_objects=True)
+    first, last = dumps[0], dumps[-1]
+    assert "colorsys" not in first["modules"] and "colorsys" in last["modules"]
+    pinned = {name: (n, small) for name, n, small, _bytes in last["memo_objects"]}
+    # each entry a list of 500 short strings: at least that many objects per entry kept
+    assert pinned["probe"][0] >= 500 * 3 and pinned["probe"][1] >= 500 * 3
+    first_pinned = {name: n for name, n, _small, _bytes in first["memo_objects"]}
+    assert first_pinned["probe"] < pinned["probe"][0]
+    assert diff.main([str(next(tmp_path.glob("heap-*.jsonl"))), "--from", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "modules loaded since: " in out and "\n  colorsys" in out
