@@ -10,6 +10,7 @@ the text and spliced in per request, and so is the one that depends on the time,
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections.abc import Mapping
@@ -40,9 +41,10 @@ class _Cached(NamedTuple):
     blocker: _Blocker | None
     blocked_text: str
     """The row's JSON with its `blockedBy` (the same as `text` when it has none)."""
-    recent: str
-    """Its recent transitions (common.index.rows): `transitions24h` is counted per request.
-    Both texts are held without their closing brace."""
+    times: tuple[int, ...]
+    """Its recent transitions' times (common.index.rows), sorted: `transitions24h` is counted
+    per request (by bisection, not by parsing them again for every row of every page). Both
+    texts are held without their closing brace."""
 
 
 _rows: dict[tuple[str, bytes], _Cached] = {}
@@ -53,19 +55,21 @@ memo.on_sweep(rows.clear_caches)  # the rows' decoded times, likewise
 def _render(cluster: str, member: bytes) -> _Cached:
     text = rows.timeless_row_json(cluster, member)[:-1]  # the closing brace comes per request
     stored = member.decode()
-    recent = rows.recent_of(stored)
+    times = tuple(sorted(rows.recent_times(rows.recent_of(stored))[1]))
     blocked = decode_blocker(cluster, rows.blocked_of(stored))
     if blocked is None:
-        return _Cached(text, None, text, recent)
+        return _Cached(text, None, text, times)
     spliced = f'{text},"blockedBy":{json.dumps(blocked, separators=(",", ":"))}'
-    return _Cached(text, _Blocker(blocked["namespace"], blocked["kind"]), spliced, recent)
+    return _Cached(text, _Blocker(blocked["namespace"], blocked["kind"]), spliced, times)
 
 
-def _closed(text: str, recent: str, now: float) -> str:
-    """A cached row's text with its `transitions24h` as of now (it slides with time)."""
-    if not recent:
+def _closed(text: str, times: tuple[int, ...], now: float) -> str:
+    """A cached row's text with its `transitions24h` as of now (it slides with time): the
+    times at or after 24 hours before now, as common.index.rows.transitions_24h counts them."""
+    if not times:
         return text + ',"transitions24h":0}'
-    return f'{text},"transitions24h":{rows.transitions_24h(recent, now)}}}'
+    n = len(times) - bisect.bisect_left(times, now - rows.DAY_S)
+    return f'{text},"transitions24h":{n}}}'
 
 
 def row_texts(
@@ -86,11 +90,11 @@ def row_texts(
     for (cluster, _), row in zip(members, found, strict=True):
         blocker = row.blocker
         if blocker is None or access is None:
-            out.append(_closed(row.text, row.recent, now))
+            out.append(_closed(row.text, row.times, now))
             continue
         a = access.get(cluster)
         shown = a is not None and a.may_list(blocker.namespace, blocker.kind)
-        out.append(_closed(row.blocked_text if shown else row.text, row.recent, now))
+        out.append(_closed(row.blocked_text if shown else row.text, row.times, now))
     return out
 
 

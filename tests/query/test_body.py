@@ -70,3 +70,22 @@ def test_blockedby_is_spliced_in_only_for_callers_who_may_list_the_node() -> Non
         assert without[1] == {k: v for k, v in expected[1].items() if k != "blockedBy"}
         assert body.row_texts(page, {"c2": platform}) == body.row_texts(page)  # other cluster
         assert "blockedBy" not in body.row_texts(page)[1]
+
+
+@pytest.mark.parametrize("hours", [0, 1, 22.5, 23, 24, 24 + 1 / 3600, 25.5, 50])
+def test_transitions24h_slides_with_time_as_the_rows_count_it(
+    monkeypatch: pytest.MonkeyPatch, hours: float
+) -> None:
+    """A cached row's `transitions24h` is counted as of each request, equal to
+    common.index.rows.transitions_24h at that moment (a transition exactly 24 hours old still
+    counts), from times stored in any order."""
+    t0 = 1_790_000_000
+    times = (t0 - 7200, t0, t0 - 3600, t0 - 86400, t0 - 5400)
+    recent = f"{t0 - 9000}," + ",".join(map(str, times)) + ",junk"  # failingSince first
+    stored = rows.with_recent(member("flappy").decode(), recent).encode()
+    now = t0 + hours * 3600
+    monkeypatch.setattr(body.time, "time", lambda: now)
+    body.row_texts([("c1", stored)])  # cached before, asked at `now`: the count still slides
+    got = json.loads(body.row_texts([("c1", stored)])[0])["transitions24h"]
+    assert got == rows.transitions_24h(recent, now)
+    assert got == sum(1 for t in times if t >= now - 86400)
