@@ -95,7 +95,7 @@ def _reach(root: object, limit: int = 20_000_000) -> tuple[int, int, int]:
             small += 1
             small_bytes += size
         for r in gc.get_referents(o):
-            if id(r) not in seen and not isinstance(r, (type, type(sys))):
+            if id(r) not in seen and not isinstance(r, type | type(sys)):
                 seen.add(id(r))
                 stack.append(r)
     return len(seen), small, small_bytes
