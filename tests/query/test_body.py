@@ -4,6 +4,7 @@ on cache hits and misses, `blockedBy` spliced in per caller, with the cache boun
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -84,7 +85,8 @@ def test_transitions24h_slides_with_time_as_the_rows_count_it(
     recent = f"{t0 - 9000}," + ",".join(map(str, times)) + ",junk"  # failingSince first
     stored = rows.with_recent(member("flappy").decode(), recent).encode()
     now = t0 + hours * 3600
-    monkeypatch.setattr(body.time, "time", lambda: now)
+    # body's own clock only: patching the time module's would reach every thread of the session
+    monkeypatch.setattr(body, "time", SimpleNamespace(time=lambda: now))
     body.row_texts([("c1", stored)])  # cached before, asked at `now`: the count still slides
     got = json.loads(body.row_texts([("c1", stored)])[0])["transitions24h"]
     assert got == rows.transitions_24h(recent, now)
