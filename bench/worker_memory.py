@@ -24,6 +24,7 @@ samples, it is for trying a change to a worker's memory before a soak (docs/oper
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -262,10 +263,9 @@ def main(argv: list[str] | None = None) -> int:
             print(load_fleet(url, args.preset), flush=True)
         if args.dumps:
             Path(args.dumps).mkdir(parents=True, exist_ok=True)
-            result = run(args, url, Path(args.dumps))
-        else:
-            with tempfile.TemporaryDirectory(prefix="fleetscope-worker-memory-") as tmp:
-                result = run(args, url, Path(tmp))
+        kept = contextlib.nullcontext(args.dumps) if args.dumps else None
+        with kept or tempfile.TemporaryDirectory(prefix="fleetscope-worker-memory-") as dumps:
+            result = run(args, url, Path(dumps))
         result["args"] = {k: v for k, v in vars(args).items() if k != "variant"}
         Path(args.out).write_text(json.dumps(result, indent=1))
         print(table(result), flush=True)

@@ -10,7 +10,6 @@ the text and spliced in per request, and so is the one that depends on the time,
 
 from __future__ import annotations
 
-import bisect
 import json
 import time
 from collections.abc import Mapping
@@ -64,12 +63,10 @@ def _render(cluster: str, member: bytes) -> _Cached:
 
 
 def _closed(text: str, times: tuple[int, ...], now: float) -> str:
-    """A cached row's text with its `transitions24h` as of now (it slides with time): the
-    times at or after 24 hours before now, as common.index.rows.transitions_24h counts them."""
+    """A cached row's text with its `transitions24h` as of now (it slides with time)."""
     if not times:
         return text + ',"transitions24h":0}'
-    n = len(times) - bisect.bisect_left(times, now - rows.DAY_S)
-    return f'{text},"transitions24h":{n}}}'
+    return f'{text},"transitions24h":{rows.within_24h(times, now)}}}'
 
 
 def row_texts(
