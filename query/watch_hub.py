@@ -190,7 +190,11 @@ class Hub:
     def _expire(self, cluster: str) -> None:
         """The hub fell behind `cluster`'s feed retention (entries were trimmed before it read
         them): every stream that could have shown one of them gets 410 Expired and ends, as a
-        resume from there would (the client lists again); none is left with a gap."""
+        resume from there would (the client lists again); none is left with a gap. A stream
+        whose own position there is past the hub's (opened from a list read after the writes
+        the hub has not read yet) is owed only what follows its position: it stays when the
+        feed still holds that, since what the batch read starts at the oldest entry kept."""
+        kept: dict[Position, bool] = {}
         for sub in list(self.subs):
             if sub.caller is None or sub.sink is None:
                 continue
@@ -198,6 +202,12 @@ class Hub:
                 continue
             if sub.filters.clusters and cluster not in sub.filters.clusters:
                 continue
+            own = sub.ahead.get(cluster)
+            if own is not None:
+                if own not in kept:
+                    kept[own] = not feed.expired(self.r, cluster, own)
+                if kept[own]:
+                    continue
             sub.sink.send(watch_events.expired(_expired_message(cluster)))
             self._drop(sub)
 

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from common import redis_client
-from common.index import history, keys, rows
+from common.index import feed, history, keys, rows
 from common.index.feed import MODIFIED, Position
 from common.index.read import tally
 from common.index.read.reader import Filters
@@ -163,6 +163,41 @@ def test_the_hub_ends_with_410_the_streams_that_could_see_an_expired_cluster() -
     assert sent is not None and b'"code":410' in sent and b'"reason":"Expired"' in sent
     assert sees.closed and not blind.closed and not elsewhere.closed
     assert len(hub.subs) == 2
+    hub.sel.close()
+    hub._wake_r.close()
+    hub._wake_w.close()
+
+
+def test_a_stream_past_the_hub_on_an_expired_cluster_is_kept_when_the_feed_holds_its_place(
+    fleet: redis.Redis,
+) -> None:
+    """The hub fell behind WRITTEN's retention; a stream opened from a list read after those
+    writes (its position there past the hub's) is owed only what follows its own position: it
+    stays while the feed still holds that. One whose own position was trimmed too, and one
+    level with the hub, end with 410 (the flake of 2026-12-04: a fresh list's stream, admitted
+    before the hub read the trimmed writes, ended with 410 as well)."""
+    added(fleet, [f"lost-{i}" for i in range(5)], feed_max=3)  # lost-0 and lost-1 trimmed
+    gens = [c.position.gen for c in feed.read_after(fleet, WRITTEN, Position(0))]
+    assert len(gens) == 3  # lost-2, lost-3, lost-4
+    hub = Hub(SimpleNamespace(r=fleet))  # type: ignore[arg-type]
+    subs = {}
+    for name, ahead in (
+        ("fresh", {WRITTEN: Position(gens[1])}),  # after lost-3: lost-4 is still kept
+        ("stale", {WRITTEN: Position(gens[0] - 2)}),  # after lost-0: lost-1 is gone
+        ("level", {}),
+    ):
+        caller = Caller(UserInfo(name), access={WRITTEN: None})  # type: ignore[arg-type]
+        sub = Subscription(UserInfo(name), Filters(), None, sink=QueueSink(), caller=caller)
+        sub.ahead = dict(ahead)
+        caller.subs[sub] = None
+        hub.subs[sub] = None
+        subs[name] = sub
+    hub._expire(WRITTEN)
+    assert not subs["fresh"].closed and subs["fresh"] in hub.subs
+    for name in ("stale", "level"):
+        sent = subs[name].sink.q.get_nowait()  # type: ignore[union-attr]
+        assert sent is not None and b'"code":410' in sent, name
+        assert subs[name].closed and subs[name] not in hub.subs
     hub.sel.close()
     hub._wake_r.close()
     hub._wake_w.close()
