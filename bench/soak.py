@@ -72,8 +72,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--heaptrace",
         metavar="DIR",
-        help="diagnosis: the second query process's workers dump their heap's make-up into DIR "
-        "every 150 s (bench.heaptrace; read with python -m bench.heaptrace.diff), and every "
+        help="diagnosis: the second query process's workers and the first Celery worker's "
+        "prefork children dump their heap's make-up into DIR every 150 s (bench.heaptrace; "
+        "read with python -m bench.heaptrace.diff), and every "
         "RSS sample records each process's RSS by mapping kind (heapmaps.smaps_kib)",
     )
     p.add_argument(

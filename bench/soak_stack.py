@@ -262,7 +262,8 @@ def start_stack(
     **settings: Any,
 ) -> Stack:
     """Everything started; returns once every query process answers (not yet collected).
-    With `heaptrace`, the last query process's workers dump their heap's make-up there."""
+    With `heaptrace`, the last query process's workers and the first Celery worker's prefork
+    children dump their heap's make-up there."""
     redis = start_sentinel_set(down_after_ms=SENTINEL_DOWN_AFTER_MS)
     env = stack_env(redis.url, Path(str(sim.kubeconfig_dir)), workdir, **settings)
     env["FLEETSCOPE_BROKER_URL"] = redis.broker_url
@@ -270,7 +271,10 @@ def start_stack(
     stack = Stack(sim, workdir, redis, sup)
     try:
         for i in range(WORKERS):
-            start_worker(sup, name=f"worker-{i}", pool="prefork")
+            # the first worker's prefork children dump too (the ones a fault replaces)
+            traced = heaptrace if i == 0 else None
+            extra = heaptrace_env(env, traced, 0) if traced else None
+            start_worker(sup, name=f"worker-{i}", pool="prefork", env=extra)
         start_beat(sup, workdir)
         for i in range(WATCHERS):
             stack.watch_ports[f"watcher-{i}"] = free_port()

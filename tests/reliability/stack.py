@@ -43,12 +43,14 @@ def stack_env(redis_url: str, clusters_dir: Path, workdir: Path, **settings: obj
     return env
 
 
-def start_worker(sup: Supervisor, name: str = "worker", pool: str = "solo") -> Child:
+def start_worker(
+    sup: Supervisor, name: str = "worker", pool: str = "solo", env: dict[str, str] | None = None
+) -> Child:
     argv = ["-A", "collector", "worker", "--loglevel", "INFO", "--pool", pool]
     argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     if pool == "prefork":
         argv += ["--concurrency", "2"]
-    return sup.start(name, python_module("celery", *argv))
+    return sup.start(name, python_module("celery", *argv), env)
 
 
 def start_beat(sup: Supervisor, workdir: Path) -> Child:
