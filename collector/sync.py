@@ -13,6 +13,7 @@ import hashlib
 import logging
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -27,7 +28,7 @@ from common.index import history, rows
 from common.index.lease import Fence
 from common.index.write import store
 from common.kinds.registry import Kind, KindRegistry
-from common.leaf.client import LeafClient
+from common.leaf.client import LeafClient, page_items
 from common.rbac.authorizer import RbacObjects
 from common.rbac.grants import compile_grants, grants_generation, store_grants
 
@@ -184,12 +185,27 @@ def _objects(
 
 
 @dataclass
+class Pages:
+    """One kind's list as its pages' JSON bodies (`LeafClient.list_pages`), parsed again one
+    page at a time when rows are built: a sync holds a few buffers per kind until then, not
+    every object of the cluster as dicts and strings, whose millions of small objects at once
+    set how many of pymalloc's arenas a worker keeps for its life."""
+
+    bodies: list[bytes]
+    count: int
+
+    def objects(self) -> Iterator[dict[str, Any]]:
+        for body in self.bodies:
+            yield from page_items(body)
+
+
+@dataclass
 class Listed:
     """Every listed object of one cluster (`list_cluster`), not yet built into rows, and the
     digest of what rows built from them depend on."""
 
-    plain: list[tuple[Kind, str, list[dict[str, Any]]]] = field(default_factory=list)
-    """(kind, served apiVersion, objects) of kinds whose rows need nothing else."""
+    plain: list[tuple[Kind, str, Pages]] = field(default_factory=list)
+    """(kind, served apiVersion, its pages) of kinds whose rows need nothing else."""
     held: list[mesh.Held] = field(default_factory=list)
     services: list[dict[str, Any]] | None = None
     namespaces: list[str] | None = None
@@ -198,7 +214,7 @@ class Listed:
 
     @property
     def count(self) -> int:
-        return sum(len(objs) for _, _, objs in self.plain) + len(self.held)
+        return sum(pages.count for _, _, pages in self.plain) + len(self.held)
 
 
 ROW_CODE = (
@@ -223,6 +239,16 @@ def _row_code_digest() -> bytes:
     return h.digest()
 
 
+def versions(objects: list[dict[str, Any]]) -> list[str]:
+    """Each object's "uid/resourceVersion" for the snapshot digest ("" when it lacks one)."""
+    out = []
+    for o in objects:
+        meta = o.get("metadata") or {}
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        out.append(f"{uid}/{version}" if uid and version else "")
+    return out
+
+
 class _Digest:
     """What rows depend on, hashed: the row code, the kinds, each served kind's apiVersion and
     every object's uid and resourceVersion (which the API server changes with every write)."""
@@ -233,13 +259,13 @@ class _Digest:
         self.complete = True
 
     def add(self, what: str, objects: list[dict[str, Any]]) -> None:
-        parts = [what, str(len(objects))]
-        for o in objects:
-            meta = o.get("metadata") or {}
-            uid, version = meta.get("uid"), meta.get("resourceVersion")
-            if not uid or not version:
-                self.complete = False
-            parts.append(f"{uid}/{version}")
+        self.add_versions(what, versions(objects))
+
+    def add_versions(self, what: str, seen: list[str]) -> None:
+        """`what`'s objects as `versions` gave them (a page's at a time, in list order)."""
+        if "" in seen:
+            self.complete = False
+        parts = [what, str(len(seen)), *seen]
         self.h.update("\n".join(parts).encode() + b"\n\n")
 
     def hexdigest(self) -> str:
@@ -256,12 +282,16 @@ def list_cluster(client: LeafClient, registry: KindRegistry) -> Listed:
         api_version = served.get(kind.key)
         if api_version is None:
             continue
-        objects = list(client.list_all(kind, api_version))
-        digest.add(f"{kind.key} {api_version}", objects)
+        what = f"{kind.key} {api_version}"
         if mesh.held(kind):
+            objects = list(client.list_all(kind, api_version))
+            digest.add(what, objects)
             listed.held.extend(mesh.Held(kind, api_version, o) for o in objects)
         else:
-            listed.plain.append((kind, api_version, objects))
+            bodies, seen = client.list_pages(api_version, kind.plural, versions)
+            flat = [v for page in seen for v in page]
+            digest.add_versions(what, flat)
+            listed.plain.append((kind, api_version, Pages(bodies, len(flat))))
     if listed.held:
         raw = _mesh_context(client)
         if raw is None:
@@ -281,8 +311,8 @@ def build(cluster: str, listed: Listed, result: SyncResult | None = None) -> lis
     kinds, kinds with Service edges) are built together at the end (collector.mesh).
     `result` gets the validation's work."""
     members: list[str] = []
-    for kind, api_version, objects in listed.plain:
-        members.extend(rows.member(cluster, kind, api_version, o) for o in objects)
+    for kind, api_version, pages in listed.plain:
+        members.extend(rows.member(cluster, kind, api_version, o) for o in pages.objects())
     if listed.held:
         started = time.process_time()
         members.extend(mesh.members(cluster, listed.held, listed.services, listed.namespaces))

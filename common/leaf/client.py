@@ -22,9 +22,9 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
@@ -47,6 +47,7 @@ from common.kinds.registry import Kind, KindRegistry
 from common.leaf import credentials, exec_plugin
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 # Where the kubeconfig loader leaves the bearer token ("Bearer ..."): api_key["authorization"]
 # up to kubernetes 36.0.0, api_key["BearerToken"] from 36.0.1 on. Read both: reading one only
 # sent no Authorization header at all with the other versions.
@@ -399,6 +400,39 @@ class LeafClient:
                 )
         raise ClusterUnreachable(f"cluster {self.name}: list of {plural} kept expiring (410)")
 
+    def list_pages(
+        self, api_version: str, plural: str, read: Callable[[list[dict[str, Any]]], T]
+    ) -> tuple[list[bytes], list[T]]:
+        """Every object of a resource as each page's JSON body, whole (relisted from scratch on
+        410 Gone), and what `read` made of each page's items as it came (read once, then
+        dropped). A caller that keeps a cluster's lists until it builds rows keeps a few large
+        buffers rather than every object's dicts and strings (`page_items` parses one again):
+        the small objects of a whole cluster at once set how many arenas a worker keeps."""
+        base = _collection_path(api_version, plural)
+        for _attempt in range(MAX_RELISTS):
+            bodies: list[bytes] = []
+            got: list[T] = []
+            token = ""
+            try:
+                while True:
+                    query = {"limit": str(self.page_size)}
+                    if token:
+                        query["continue"] = token
+                    body = self._get_body(f"{base}?{urlencode(query)}", listing=True)
+                    page = self._json_object(body, base)
+                    got.append(read(page.get("items") or []))
+                    bodies.append(body)
+                    meta = page.get("metadata") or {}
+                    token = meta.get("continue") or ""
+                    del page
+                    if not token:
+                        return bodies, got
+            except _Gone:
+                log.info(
+                    "list of %s expired (410); relisting", plural, extra={"cluster": self.name}
+                )
+        raise ClusterUnreachable(f"cluster {self.name}: list of {plural} kept expiring (410)")
+
     def watch(
         self, api_version: str, plural: str, resource_version: str, timeout_s: float, idle_s: float
     ) -> WatchStream:
@@ -478,6 +512,15 @@ class LeafClient:
         detail: bool = False,
         listing: bool = False,
     ) -> dict[str, Any]:
+        return self._json_object(self._get_body(path, extra, detail, listing), path)
+
+    def _get_body(
+        self,
+        path: str,
+        extra: urllib3.HTTPHeaderDict | None = None,
+        detail: bool = False,
+        listing: bool = False,
+    ) -> bytes:
         headers = self._headers(listing)
         for k, v in (extra or {}).items():
             headers.add(k, v)
@@ -501,8 +544,11 @@ class LeafClient:
         if resp.status >= 400:
             retry_after = _retry_after_s(resp.headers.get("Retry-After"))
             _raise_for(self.name, resp.status, resp.data, path, detail, retry_after)
+        return bytes(resp.data)
+
+    def _json_object(self, body: bytes, path: str) -> dict[str, Any]:
         try:
-            data = loads(resp.data)
+            data = loads(body)
         except ValueError:
             raise ClusterError(f"cluster {self.name}: {path.split('?')[0]} sent no JSON") from None
         if not isinstance(data, dict):
@@ -615,6 +661,12 @@ def _retry_after_s(raw: str | None) -> float:
         return min(max(float(raw or 0), 0.0), RETRY_AFTER_MAX_S)
     except ValueError:
         return 0.0  # the HTTP-date form: kube-apiserver does not send it
+
+
+def page_items(body: bytes) -> list[dict[str, Any]]:
+    """The items of one list page's body from `LeafClient.list_pages` (checked as JSON then)."""
+    items = loads(body).get("items")
+    return items if isinstance(items, list) else []
 
 
 def loads(raw: bytes) -> Any:

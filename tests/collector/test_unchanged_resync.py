@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
 import time
 import weakref
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from collector.jobs import Collector
 from common.index import keys, rows, syncstatus
 from common.index.write import store
 from common.kinds.registry import KindRegistry, builtin_registry
+from common.leaf.client import LeafClient
+from common.leaf.registry import load_dir
 from common.settings import Settings
 from kubesim.gen.fleet import generate_fleet
 from kubesim.server import KubeSim
@@ -182,3 +185,28 @@ def test_an_interrupted_sync_lets_go_of_what_it_listed(
     finally:
         gc.enable()
     assert status(r).last_error == "SystemExit (unexpected; see the worker log)"
+
+
+def test_a_listed_cluster_holds_its_kinds_pages_not_their_objects(tmp_path: Path) -> None:
+    """Between its list and its build (rows are built only when the digest moved) a sync holds
+    each plain kind's list as its pages' JSON bodies, a block or two a page, where the objects
+    as dicts and strings were dozens of small blocks each, every one of the cluster's alive at
+    once: the swing that set how many arenas a Celery child keeps (docs/operations.md, the
+    thirty-second L soak)."""
+    with sims.start(generate_fleet(clusters=1, namespaces=100, seed=11), tmp_path) as sim:
+        assert sim.kubeconfig_dir is not None
+        client = LeafClient(load_dir(str(sim.kubeconfig_dir))[C])
+        listed = sync.list_cluster(client, REG)
+        listed.held, listed.services, listed.namespaces = [], None, None  # plain kinds alone
+        objects = [o for _, _, pages in listed.plain for o in pages.objects()]
+        assert len(objects) == listed.count > 100
+        gc.collect()
+        with_objects = sys.getallocatedblocks()
+        del objects
+        gc.collect()
+        with_pages = sys.getallocatedblocks()
+        del listed
+        gc.collect()
+        as_pages, as_objects = with_pages - sys.getallocatedblocks(), with_objects - with_pages
+        assert as_pages * 20 < as_objects, (as_pages, as_objects)
+        client.close()

@@ -14,7 +14,7 @@ from kubernetes.client import Configuration
 
 from common.errors import ClusterError, ClusterUnreachable, Forbidden, NotFound, UpstreamError
 from common.kinds.registry import builtin_registry
-from common.leaf.client import ClusterConfig, LeafClient
+from common.leaf.client import ClusterConfig, LeafClient, page_items
 from tests.support.fakeleaf import KS, FakeLeaf, flux_object
 
 TOKEN = "tok-SECRET-d1st1nct1ve-4242"
@@ -66,6 +66,17 @@ def test_list_restarts_from_scratch_on_410(leaf: FakeLeaf) -> None:
     items = list(c.list_resource(KS, "kustomizations"))
     assert [o["metadata"]["name"] for o in items] == [f"app-{i}" for i in range(7)]
     assert c.requests == 2 + 3  # first attempt died on its second page
+
+
+def test_list_pages_keep_each_page_whole_and_restart_from_scratch_on_410(leaf: FakeLeaf) -> None:
+    leaf.expire_continue = 1
+    c = client(leaf, page_size=3)
+    bodies, read = c.list_pages(KS, "kustomizations", lambda items: len(items))
+    assert c.requests == 2 + 3  # first attempt died on its second page
+    assert read == [3, 3, 1]  # what the dead attempt read is not handed on
+    assert all(isinstance(b, bytes) for b in bodies)
+    names = [o["metadata"]["name"] for b in bodies for o in page_items(b)]
+    assert names == [f"app-{i}" for i in range(7)]
 
 
 def test_errors_are_translated(leaf: FakeLeaf) -> None:
