@@ -40,8 +40,13 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = {"full": 75.0, "resync": 60.0}  # issue #38
 
 
-def start_kubesim(preset: str, seed: int, kube_dir: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "fleetscope", "kubesim", "--preset", preset, "--seed", str(seed)]
+def start_kubesim(
+    preset: str, seed: int, kube_dir: str, fleet: list[str] | None = None
+) -> subprocess.Popen[str]:
+    """`fleetscope kubesim` serving `preset` (or `fleet`'s arguments, e.g. `--clusters 4
+    --namespaces 2000`), warm, once it says it is ready."""
+    shape = fleet if fleet is not None else ["--preset", preset]
+    cmd = [sys.executable, "-m", "fleetscope", "kubesim", *shape, "--seed", str(seed)]
     cmd += ["--warm", "--kubeconfig-dir", kube_dir]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -18,34 +18,18 @@ import argparse
 import gc
 import json
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.collection import start_kubesim
 from bench.heaptrace import heapmaps
 from collector import sync
 from common.kinds.registry import builtin_registry
 from common.leaf.client import LeafClient
 from common.leaf.registry import load_dir
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def start_kubesim(
-    clusters: int, namespaces: int, seed: int, kube_dir: str
-) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "fleetscope", "kubesim", "--clusters", str(clusters)]
-    cmd += ["--namespaces", str(namespaces), "--seed", str(seed), "--warm"]
-    cmd += ["--kubeconfig-dir", kube_dir]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("kubesim ready"):
-            return proc
-    raise RuntimeError(f"kubesim exited ({proc.wait()}) before its ready line")
 
 
 def measure(kube_dir: str, rounds: int) -> dict[str, Any]:
@@ -98,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="sync_memory.json")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fleetscope-sync-memory-") as kube_dir:
-        sim = start_kubesim(args.clusters, args.namespaces, args.seed, kube_dir)
+        fleet = ["--clusters", str(args.clusters), "--namespaces", str(args.namespaces)]
+        sim = start_kubesim("", args.seed, kube_dir, fleet)
         try:
             result = measure(kube_dir, args.rounds)
         finally:

@@ -379,26 +379,16 @@ class LeafClient:
 
     def list_snapshot(self, api_version: str, plural: str) -> tuple[list[dict[str, Any]], str]:
         """Every object of a resource and the list's resourceVersion (to watch from)."""
-        base = _collection_path(api_version, plural)
-        for _attempt in range(MAX_RELISTS):
+
+        def attempt() -> tuple[list[dict[str, Any]], str]:
             items: list[dict[str, Any]] = []
-            token = ""
-            try:
-                while True:
-                    query = {"limit": str(self.page_size)}
-                    if token:
-                        query["continue"] = token
-                    page = self._get_json(f"{base}?{urlencode(query)}", listing=True)
-                    items.extend(page.get("items") or [])
-                    meta = page.get("metadata") or {}
-                    token = meta.get("continue") or ""
-                    if not token:
-                        return items, str(meta.get("resourceVersion") or "")
-            except _Gone:
-                log.info(
-                    "list of %s expired (410); relisting", plural, extra={"cluster": self.name}
-                )
-        raise ClusterUnreachable(f"cluster {self.name}: list of {plural} kept expiring (410)")
+            meta: dict[str, Any] = {}
+            for _, page in self._pages(api_version, plural):
+                items.extend(page.get("items") or [])
+                meta = page.get("metadata") or {}
+            return items, str(meta.get("resourceVersion") or "")
+
+        return self._relisted(plural, attempt)
 
     def list_pages(
         self, api_version: str, plural: str, read: Callable[[list[dict[str, Any]]], T]
@@ -408,25 +398,38 @@ class LeafClient:
         dropped). A caller that keeps a cluster's lists until it builds rows keeps a few large
         buffers rather than every object's dicts and strings (`page_items` parses one again):
         the small objects of a whole cluster at once set how many arenas a worker keeps."""
-        base = _collection_path(api_version, plural)
-        for _attempt in range(MAX_RELISTS):
+
+        def attempt() -> tuple[list[bytes], list[T]]:
             bodies: list[bytes] = []
             got: list[T] = []
-            token = ""
+            for body, page in self._pages(api_version, plural):
+                got.append(read(page.get("items") or []))
+                bodies.append(body)
+            return bodies, got
+
+        return self._relisted(plural, attempt)
+
+    def _pages(self, api_version: str, plural: str) -> Iterator[tuple[bytes, dict[str, Any]]]:
+        """One list of a resource, page by page (limit and continue): each page's body and its
+        JSON. Raises _Gone when the continue token expired (the list must start again)."""
+        base = _collection_path(api_version, plural)
+        token = ""
+        while True:
+            query = {"limit": str(self.page_size)}
+            if token:
+                query["continue"] = token
+            body = self._get_body(f"{base}?{urlencode(query)}", listing=True)
+            page = self._json_object(body, base)
+            yield body, page
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def _relisted(self, plural: str, attempt: Callable[[], T]) -> T:
+        """`attempt()`, from scratch again while its list's continue token expires (410)."""
+        for _ in range(MAX_RELISTS):
             try:
-                while True:
-                    query = {"limit": str(self.page_size)}
-                    if token:
-                        query["continue"] = token
-                    body = self._get_body(f"{base}?{urlencode(query)}", listing=True)
-                    page = self._json_object(body, base)
-                    got.append(read(page.get("items") or []))
-                    bodies.append(body)
-                    meta = page.get("metadata") or {}
-                    token = meta.get("continue") or ""
-                    del page
-                    if not token:
-                        return bodies, got
+                return attempt()
             except _Gone:
                 log.info(
                     "list of %s expired (410); relisting", plural, extra={"cluster": self.name}
