@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             sim.terminate()
             sim.wait(30)
+            if sim.stdout is not None:
+                sim.stdout.close()
     result.update(clusters=args.clusters, namespaces=args.namespaces)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

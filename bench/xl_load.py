@@ -37,7 +37,7 @@ from collector.sync import Work
 from common import redis_client
 from common.kinds.registry import builtin_registry
 from common.leaf import registry
-from common.leaf.client import ClusterConfig, LeafClient, loads
+from common.leaf.client import ClusterConfig, LeafClient
 from common.settings import Settings
 from kubesim.catalog import Catalog
 from kubesim.gen.fleet import preset_fleet
@@ -49,7 +49,7 @@ SERVER = "https://bench-xl-load.invalid"
 class StoreLeaf(LeafClient):
     """A `LeafClient` whose discovery and list answers come from a `ClusterStore` in this
     process, as kubesim would send them (one page per list), so the collector's code from
-    `discover` and `list_snapshot` on runs unchanged."""
+    `discover` and `list_pages` on runs unchanged."""
 
     def __init__(
         self, store: ClusterStore, run: Callable[[Callable[[], Any]], Any] | None = None
@@ -64,20 +64,21 @@ class StoreLeaf(LeafClient):
     def close(self) -> None:
         pass
 
-    def _get_json(self, path: str, *_: Any, **__: Any) -> dict[str, Any]:
+    def _get_body(self, path: str, *_: Any, **__: Any) -> bytes:
         self.requests += 1
         path = urlsplit(path).path
         doc = self._store.catalog.doc(path)
         if doc is not None:
-            return dict(loads(doc))
+            return bytes(doc)
         parts = path.strip("/").split("/")
         group, version, plural = ("", *parts[1:]) if parts[0] == "api" else parts[1:]
         res = self._store.catalog.for_api(group, version, plural)
-        if res is None:
-            return {"metadata": {"resourceVersion": str(self._store.rv)}, "items": []}
-        raws, rv = self._run(lambda: (self._store.page(res, "", None, 0)[0], self._store.rv))
-        meta = {"resourceVersion": str(rv)}
-        return {"metadata": meta, "items": [loads(raw) for raw in raws]}
+        raws: list[bytes] = []
+        rv = self._store.rv
+        if res is not None:
+            raws, rv = self._run(lambda: (self._store.page(res, "", None, 0)[0], self._store.rv))
+        meta = b'{"metadata":{"resourceVersion":"%d"},"items":[' % int(rv)
+        return meta + b",".join(raws) + b"]}"
 
 
 class _OneSource:
