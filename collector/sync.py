@@ -155,7 +155,10 @@ def _objects(
     # Rows written by the watcher while we list are newer than our snapshot: see replace_rows.
     since = store.generation(r, cluster)
     result = SyncResult(cluster, Work.OBJECTS)
-    snapshot = list_cluster(client, registry)
+    # A sync that is sure to build (no snapshot stored, or its rebuild is due) builds each
+    # page's rows as it comes rather than keeping the page to parse again after the digest.
+    certain = rebuild_after_s <= 0 or store.rebuild_due(r, cluster, rebuild_after_s)
+    snapshot = list_cluster(client, registry, build_as_listed=certain)
     timer.fill(result)
     sync_fields: dict[str, Any] = {
         "state": "ok",
@@ -189,10 +192,13 @@ class Pages:
     """One kind's list as its pages' JSON bodies (`LeafClient.list_pages`), parsed again one
     page at a time when rows are built: a sync holds a few buffers per kind until then, not
     every object of the cluster as dicts and strings, whose millions of small objects at once
-    set how many of pymalloc's arenas a worker keeps for its life."""
+    set how many of pymalloc's arenas a worker keeps for its life. Or, for a sync sure to
+    build (`list_cluster`'s `build_as_listed`), the rows built from each page as it came
+    (`members`), each page parsed once."""
 
     bodies: list[bytes]
     count: int
+    members: list[str] | None = None
 
     def objects(self) -> Iterator[dict[str, Any]]:
         for body in self.bodies:
@@ -272,9 +278,13 @@ class _Digest:
         return self.h.hexdigest() if self.complete else ""
 
 
-def list_cluster(client: LeafClient, registry: KindRegistry) -> Listed:
+def list_cluster(
+    client: LeafClient, registry: KindRegistry, build_as_listed: bool = False
+) -> Listed:
     """Every object of every served registered kind, with the cluster's context when a held
-    kind needs it (collector.mesh), and their digest."""
+    kind needs it (collector.mesh), and their digest. `build_as_listed`: the plain kinds'
+    rows are built from each page as it comes (`Pages.members`), for a sync that will build
+    whatever the digest says."""
     served = client.discover(registry)
     listed = Listed()
     digest = _Digest(registry)
@@ -287,9 +297,19 @@ def list_cluster(client: LeafClient, registry: KindRegistry) -> Listed:
             objects = list(client.list_all(kind, api_version))
             digest.add(what, objects)
             listed.held.extend(mesh.Held(kind, api_version, o) for o in objects)
+        elif build_as_listed:
+            built, _ = client.list_read(
+                api_version,
+                kind.plural,
+                functools.partial(_page_rows, client.name, kind, api_version),
+            )
+            flat = [v for seen, _ in built for v in seen]
+            digest.add_versions(what, flat)
+            members = [m for _, page in built for m in page]
+            listed.plain.append((kind, api_version, Pages([], len(flat), members)))
         else:
-            bodies, seen = client.list_pages(api_version, kind.plural, versions)
-            flat = [v for page in seen for v in page]
+            bodies, seen_pages = client.list_pages(api_version, kind.plural, versions)
+            flat = [v for page in seen_pages for v in page]
             digest.add_versions(what, flat)
             listed.plain.append((kind, api_version, Pages(bodies, len(flat))))
     if listed.held:
@@ -306,13 +326,23 @@ def list_cluster(client: LeafClient, registry: KindRegistry) -> Listed:
     return listed
 
 
+def _page_rows(
+    cluster: str, kind: Kind, api_version: str, items: list[dict[str, Any]]
+) -> tuple[list[str], list[str]]:
+    """One page's versions (for the digest) and encoded rows."""
+    return versions(items), [rows.member(cluster, kind, api_version, o) for o in items]
+
+
 def build(cluster: str, listed: Listed, result: SyncResult | None = None) -> list[str]:
     """Encoded rows of every listed object, with their edges; the held kinds (checked Istio
     kinds, kinds with Service edges) are built together at the end (collector.mesh).
     `result` gets the validation's work."""
     members: list[str] = []
     for kind, api_version, pages in listed.plain:
-        members.extend(rows.member(cluster, kind, api_version, o) for o in pages.objects())
+        if pages.members is not None:
+            members.extend(pages.members)
+        else:
+            members.extend(rows.member(cluster, kind, api_version, o) for o in pages.objects())
     if listed.held:
         started = time.process_time()
         members.extend(mesh.members(cluster, listed.held, listed.services, listed.namespaces))

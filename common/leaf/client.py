@@ -390,6 +390,24 @@ class LeafClient:
 
         return self._relisted(plural, attempt)
 
+    def list_read(
+        self, api_version: str, plural: str, read: Callable[[list[dict[str, Any]]], T]
+    ) -> tuple[list[T], str]:
+        """What `read` made of each page's items of a resource's list, as each page came
+        (relisted from scratch on 410 Gone), and the list's resourceVersion: the items are
+        parsed once and dropped with their page, for a caller that needs only what it makes
+        of them (a page's objects alive at once, not the whole list's)."""
+
+        def attempt() -> tuple[list[T], str]:
+            got: list[T] = []
+            meta: dict[str, Any] = {}
+            for _, page in self._pages(api_version, plural):
+                got.append(read(page.get("items") or []))
+                meta = page.get("metadata") or {}
+            return got, str(meta.get("resourceVersion") or "")
+
+        return self._relisted(plural, attempt)
+
     def list_pages(
         self, api_version: str, plural: str, read: Callable[[list[dict[str, Any]]], T]
     ) -> tuple[list[bytes], list[T]]:

@@ -25,6 +25,7 @@ from collector.jobs import Collector
 from common.index import keys, rows, syncstatus
 from common.index.write import store
 from common.kinds.registry import KindRegistry, builtin_registry
+from common.leaf import client as leaf_client
 from common.leaf.client import LeafClient
 from common.leaf.registry import load_dir
 from common.settings import Settings
@@ -165,8 +166,8 @@ def test_an_interrupted_sync_lets_go_of_what_it_listed(
     listed: list[weakref.ref[sync.Listed]] = []
     real = sync.list_cluster
 
-    def spy(client: Any, registry: KindRegistry) -> sync.Listed:
-        out = real(client, registry)
+    def spy(client: Any, registry: KindRegistry, build_as_listed: bool = False) -> sync.Listed:
+        out = real(client, registry, build_as_listed)
         listed.append(weakref.ref(out))
         return out
 
@@ -210,3 +211,62 @@ def test_a_listed_cluster_holds_its_kinds_pages_not_their_objects(tmp_path: Path
         as_pages, as_objects = with_pages - sys.getallocatedblocks(), with_objects - with_pages
         assert as_pages * 20 < as_objects, (as_pages, as_objects)
         client.close()
+
+
+def _parse_counter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many JSON documents from the leaf are parsed (common.leaf.client.loads)."""
+    parsed = [0]
+    real = leaf_client.loads
+
+    def counted(raw: bytes) -> Any:
+        parsed[0] += 1
+        return real(raw)
+
+    monkeypatch.setattr(leaf_client, "loads", counted)
+    return parsed
+
+
+def test_rows_built_as_listed_are_the_rows_built_from_kept_pages_with_each_page_parsed_once(
+    sim: KubeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert sim.kubeconfig_dir is not None
+    client = LeafClient(load_dir(str(sim.kubeconfig_dir))[C])
+    parsed = _parse_counter(monkeypatch)
+    kept = sync.list_cluster(client, REG)
+    kept_rows = sync.build(C, kept)
+    kept_parses, kept_requests = parsed[0], client.requests
+    parsed[0], client.requests = 0, 0
+    as_listed = sync.list_cluster(client, REG, build_as_listed=True)
+    assert all(not p.bodies and p.members is not None for _, _, p in as_listed.plain)
+    assert sync.build(C, as_listed) == kept_rows
+    assert (as_listed.digest, as_listed.count) == (kept.digest, kept.count) != ("", 0)
+    assert client.requests == kept_requests
+    pages = sum(len(p.bodies) for _, _, p in kept.plain)
+    assert pages >= len(kept.plain) > 5
+    assert parsed[0] == client.requests  # every answer parsed once
+    assert kept_parses == kept_requests + pages  # the kept pages parsed again to build
+    client.close()
+
+
+def test_a_sync_sure_to_build_builds_as_it_lists(
+    c: Collector, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first sync, a due rebuild and `sync_rebuild_after_s` 0 build whatever they list,
+    so they parse each page once; a re-sync whose digest decides keeps the pages."""
+    chosen: list[bool] = []
+    real = sync.list_cluster
+
+    def spy(client: LeafClient, registry: KindRegistry, build_as_listed: bool = False) -> Any:
+        chosen.append(build_as_listed)
+        return real(client, registry, build_as_listed)
+
+    monkeypatch.setattr(sync, "list_cluster", spy)
+    assert c.sync_objects(C).unchanged
+    r.hset(keys.sync(C), "snapshot_at", str(time.time() - c.settings.sync_rebuild_after_s - 1))
+    assert not c.sync_objects(C).unchanged
+    r.hdel(keys.sync(C), "snapshot")
+    assert not c.sync_objects(C).unchanged
+    c.settings = dataclasses.replace(c.settings, sync_rebuild_after_s=0.0)
+    assert not c.sync_objects(C).unchanged
+    assert chosen == [False, True, True, True]
+    assert store.rebuild_due(r, "never-synced", 3600.0)

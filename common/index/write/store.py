@@ -155,6 +155,18 @@ def confirm_unchanged(
     return WriteStats(0, 0, objects, counted, unchanged=True)
 
 
+def rebuild_due(r: redis.Redis, cluster: str, max_age_s: float, now: float | None = None) -> bool:
+    """Whether the next sync of `cluster` builds its rows whatever it lists: no snapshot
+    digest is stored (never synced, or built from objects without versions), or the stored
+    one is `max_age_s` old (`confirm_unchanged` would refuse it). One HMGET; False means
+    only that the listing's digest decides."""
+    now = time.time() if now is None else now
+    digest, at = (
+        text(v) if v else "" for v in r.hmget(keys.sync(cluster), [writer.SNAPSHOT, "snapshot_at"])
+    )
+    return not digest or not at or now - float(at) >= max_age_s
+
+
 _SNAPSHOT_FIELDS = (writer.SNAPSHOT, writer.SNAPSHOT_GENERATION, "snapshot_at")
 _READY = (nscounts.READY, timeline.READY)
 

@@ -79,6 +79,17 @@ def test_list_pages_keep_each_page_whole_and_restart_from_scratch_on_410(leaf: F
     assert names == [f"app-{i}" for i in range(7)]
 
 
+def test_list_read_hands_on_what_each_page_made_and_the_lists_version(leaf: FakeLeaf) -> None:
+    leaf.expire_continue = 1
+    c = client(leaf, page_size=3)
+    read, rv = c.list_read(
+        KS, "kustomizations", lambda items: [o["metadata"]["name"] for o in items]
+    )
+    assert c.requests == 2 + 3  # first attempt died on its second page: nothing of it kept
+    assert read == [["app-0", "app-1", "app-2"], ["app-3", "app-4", "app-5"], ["app-6"]]
+    assert rv == c.list_snapshot(KS, "kustomizations")[1]  # the last page's (kubesim: tests/watch)
+
+
 def test_errors_are_translated(leaf: FakeLeaf) -> None:
     leaf.fail_status = 503
     with pytest.raises(ClusterUnreachable):
