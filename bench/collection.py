@@ -17,12 +17,14 @@ Namespaces) and the extra list requests it costs (Services and Namespaces).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,22 @@ def start_kubesim(
         if line.startswith("kubesim ready"):
             return proc
     raise RuntimeError(f"kubesim exited ({proc.wait()}) before its ready line")
+
+
+@contextlib.contextmanager
+def fleet_kubesim(seed: int, clusters: int, namespaces: int) -> Iterator[str]:
+    """`fleetscope kubesim` serving `clusters` clusters of `namespaces` app namespaces (2,000:
+    fleet L's shape), warm; yields its kubeconfig directory, and stops it on the way out."""
+    with tempfile.TemporaryDirectory(prefix="fleetscope-bench-kubesim-") as kube_dir:
+        fleet = ["--clusters", str(clusters), "--namespaces", str(namespaces)]
+        sim = start_kubesim("", seed, kube_dir, fleet)
+        try:
+            yield kube_dir
+        finally:
+            sim.terminate()
+            sim.wait(30)
+            if sim.stdout is not None:
+                sim.stdout.close()
 
 
 def cpu_s(pid: int) -> float:

@@ -19,12 +19,11 @@ import gc
 import json
 import resource
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.collection import start_kubesim
+from bench.collection import fleet_kubesim
 from bench.heaptrace import heapmaps
 from collector import sync
 from common.kinds.registry import builtin_registry
@@ -81,16 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--out", default="sync_memory.json")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="fleetscope-sync-memory-") as kube_dir:
-        fleet = ["--clusters", str(args.clusters), "--namespaces", str(args.namespaces)]
-        sim = start_kubesim("", args.seed, kube_dir, fleet)
-        try:
-            result = measure(kube_dir, args.rounds)
-        finally:
-            sim.terminate()
-            sim.wait(30)
-            if sim.stdout is not None:
-                sim.stdout.close()
+    with fleet_kubesim(args.seed, args.clusters, args.namespaces) as kube_dir:
+        result = measure(kube_dir, args.rounds)
     result.update(clusters=args.clusters, namespaces=args.namespaces)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

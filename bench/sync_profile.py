@@ -19,14 +19,13 @@ import argparse
 import cProfile
 import json
 import pstats
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench.collection import start_kubesim
+from bench.collection import fleet_kubesim
 from collector import sync
 from common.kinds.registry import builtin_registry
 from common.leaf.client import LeafClient
@@ -113,18 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.clusters < 2:
         p.error("--clusters must be at least 2 (the first is synced unmeasured)")
-    with tempfile.TemporaryDirectory(prefix="fleetscope-sync-profile-") as kube_dir:
-        fleet = ["--clusters", str(args.clusters), "--namespaces", str(args.namespaces)]
-        sim = start_kubesim("", args.seed, kube_dir, fleet)
+    with fleet_kubesim(args.seed, args.clusters, args.namespaces) as kube_dir:
         server = start_redis_server()
         try:
             result = measure(kube_dir, server.url)
         finally:
             server.stop()
-            sim.terminate()
-            sim.wait(30)
-            if sim.stdout is not None:
-                sim.stdout.close()
     result.update(clusters=args.clusters, namespaces=args.namespaces)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
