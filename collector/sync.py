@@ -330,7 +330,7 @@ def _page_rows(
     cluster: str, kind: Kind, api_version: str, items: list[dict[str, Any]]
 ) -> tuple[list[str], list[str]]:
     """One page's versions (for the digest) and encoded rows."""
-    return versions(items), [rows.member(cluster, kind, api_version, o) for o in items]
+    return versions(items), rows.members(cluster, kind, api_version, items)
 
 
 def build(cluster: str, listed: Listed, result: SyncResult | None = None) -> list[str]:
@@ -342,7 +342,7 @@ def build(cluster: str, listed: Listed, result: SyncResult | None = None) -> lis
         if pages.members is not None:
             members.extend(pages.members)
         else:
-            members.extend(rows.member(cluster, kind, api_version, o) for o in pages.objects())
+            members.extend(rows.members(cluster, kind, api_version, pages.objects()))
     if listed.held:
         started = time.process_time()
         members.extend(mesh.members(cluster, listed.held, listed.services, listed.namespaces))

@@ -499,15 +499,15 @@ class ClusterWatch:
         return True
 
     def _list(self, res: str, api_version: str, plural: str, kind: Kind | None) -> None:
-        plain = kind is not None and not (self.mesh is not None and kind.key in self.mesh.kinds)
+        held = self.mesh is not None and kind is not None and kind.key in self.mesh.kinds
+        plain = kind if kind is not None and not held else None
         items: list[dict[str, Any]] = []
         pages: list[list[str]] = []
         with contextlib.nullcontext() if _is_rbac(res, kind) else self.list_slots:
             if self.stop_event.is_set():
                 return
-            if plain:  # rows built a page at a time: one page's objects alive, not the list's
-                assert kind is not None
-                read = functools.partial(_page_members, self.cluster, kind, api_version)
+            if plain is not None:  # rows built a page at a time: one page's objects alive
+                read = functools.partial(rows.members, self.cluster, plain, api_version)
                 pages, rv = self.client.list_read(api_version, plural, read)
             else:
                 items, rv = self.client.list_snapshot(api_version, plural)
@@ -515,9 +515,8 @@ class ClusterWatch:
         if res in self._listed:
             watch_metrics.RELISTS.inc()
         self._listed.add(res)
-        if plain:
-            assert kind is not None
-            self._put(_Replace(kind.key, [m for page in pages for m in page], rv))
+        if plain is not None:
+            self._put(_Replace(plain.key, [m for page in pages for m in page], rv))
         elif kind is None and res in CONTEXT and self.mesh is not None:
             self.mesh.replace(res, items)
         elif kind is None:
@@ -712,13 +711,6 @@ class ClusterWatch:
                 log.warning("could not write events: %s", e, extra={"cluster": self.cluster})
                 self.stop_event.wait(1.0)
         return False
-
-
-def _page_members(
-    cluster: str, kind: Kind, api_version: str, items: list[dict[str, Any]]
-) -> list[str]:
-    """The encoded rows of one listed page of a plain kind."""
-    return [rows.member(cluster, kind, api_version, o) for o in items]
 
 
 def _change(

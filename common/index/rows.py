@@ -313,6 +313,13 @@ def member(
     )
 
 
+def members(
+    cluster: str, kind: Kind, api_version: str, objects: Iterable[dict[str, Any]]
+) -> list[str]:
+    """The encoded rows of objects of a kind that needs nothing else (`member` of each)."""
+    return [member(cluster, kind, api_version, o) for o in objects]
+
+
 def _ui_url(
     cluster: str, kind: Kind, api_version: str, meta: dict[str, Any], namespace: str, name: str
 ) -> str | None:

@@ -379,16 +379,8 @@ class LeafClient:
 
     def list_snapshot(self, api_version: str, plural: str) -> tuple[list[dict[str, Any]], str]:
         """Every object of a resource and the list's resourceVersion (to watch from)."""
-
-        def attempt() -> tuple[list[dict[str, Any]], str]:
-            items: list[dict[str, Any]] = []
-            meta: dict[str, Any] = {}
-            for _, page in self._pages(api_version, plural):
-                items.extend(page.get("items") or [])
-                meta = page.get("metadata") or {}
-            return items, str(meta.get("resourceVersion") or "")
-
-        return self._relisted(plural, attempt)
+        pages, rv = self.list_read(api_version, plural, lambda items: items)
+        return [o for page in pages for o in page], rv
 
     def list_read(
         self, api_version: str, plural: str, read: Callable[[list[dict[str, Any]]], T]

@@ -136,7 +136,7 @@ def confirm_unchanged(
             digest, at_gen, at, kinds, ns_ready, tt_ready = (
                 text(v) if v else "" for v in replies[1]
             )
-            fresh = bool(at) and now - float(at) < max_age_s
+            fresh = _young(at, now, max_age_s)
             if not (
                 digest == snapshot
                 and at_gen == str(gen)
@@ -164,7 +164,12 @@ def rebuild_due(r: redis.Redis, cluster: str, max_age_s: float, now: float | Non
     digest, at = (
         text(v) if v else "" for v in r.hmget(keys.sync(cluster), [writer.SNAPSHOT, "snapshot_at"])
     )
-    return not digest or not at or now - float(at) >= max_age_s
+    return not digest or not _young(at, now, max_age_s)
+
+
+def _young(snapshot_at: str, now: float, max_age_s: float) -> bool:
+    """A snapshot built at `snapshot_at` ("" when unknown) is trusted for `max_age_s`."""
+    return bool(snapshot_at) and now - float(snapshot_at) < max_age_s
 
 
 _SNAPSHOT_FIELDS = (writer.SNAPSHOT, writer.SNAPSHOT_GENERATION, "snapshot_at")
