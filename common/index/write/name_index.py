@@ -10,7 +10,7 @@ walking the hash (which costs as much as the rows when most names are distinct).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from common.index.rows import SEP, name_entry
 
@@ -66,10 +66,18 @@ def diff(old: Mapping[str, str], new: Mapping[str, str]) -> tuple[dict[str, str]
 
 
 def update(
-    old: Mapping[str, str], removed: Iterable[str], added: Iterable[str]
+    old: Mapping[str, str],
+    removed: Iterable[str],
+    added: Iterable[str],
+    dictionary_value: Callable[[], str] | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """Fields to set and delete after `removed` then `added` rows, given the affected fields'
-    stored values `old` (missing = no entries)."""
+    stored values `old` (missing = no entries). The stored DICT is `old[DICT]` when there, else
+    what `dictionary_value` returns, asked only when a name appears or goes (a row updated in
+    place keeps its name; the dictionary is every name of the cluster)."""
+    removed, added = list(removed), list(added)
+    if sorted(map(split, removed)) == sorted(map(split, added)):
+        return {}, []  # rows rewritten in place: every entry stays (most watch events)
     current = {name: entries(v) for name, v in old.items() if name != DICT}
     for m in removed:
         name, entry = split(m)
@@ -81,10 +89,13 @@ def update(
     gone = [name for name in current if name in old and name not in new]
     appeared = [name for name in new if name not in old]
     if gone or appeared:
-        names = (names_in(old.get(DICT, "")) - set(gone)) | set(appeared)
+        stored = old.get(DICT)
+        if stored is None and dictionary_value is not None:
+            stored = dictionary_value()
+        names = (names_in(stored or "") - set(gone)) | set(appeared)
         if names:
             new[DICT] = dictionary(names)
-        elif DICT in old:
+        elif stored:
             gone.append(DICT)
     changed, _ = diff(old, new)
     return changed, gone

@@ -14,6 +14,7 @@ key their memos on, common.index.keys.status_generation).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter
@@ -147,10 +148,17 @@ def _write(
         if fence is not None:
             reads.execute_command("MGET", fence.key, fence.owner)  # one slot; not mget(): see lease
         reads.get(keys.generation(cluster))
-        reads.hkeys(keys.history_kinds(cluster))
-        reads.hgetall(keys.counts(cluster))
-        reads.hmget(keys.sync(cluster), [nscounts.READY, timeline.READY])
-        names = None if plan.names is None else [*sorted(set(plan.names)), name_index.DICT]
+        # The counts and the history's kinds are read here for a snapshot; a delta reads them
+        # after it is known, and only when it moves a count (`_Totals`): most watch events
+        # rewrite rows in place (a message, a revision), which keeps every count.
+        snapshot_plan = plan.names is None
+        if snapshot_plan:
+            reads.hkeys(keys.history_kinds(cluster))
+            reads.hgetall(keys.counts(cluster))
+        reads.hmget(keys.sync(cluster), [nscounts.READY, timeline.READY, *_TOTALS])
+        # The name dictionary (name_index.DICT: every name of the cluster) is read only when
+        # the delta adds or drops a name (`_new_names`): an update's row keeps its name.
+        names = None if plan.names is None else sorted(set(plan.names))
         ns_groups: Groups = []
         if names is None:
             reads.hgetall(keys.names(cluster))
@@ -159,7 +167,7 @@ def _write(
             nscounts.queue_read_all(reads, cluster)
             reads.hkeys(keys.timeline(cluster))
         else:
-            if len(names) > 1:
+            if names:
                 reads.hmget(keys.names(cluster), names)
             ns_groups = nscounts.queue_read(reads, cluster, plan_namespaces(plan))
         plan.queue_reads(cluster, reads)
@@ -167,14 +175,13 @@ def _write(
         if fence is not None and any(text(v) != fence.token for v in replies.pop(0)):
             raise LockBusy(f"cluster {cluster}: {fence.key} is no longer ours; nothing written")
         gen = int(replies.pop(0) or 0)
-        baseline = {text(k) for k in replies.pop(0)}
+        stored = _Totals.of(replies.pop(0), replies.pop(0)) if snapshot_plan else None
         if since_generation is not None and gen != since_generation:
             tx.multi()
             tx.hset(keys.sync(cluster), mapping=_without_totals(fields))
             tx.execute()
             return Written(superseded=True)
-        old_counts = {text(k): int(v) for k, v in replies.pop(0).items()}
-        ns_flag, tt_flag = replies.pop(0)
+        ns_flag, tt_flag, *stored_totals = replies.pop(0)
         ns_ready, tt_ready = ns_flag is not None, timeline.ready(tt_flag)
         tt_windows: set[str] = set()
         stored_deps: dict[str, str] = {}
@@ -190,7 +197,7 @@ def _write(
             tt_windows = {text(w) for w in replies.pop(0)}
         else:
             stored_names = {}
-            if len(names) > 1:
+            if names:
                 got = zip(names, replies.pop(0), strict=True)
                 stored_names = {n: text(v) for n, v in got if v is not None}
             stored_ns = nscounts.collect(ns_groups, replies[: len(ns_groups)])
@@ -210,28 +217,37 @@ def _write(
             graph_reads = settled.reads
         else:
             deps_set, deps_gone = {}, []
+        if stored is None:
+            stored = _Totals.after(r, cluster, delta, stored_totals)
+        old_counts = stored.counts
         # Kinds with rows stored before this write were seen: their new rows were created.
-        seen = baseline | set(_kinds(old_counts))
+        seen = stored.baseline | set(_kinds(old_counts))
         found = history.transitions(delta.removed, delta.added, plan_source(plan), seen)
         if delta.added and (delta.removed or found):  # rows keep (and move) their transitions
             added = history.with_recent(delta.removed, delta.added, found, retention.max_entries)
             delta = Delta(delta.removed, added, delta.snapshot, delta.dependents)
-        counts = _new_counts(old_counts, delta)
-        names_set, names_gone = _new_names(stored_names, delta)
+        names_set, names_gone = _new_names(r, cluster, stored_names, delta)
         ns_set, ns_gone = _new_ns_counts(r, cluster, ns_ready, stored_ns, ns_groups, delta)
-        counts_set = {k: v for k, v in counts.items() if old_counts.get(k) != v}
-        counts_gone = [k for k in old_counts if k not in counts]
-        kinds = _kinds(counts)
-        totals = syncstatus.encode(objects=sum(kinds.values()), kinds=kinds)
+        if stored.in_place:  # every count as it was: the stored totals stand
+            counts_set, counts_gone = {}, []
+            kinds, totals = stored.kinds, {}
+        else:
+            counts = _new_counts(old_counts, delta)
+            counts_set = {k: v for k, v in counts.items() if old_counts.get(k) != v}
+            counts_gone = [k for k in old_counts if k not in counts]
+            kinds = _kinds(counts)
+            totals = syncstatus.encode(objects=sum(kinds.values()), kinds=kinds)
         stored_history = _read_history(r, cluster, found)
-        kinds_new = history.new_kinds(baseline, seen, delta.added)
+        kinds_new = (
+            set() if stored.in_place else history.new_kinds(stored.baseline, seen, delta.added)
+        )
         tx.multi()
         derived = (counts_set, counts_gone, names_set, names_gone, deps_set, deps_gone)
         if delta.snapshot is not None and not ns_ready:
             totals[nscounts.READY] = nscounts.READY_VALUE  # complete from now on
         # The time index: built whole by the first full sync (or the first rows), then moved
         # with the rows; a full sync drops the windows no row is in any more.
-        tt_build = not tt_ready and (delta.snapshot is not None or not old_counts)
+        tt_build = not tt_ready and (delta.snapshot is not None or not stored.rows_before)
         tt_stale: set[str] = set()
         if delta.snapshot is not None:
             tt_stale = tt_windows - timeline.windows_of(delta.snapshot)
@@ -266,7 +282,8 @@ def _write(
             counted = counts_set or counts_gone or ns_set or ns_gone or tt_build
             if counted or delta.snapshot is not None or status_moved(delta):
                 tx.incr(keys.status_generation(cluster))
-            tx.hset(keys.sync(cluster), mapping={**fields, **totals})
+            if fields or totals:
+                tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         elif fields or delta.snapshot is not None:
             tx.hset(keys.sync(cluster), mapping={**fields, **totals})
         points = {k: v for k, v in resume.items() if len(v) <= RESUME_POINT_MAX}
@@ -306,6 +323,55 @@ def status_moved(delta: Delta) -> bool:
         return True
     old = {rows.identity(m): rows.status_part(m) for m in delta.removed}
     return old != {rows.identity(m): rows.status_part(m) for m in delta.added}
+
+
+_TOTALS = ("objects", "kinds")
+"""Sync status fields read with a write's first round trip: an in-place write keeps them."""
+
+
+@dataclass(frozen=True)
+class _Totals:
+    """What a write knows of the stored counts: the counts and the history's kinds
+    (`baseline`), read; or, for a delta that rewrites rows in place (`in_place`: the same
+    identities, each under the same count field, so no count, kind nor total moves), the
+    stored totals' `kinds`, and nothing read."""
+
+    baseline: set[str]
+    counts: dict[str, int]
+    in_place: bool = False
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, baseline: Any, counts: Any) -> _Totals:
+        """From the replies of HKEYS on the history's kinds and HGETALL on the counts."""
+        return cls({text(k) for k in baseline}, {text(k): int(v) for k, v in counts.items()})
+
+    @classmethod
+    def after(cls, r: Any, cluster: str, delta: Delta, totals: Sequence[Any]) -> _Totals:
+        """For a delta once known: in place when the stored totals (`_TOTALS`, as read) are
+        there to stand; else the counts and kinds read now (one more round trip, under the
+        WATCH, so still consistent)."""
+        objects, kinds = totals
+        if objects and kinds and _in_place(delta):
+            return cls(set(), {}, True, json.loads(kinds))
+        reads: Any = r.pipeline(transaction=False)
+        reads.hkeys(keys.history_kinds(cluster))
+        reads.hgetall(keys.counts(cluster))
+        return cls.of(*reads.execute())
+
+    @property
+    def rows_before(self) -> bool:
+        """The cluster had rows before this write."""
+        return self.in_place or bool(self.counts)
+
+
+def _in_place(delta: Delta) -> bool:
+    """Whether a delta rewrites rows in place: the same identities removed as added, counted
+    under the same fields (a status, kind or suspension that moved changes a count)."""
+    if len(delta.removed) != len(delta.added):
+        return False
+    old = sorted((rows.identity(m), rows.count_field(m)) for m in delta.removed)
+    return old == sorted((rows.identity(m), rows.count_field(m)) for m in delta.added)
 
 
 def _read_history(r: Any, cluster: str, found: list[history.Transition]) -> dict[str, str]:
@@ -353,12 +419,22 @@ def _new_ns_counts(
     return nscounts.apply(stored, change), []
 
 
-def _new_names(stored: dict[str, str], delta: Delta) -> tuple[dict[str, str], list[str]]:
+def _new_names(
+    r: Any, cluster: str, stored: dict[str, str], delta: Delta
+) -> tuple[dict[str, str], list[str]]:
+    """What to write to the name index; `stored` holds the named entries a delta touches (all
+    of them for a snapshot). A delta that adds or drops a name reads the name dictionary now
+    (one more round trip, under the WATCH, so still consistent)."""
     if delta.snapshot is not None:
         return name_index.diff(stored, name_index.build(delta.snapshot))
     if not delta.removed and not delta.added:
         return {}, []
-    return name_index.update(stored, delta.removed, delta.added)
+
+    def dictionary() -> str:
+        got = r.hget(keys.names(cluster), name_index.DICT)
+        return text(got) if got is not None else ""
+
+    return name_index.update(stored, delta.removed, delta.added, dictionary)
 
 
 def _kinds(counts: dict[str, int]) -> dict[str, int]:

@@ -121,3 +121,27 @@ def test_delete_cluster_removes_the_index(r: redis.Redis) -> None:
     assert r.exists(keys.names(C))
     store.delete_cluster(r, C)
     assert not r.exists(keys.names(C))
+
+
+def test_an_update_in_place_does_not_read_the_name_dictionary(r: redis.Redis) -> None:
+    """The dictionary (every name of the cluster) is read by a watch write only when the write
+    adds or drops a name; a row updated in place keeps its name (count guard: bytes sent)."""
+    snapshot = [member(f"ns-{i % 7}", "Gateway", f"application-name-{i:05d}") for i in range(2000)]
+    store.replace_rows(r, C, snapshot)
+    dictionary = r.hget(keys.names(C), name_index.DICT)
+    assert dictionary is not None and len(dictionary) > 40_000
+    topology.reset_stats(r)
+    sent = int(r.info("stats")["total_net_output_bytes"])
+    apply_changes(
+        r, C, [Change.of(member("ns-0", "Gateway", "application-name-00000", "unhealthy"))]
+    )
+    assert int(r.info("stats")["total_net_output_bytes"]) - sent < len(dictionary) // 4
+    assert "hget" not in topology.commandstats(r)
+    assert stored(r) == rebuilt(r)
+
+    topology.reset_stats(r)
+    apply_changes(r, C, [Change.of(member("ns-1", "Gateway", "a-new-name"))])
+    assert topology.commandstats(r)["hget"] == 1  # the dictionary, for the new name
+    assert stored(r) == rebuilt(r)
+    apply_changes(r, C, [Change(rows.sort_key("ns-1", "Gateway", "a-new-name"), None)])
+    assert stored(r) == rebuilt(r)  # the name's last row gone: out of the dictionary again

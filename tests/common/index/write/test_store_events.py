@@ -141,3 +141,37 @@ def test_renewals_do_not_abort_a_write_but_a_new_holder_does(rb: redis.Redis) ->
 
 def rows_named(rb: redis.Redis) -> list[str]:
     return sorted(rows.split_identity(rows.identity(m))[2] for m in rb.zrange(keys.rows(C), 0, -1))
+
+
+def test_a_row_rewritten_in_place_reads_and_writes_no_counts(rb: redis.Redis) -> None:
+    """Count guard: most watch events change a row's message (or revision) and keep its status,
+    so every count, kind and total stays: such a write reads neither the counts nor the
+    history's kinds and writes no totals; a write that moves a count reads them as before."""
+    rows_in = [member(f"ns-{i}", "Kustomization", f"app-{i}") for i in range(20)]
+    apply_changes(rb, C, [Change.of(m) for m in rows_in])
+    counts, sync = rb.hgetall(keys.counts(C)), rb.hgetall(keys.sync(C))
+    gen, status_gen = rb.get(keys.generation(C)), rb.get(keys.status_generation(C))
+    row = rowfactory.row(C, "ns-3", "Kustomization", "app-3")
+    row["message"] = "Reconciliation finished in 2s, next run in 10m0s"
+    topology.reset_stats(rb)
+    stats = apply_changes(rb, C, [Change.of(rows.encode(row))])
+    cmds = topology.commandstats(rb)
+    assert stats.updated == 1 and stats.total == 20
+    assert "hgetall" not in cmds and "hkeys" not in cmds and "hset" not in cmds
+    assert rb.hgetall(keys.counts(C)) == counts and rb.hgetall(keys.sync(C)) == sync
+    assert int(rb.get(keys.generation(C)) or 0) == int(gen or 0) + 1
+    assert rb.get(keys.status_generation(C)) == status_gen  # nothing a status reader keys on
+    stored = [m.decode() for m in rb.zrange(keys.rows(C), 0, -1)]
+    assert rows.encode(row) in {rows.without_recent(m) for m in stored}
+
+    topology.reset_stats(rb)
+    stats = apply_changes(rb, C, [Change.of(member("ns-3", "Kustomization", "app-3", "unhealthy"))])
+    cmds = topology.commandstats(rb)
+    assert cmds["hgetall"] == 1 and cmds["hkeys"] == 1  # the counts and kinds, once known
+    assert rb.hgetall(keys.counts(C)) == {
+        b"Kustomization\x00healthy": b"19",
+        b"Kustomization\x00unhealthy": b"1",
+    }
+    assert rb.hget(keys.sync(C), "objects") == b"20"
+    apply_changes(rb, C, [Change.of(member("ns-99", "Gateway", "new"))])
+    assert rb.hget(keys.sync(C), "kinds") == b'{"Gateway":1,"Kustomization":20}'
