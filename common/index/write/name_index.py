@@ -65,6 +65,12 @@ def diff(old: Mapping[str, str], new: Mapping[str, str]) -> tuple[dict[str, str]
     return changed, [k for k in old if k not in new]
 
 
+def unchanged(removed: Iterable[str], added: Iterable[str]) -> bool:
+    """Whether removing `removed` and adding `added` leaves every entry as it was: rows
+    rewritten in place (a message, a status: most watch events) keep their names and entries."""
+    return sorted(map(split, removed)) == sorted(map(split, added))
+
+
 def update(
     old: Mapping[str, str],
     removed: Iterable[str],
@@ -76,8 +82,8 @@ def update(
     what `dictionary_value` returns, asked only when a name appears or goes (a row updated in
     place keeps its name; the dictionary is every name of the cluster)."""
     removed, added = list(removed), list(added)
-    if sorted(map(split, removed)) == sorted(map(split, added)):
-        return {}, []  # rows rewritten in place: every entry stays (most watch events)
+    if unchanged(removed, added):
+        return {}, []
     current = {name: entries(v) for name, v in old.items() if name != DICT}
     for m in removed:
         name, entry = split(m)

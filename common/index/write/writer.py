@@ -57,8 +57,9 @@ class Plan(Protocol):
 
     @property
     def names(self) -> Sequence[str] | None:
-        """The object names the delta can touch (their name-index entries are read); None: all
-        (a snapshot: the whole name index and `dependents` are read and compared)."""
+        """The object names the delta can touch; None: all (a snapshot: the whole name index
+        and `dependents` are read and compared). A delta's name entries are read once it is
+        known, those it moves only (`_new_names`)."""
 
     def queue_reads(self, cluster: str, reads: Any) -> None: ...
 
@@ -156,19 +157,17 @@ def _write(
             reads.hkeys(keys.history_kinds(cluster))
             reads.hgetall(keys.counts(cluster))
         reads.hmget(keys.sync(cluster), [nscounts.READY, timeline.READY, *_TOTALS])
-        # The name dictionary (name_index.DICT: every name of the cluster) is read only when
-        # the delta adds or drops a name (`_new_names`): an update's row keeps its name.
-        names = None if plan.names is None else sorted(set(plan.names))
+        # A delta's name entries are read once it is known, and only when it moves one
+        # (`_new_names`): a row rewritten in place keeps its name and entry, and at fleet L a
+        # name's entries can be tens of KB (a name in every namespace).
         ns_groups: Groups = []
-        if names is None:
+        if snapshot_plan:
             reads.hgetall(keys.names(cluster))
             graph.DEPENDENTS.queue_hgetall(reads, cluster)
             reads.exists(keys.dependents_unbucketed(cluster))
             nscounts.queue_read_all(reads, cluster)
             reads.hkeys(keys.timeline(cluster))
         else:
-            if names:
-                reads.hmget(keys.names(cluster), names)
             ns_groups = nscounts.queue_read(reads, cluster, plan_namespaces(plan))
         plan.queue_reads(cluster, reads)
         replies = reads.execute()
@@ -187,7 +186,7 @@ def _write(
         stored_deps: dict[str, str] = {}
         stored_ns: dict[str, str] = {}
         unbucketed = False
-        if names is None:
+        if snapshot_plan:
             stored_names = {text(k): text(v) for k, v in replies.pop(0).items()}
             stored_deps = graph.DEPENDENTS.collect_all(replies[: graph.DEPENDENTS.reads_all])
             del replies[: graph.DEPENDENTS.reads_all]
@@ -196,10 +195,7 @@ def _write(
             del replies[: nscounts.BUCKETS]
             tt_windows = {text(w) for w in replies.pop(0)}
         else:
-            stored_names = {}
-            if names:
-                got = zip(names, replies.pop(0), strict=True)
-                stored_names = {n: text(v) for n, v in got if v is not None}
+            stored_names = {}  # read by `_new_names`, when the delta moves an entry
             stored_ns = nscounts.collect(ns_groups, replies[: len(ns_groups)])
             del replies[: len(ns_groups)]
         rest = replies
@@ -422,13 +418,16 @@ def _new_ns_counts(
 def _new_names(
     r: Any, cluster: str, stored: dict[str, str], delta: Delta
 ) -> tuple[dict[str, str], list[str]]:
-    """What to write to the name index; `stored` holds the named entries a delta touches (all
-    of them for a snapshot). A delta that adds or drops a name reads the name dictionary now
-    (one more round trip, under the WATCH, so still consistent)."""
+    """What to write to the name index; `stored` is the whole index for a snapshot. A delta
+    that moves an entry reads its names' entries now, and the name dictionary when a name
+    appears or goes (a round trip each, under the WATCH, so still consistent)."""
     if delta.snapshot is not None:
         return name_index.diff(stored, name_index.build(delta.snapshot))
-    if not delta.removed and not delta.added:
+    if name_index.unchanged(delta.removed, delta.added):
         return {}, []
+    touched = sorted({name_index.split(m)[0] for m in (*delta.removed, *delta.added)})
+    got = r.hmget(keys.names(cluster), touched)
+    stored = {n: text(v) for n, v in zip(touched, got, strict=True) if v is not None}
 
     def dictionary() -> str:
         got = r.hget(keys.names(cluster), name_index.DICT)

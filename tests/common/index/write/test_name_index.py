@@ -141,7 +141,26 @@ def test_an_update_in_place_does_not_read_the_name_dictionary(r: redis.Redis) ->
 
     topology.reset_stats(r)
     apply_changes(r, C, [Change.of(member("ns-1", "Gateway", "a-new-name"))])
-    assert topology.commandstats(r)["hget"] == 1  # the dictionary, for the new name
+    cmds = topology.commandstats(r)
+    assert cmds["hget"] == 1 and cmds["hmget"] >= 1  # the dictionary and the name's entries
     assert stored(r) == rebuilt(r)
     apply_changes(r, C, [Change(rows.sort_key("ns-1", "Gateway", "a-new-name"), None)])
     assert stored(r) == rebuilt(r)  # the name's last row gone: out of the dictionary again
+
+
+def test_a_status_change_does_not_read_a_widely_used_names_entries(r: redis.Redis) -> None:
+    """A name in every namespace (a chart's release, an app's Kustomization) has entries of
+    tens of KB at fleet L; a write that keeps each row's name and entry (a status change, a
+    message) neither reads nor rewrites them (count guard: bytes sent)."""
+    store.replace_rows(
+        r, C, [member(f"namespace-{i:04d}", "HelmRelease", "podinfo") for i in range(1500)]
+    )
+    entries = r.hget(keys.names(C), "podinfo")
+    assert entries is not None and len(entries) > 30_000
+    sent = int(r.info("stats")["total_net_output_bytes"])
+    apply_changes(
+        r, C, [Change.of(member("namespace-0007", "HelmRelease", "podinfo", "unhealthy"))]
+    )
+    assert int(r.info("stats")["total_net_output_bytes"]) - sent < len(entries) // 4
+    assert r.hget(keys.names(C), "podinfo") == entries
+    assert stored(r) == rebuilt(r)
