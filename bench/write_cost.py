@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from bench import query
 from bench.churn import transition, unchanged_updates
 from bench.fleetload import load_fleet
 from common import redis_client
@@ -34,9 +35,8 @@ from common.redis_server import start_redis_server
 
 
 def commandstats(r: redis.Redis) -> Counter[str]:
-    """Calls per command since the last reset (without INFO's and CONFIG's own)."""
-    info: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
-    out = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()})
+    """bench.query's count of calls per command, without INFO's, CONFIG's and the handshake's."""
+    out = Counter(query.commandstats(r))
     for k in ("info", "config|resetstat", "hello", "ping"):
         out.pop(k, None)
     return out
@@ -46,7 +46,7 @@ def measure(r: redis.Redis, kind: str, seconds: float, per_tick: int, seed: int)
     """`kind` writes ("updates" or "transitions") for `seconds`: rows changed, CPU and commands."""
     clusters = sorted(text(c) for c in r.hkeys(keys.CLUSTERS))
     rnd = random.Random(seed)
-    r.config_resetstat()
+    query.reset_stats(r)
     done = 0
     cpu0, t0 = time.process_time(), time.monotonic()
     while time.monotonic() - t0 < seconds:
