@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -314,12 +315,17 @@ def rss_flat(
     (`slope_all_pct_per_10min`), and the floor's in KiB (`kib_per_10min`). Flat when every
     judged series is under `limit_pct`; the slope shown is the worst judged one (else the last
     pid's)."""
-    out = {}
-    for name, series in rss_series(samples).items():
-        if name in skip:
-            continue
+    every = {n: s for n, s in rss_series(samples).items() if n not in skip}
+    runs_of: dict[str, list[dict[str, Any]]] = {}
+    for name, series in every.items():
         pids = list(dict.fromkeys(p for _, p, _, _ in series))
-        runs = [_run(pid, series, warmup_s, min_judged_s, limit_pct) for pid in pids]
+        runs_of[name] = [_run(pid, series, warmup_s, min_judged_s, limit_pct) for pid in pids]
+    levels = _settled_floors(runs_of)
+    out = {}
+    for name, runs in runs_of.items():
+        level = levels.get(role(name))
+        for i in range(1, len(runs)) if level is not None else ():
+            runs[i] = _replacement(runs[i], every[name], warmup_s, min_judged_s, limit_pct, level)
         judged = [r for r in runs if r["judged"]]
         shown = max(judged, key=lambda r: r["slope_pct_per_10min"]) if judged else runs[-1]
         out[name] = {
@@ -329,6 +335,53 @@ def rss_flat(
             "series": runs,
         }
     return out
+
+
+def role(name: str) -> str:
+    """What a process is, without its numbers: `query-1.w1` and `query-0.w0` are both
+    `query-#.w#`, the same program under the same settings and load."""
+    return re.sub(r"\d+", "#", name)
+
+
+def _settled_floors(runs_of: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Per role: the lowest of its first pids' median floors after warm-up, among those judged
+    (their floors span at least the judged span): the level the same program settled at in
+    this run, which a replacement started later has not reached while it is still warming."""
+    medians: dict[str, list[float]] = {}
+    for name, runs in runs_of.items():
+        first = runs[0]
+        if first["judged"] and first["floors"]:
+            values = sorted(v for _, v in first["floors"])
+            medians.setdefault(role(name), []).append(values[len(values) // 2])
+    return {r: min(v) for r, v in medians.items()}
+
+
+def _replacement(
+    run: dict[str, Any],
+    series: Sequence[tuple[float, int, int, int]],
+    warmup_s: float,
+    min_judged_s: float,
+    limit_pct: float,
+    level: float,
+) -> dict[str, Any]:
+    """A pid that replaced one of its name (a fault's kill, or Celery's recycling) warms up
+    until its floor first reaches `level`, the floor its role's first pids settled at (with the
+    run's warm-up as the least): its memos and heap fill to what the same program holds under
+    the same load, which a pid started into a steady load does more slowly than the first ones
+    did in the start's burst. Growth beyond that level is judged like any other; a pid still
+    below it at the end is reported as warming, not judged. What `warmup_s` alone would have
+    judged is kept beside it (`fixed_warmup`)."""
+    pid = run["pid"]
+    mine = [(t, float(kib)) for t, p, kib, _ in series if p == pid]
+    start = mine[0][0] + warmup_s
+    reached = next((t for t, v in floors(mine) if t >= start and v >= level), None)
+    fixed = {k: run[k] for k in ("span_s", "slope_pct_per_10min", "judged", "flat")}
+    if reached is None:
+        return {**run, "judged": False, "flat": True, "warming": True,
+                "sibling_floor_kib": round(level), "fixed_warmup": fixed}  # fmt: skip
+    again = _run(pid, series, reached - mine[0][0], min_judged_s, limit_pct)
+    return {**again, "warm_at_s": round(reached, 1), "sibling_floor_kib": round(level),
+            "fixed_warmup": fixed}  # fmt: skip
 
 
 def _run(
@@ -359,4 +412,5 @@ def _run(
         "kib_per_10min": round(_slope(low) * 600, 1) if len(low) >= 3 else 0.0,
         "judged": judged,
         "flat": not judged or slope < limit_pct,
+        "floors": low,
     }

@@ -133,6 +133,16 @@ def _rss(name: str, judged: dict[str, Any]) -> str:
     cell = f"{name} {judged['slope_pct_per_10min']}"
     if "slope_all_pct_per_10min" in judged:
         cell += f" ({judged['slope_all_pct_per_10min']})"
+    for run in judged.get("series", ())[1:]:
+        level = run.get("sibling_floor_kib")
+        if run.get("warming"):
+            cell += (
+                f" (pid {run['pid']} warming: floor {run['floors'][-1][1] / 1024:.0f} MiB, "
+                f"below its role's {level / 1024:.0f} MiB; "
+                f"{run['fixed_warmup']['slope_pct_per_10min']} from its start + warm-up)"
+            )
+        elif level is not None:
+            cell += f" (pid {run['pid']} judged from {run['warm_at_s']:.0f} s, its role's floor)"
     if judged.get("judged", True):
         return cell
     return f"{cell} (not judged: {judged.get('span_s', 0) / 60:.1f} min)"

@@ -251,3 +251,38 @@ def test_a_removed_leaf_may_fail_its_reads_until_collected_again_and_no_longer()
     after = 170 + inv.REREGISTERED_GRACE_S + 1
     assert inv.classify(after, "detail", 404, "nf", faults).startswith("unexpected")
     assert inv.classify(50, "list", 502, "leaf", faults).startswith("unexpected")
+
+
+def test_a_replacement_warms_up_until_it_reaches_its_roles_floor() -> None:
+    # w0 and w1 settle at 200 MiB within the warm-up; w1 is killed at 600 s and its
+    # replacement fills slowly towards the same floor, still below it at the end
+    def procs(t: float, w1: tuple[int, int]) -> dict[str, tuple[int, int]]:
+        return {"q-0.w0": (1, 200_000), "q-0.w1": w1}
+
+    samples = [sample(t, procs(t, (2, 200_000))) for t in range(0, 600, 10)]
+    slow = [sample(t, procs(t, (3, 160_000 + 20 * (t - 600)))) for t in range(600, 1800, 10)]
+    out = inv.rss_flat(samples + slow, warmup_s=360)
+    replacement = out["q-0.w1"]["series"][1]
+    assert replacement["warming"] is True and replacement["judged"] is False
+    assert replacement["sibling_floor_kib"] == 200_000
+    assert replacement["fixed_warmup"]["flat"] is False  # what the warm-up alone judged
+    assert out["q-0.w1"]["flat"] is True
+    # one that passes its role's floor and keeps growing is judged from there: a leak
+    leak = [sample(t, procs(t, (3, 160_000 + 60 * (t - 600)))) for t in range(600, 2400, 10)]
+    out = inv.rss_flat(samples + leak, warmup_s=360)
+    replacement = out["q-0.w1"]["series"][1]
+    assert replacement["judged"] is True and replacement["flat"] is False
+    assert 1260 <= replacement["warm_at_s"] <= 1400  # 160 + 0.06 * 670 s >= 200 MiB
+    assert out["q-0.w1"]["flat"] is False
+
+
+def test_a_replacement_is_held_to_the_floor_of_its_own_role_only() -> None:
+    # a worker child at 50 MiB is no sibling of a query worker at 200 MiB
+    samples = [sample(t, {"q-0.w0": (1, 200_000), "w-0.child0": (2, 50_000)})
+               for t in range(0, 900, 10)]  # fmt: skip
+    samples += [sample(t, {"q-0.w0": (1, 200_000), "w-0.child0": (3, 40_000 + 20 * (t - 900))})
+                for t in range(900, 2400, 10)]  # fmt: skip
+    child = inv.rss_flat(samples, warmup_s=120)["w-0.child0"]
+    assert child["series"][1]["sibling_floor_kib"] == 50_000  # its own first pid's
+    assert child["series"][1]["judged"] is True and child["flat"] is False
+    assert inv.role("query-1.w1") == inv.role("query-0.w0") != inv.role("query-1")
