@@ -7,15 +7,17 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from typing import Any
 
 import pytest
 import redis
 
-from common.index import rows, syncstatus
+from common.index import keys, rows, syncstatus
 from common.index.read import reader
 from common.index.read.reader import Filters, PageRequest, Reader
 from common.index.write import store_events
 from common.rbac.grants import compile_grants, store_grants
+from common.redis_client import text
 from common.settings import Settings
 from query import positions
 from query.scope import FleetView
@@ -317,3 +319,45 @@ def test_an_idle_callers_scope_goes_with_the_memos_idle_entries(
     memo.sweep_idle()
     assert st.fleet.scopes == {}
     assert st.scope(admin).visible  # asked again: resolved again
+
+
+def _reword(r: redis.Redis, cluster: str, message: str, **more: Any) -> None:
+    """Every row of `cluster` gets a new message (and `more`; its status unchanged) through the
+    watcher's writer: its generation moves, its status generation does not unless `more` moves
+    what it covers (a transition time)."""
+    changes = []
+    for i, m in enumerate(text(x) for x in r.zrange(keys.rows(cluster), 0, -1)):
+        row = rows.decode(cluster, m)
+        row.update(message=message, **{k: v.format(i=i) for k, v in more.items()})
+        changes.append(store_events.Change.of(rows.encode(row, rows.edges_of(m))))
+    assert store_events.apply_changes(r, cluster, changes).updated == len(changes) > 0
+
+
+@pytest.mark.standalone_only
+def test_a_sorted_page_under_writes_reads_the_status_generations_in_its_first_round_trip(
+    wide: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remembered time-sorted page written since needs the clusters' status generations to
+    know its order holds (only messages moved). The first such page reads them after the
+    generations, in a round trip of their own; while pages keep finding theirs written, the
+    list's first round trip reads them with the generations: two round trips, not three."""
+    written = CLUSTERS[0]
+    _reword(wide, written, "timed", lastTransitionTime="2026-12-01T10:{i:02d}:00Z")
+    client = cached_client(redis_url)
+    h = headers(USERS["admin"])
+    url = "/api/v1/objects?limit=20&sort=-lastTransitionTime"
+    first = client.get(url, headers=h).get_json()["items"]
+    assert len(first) == 20 and {i["cluster"] for i in first} == {written}
+    trips = count_round_trips(monkeypatch)
+    for n, message in enumerate(["moved once", "moved twice"]):
+        _reword(wide, written, message)
+        wide.config_resetstat()
+        trips.clear()
+        items = client.get(url, headers=h).get_json()["items"]
+        assert [i["name"] for i in items] == [i["name"] for i in first]  # the same order
+        assert {i["message"] for i in items if i["cluster"] == written} == {message}
+        # generations + grants version, [status generations,] the written cluster's rows
+        assert len(trips) == (3 if n == 0 else 2), trips
+        assert commands(wide).pop("mget") == 2
+    still = client.get(url, headers=h)  # nothing written: one round trip, both read in it
+    assert still.get_json()["items"] == items
