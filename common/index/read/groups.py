@@ -420,7 +420,7 @@ class GroupReader:
         (weighted by Members)."""
         self._serials: Memo[frozenset[Any], int] = Memo(PAGES_MAX)
         self._next_serial = itertools.count()
-        self._changes: Memo[tuple[str, int, str], frozenset[tuple[bytes, str, str]]]
+        self._changes: Memo[tuple[str, int, str], tuple[frozenset[tuple[bytes, str, str]], int]]
         self._changes = Memo(INDEXES_MAX * 4, "groups.changes")
         """(cluster, walk start, by) -> the groups changed there since."""
         self._lock = threading.Lock()
@@ -725,41 +725,76 @@ class GroupReader:
         """The groups with a visible row placed at or after `start` in the time index: those
         that transitioned since the walk began (and rows of clocks ahead: placed later), and
         those with a row without a transition time whose status changed since (the untimed
-        sets' scores are when their entries were written)."""
+        sets' scores are when their entries were written).
+
+        A cluster's set is remembered at its status generation with the generation it was
+        read at; once that moved, the cluster's change feed since then (`Reader.follow`: the
+        rows new, gone or whose status moved) adds their groups to it instead of reading every
+        time window since `start` again (one script call for a cluster, against one
+        ZRANGEBYSCORE per window: a walk begun ten minutes into a storm re-read them all on
+        every written cluster). A group so added changed in the walk's time even when its
+        row's transition time is older (an event delivered late, a row gone): skipping it is
+        what the walk does for a changed group. A feed that cannot say (trimmed) has the
+        cluster read afresh."""
         access, by = q.access, q.by
         changed: set[bytes] = set()
-        todo = []
+        todo: list[str] = []
+        older: dict[str, tuple[frozenset[tuple[bytes, str, str]], int]] = {}
         for c in q.clusters:
             hit = self._changes.get((c, start, by), q.gens[c])
             if hit is not None:
-                changed |= {k for k, ns, kind in hit if _may_list(access[c], ns, kind)}
+                changed |= {k for k, ns, kind in hit[0] if _may_list(access[c], ns, kind)}
+            elif (old := self._changes.peek((c, start, by))) is not None:
+                older[c] = old[1]
             else:
                 todo.append(c)
+        if older:
+            asked = [(c, gen) for c, (_found, gen) in older.items()]
+            replies = self.reader.follow(asked)
+            q.out.round_trips += 1
+            for (c, _gen), (gen, whole, lines) in zip(asked, replies, strict=True):
+                if int(whole):
+                    todo.append(c)
+                    continue
+                moved = set(older[c][0])
+                for line in lines.split(b"\n"):
+                    if line:
+                        identity = line[:-2]
+                        ns, kind, _name, _ = identity.split(b"\x00", 3)
+                        moved.add((_key_of(identity, by), ns.decode(), kind.decode()))
+                self._changes.put((c, start, by), (frozenset(moved), int(gen)), q.gens[c])
+                self.followed += 1
+                changed |= {k for k, ns, kind in moved if _may_list(access[c], ns, kind)}
         if not todo:
             return changed
         now = int(time.time() * 1000)
         first, last = start // timeline.WINDOW_MS, now // timeline.WINDOW_MS + 1
         untimed = timeline.untimed_suffixes()  # scored by when their entries were written
-        commands, spans = [], []
+        commands: list[Any] = []
+        spans = []
         for c in todo:
+            # the generation first: what is written after it is followed from it next time
+            commands.append(("GET", keys.generation(c)))
             for w in range(first, last + 1):
                 low = max(start - w * timeline.WINDOW_MS, 0)
                 commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, str(w)), low, "+inf"))
-                spans.append(c)
             for suffix in untimed:
                 commands.append(("ZRANGEBYSCORE", keys.timeline_window(c, suffix), start, "+inf"))
-                spans.append(c)
-        replies = redis_client.pipelined(self.r, commands)
+            spans.append(len(commands))
+        read: list[Any] = redis_client.pipelined(self.r, commands)
         q.out.round_trips += 1
-        per: dict[str, set[tuple[bytes, str, str]]] = {c: set() for c in todo}
-        for c, entries in zip(spans, replies, strict=True):
-            for e in entries:
-                ns, kind, name, _code = timeline.parse(e)
-                key = _key_of(b"%s\x00%s\x00%s\x00" % (ns, kind, name), by)
-                per[c].add((key, ns.decode(), kind.decode()))
-        for c, found in per.items():
+        at = 0
+        for c, end in zip(todo, spans, strict=True):
+            gen = int(read[at] or 0)
+            found: set[tuple[bytes, str, str]] = set()
+            for entries in read[at + 1 : end]:
+                for e in entries:
+                    ns, kind, name, _code = timeline.parse(e)
+                    key = _key_of(b"%s\x00%s\x00%s\x00" % (ns, kind, name), by)
+                    found.add((key, ns.decode(), kind.decode()))
+            at = end
             # kept with each row's namespace and kind: what the caller may list is theirs
-            self._changes.put((c, start, by), frozenset(found), q.gens[c])
+            self._changes.put((c, start, by), (frozenset(found), gen), q.gens[c])
             changed |= {k for k, ns, kind in found if _may_list(access[c], ns, kind)}
         return changed
 

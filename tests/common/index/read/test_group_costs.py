@@ -15,7 +15,7 @@ import redis
 from common.index import keys, rows, timeline
 from common.index.read.groups import GroupCursor, GroupReader
 from common.index.read.reader import Filters, Reader
-from common.index.write import store
+from common.index.write import store, store_events
 from tests.common.index.read import fleets
 from tests.common.index.read.fleets import ADMIN, CLUSTERS, NAMESPACED, TEAM, members
 from tests.common.index.read.fleets import groups_oracle as oracle
@@ -119,6 +119,34 @@ def test_later_pages_skip_groups_that_changed_during_the_walk(fleet: redis.Redis
     # A walk that began after the change shows it at its new place.
     cursor = GroupCursor(first.cursor.unhealthy, first.cursor.key, int(time.time() * 1000) + 1)
     assert shown.key in [k for _n, k, _ in walk_from(groups, cursor)]
+
+
+@pytest.mark.standalone_only
+def test_a_walks_changes_follow_the_written_clusters_feed(fleet: redis.Redis) -> None:
+    """A later page learns what changed since its walk began on a written cluster from that
+    cluster's change feed (one script call), not by reading every time window since the walk
+    began again; the group that changed there is skipped, as a fresh read would skip it."""
+    groups = GroupReader(Reader(fleet, KINDS))
+    first = groups.page(ADMIN, Filters(), "object", 3)
+    assert first.cursor is not None
+    later = walk_from(groups, first.cursor)  # every cluster's windows read once for this walk
+    c = CLUSTERS[3]
+    key, status = next((k, m.status) for _n, k, ms in later for m in ms if m.cluster == c)
+    member = next(
+        m.decode() for m in fleet.zrange(keys.rows(c), 0, -1) if rows.identity_bytes(m) == key
+    )
+    moved = rows.decode(c, member)
+    moved["status"] = "healthy" if status == "unhealthy" else "unhealthy"
+    change = store_events.Change.of(rows.encode(moved, rows.edges_of(member)))
+    assert store_events.apply_changes(fleet, c, [change]).updated == 1
+    followed = groups.followed
+    fleet.config_resetstat()
+    rest = walk_from(groups, first.cursor)
+    stats = fleets.costs(fleet)
+    assert "zrangebyscore" not in stats, stats  # no time window read again
+    assert groups.followed > followed
+    assert key not in [k for _n, k, _ in rest]
+    assert [k for _n, k, _ in rest] == [k for _n, k, _ in later if k != key]
 
 
 def walk_from(groups: GroupReader, cursor: GroupCursor | None) -> list[Any]:
