@@ -45,8 +45,7 @@ def _time_page(filters: Filters, limit: int, token: str, sort: str) -> Response:
     cursor = st.signer.decode_time(token, filters, sort) if token else None
     descending = sort.startswith("-")
     by_time = listing.flapping_time_page if filters.flapping else listing.time_page
-    status = not filters.flapping and st.time_reader.wants_status()
-    with watch.list_position(st, status) as rv:
+    with watch.list_position(st) as rv:
         page, scope = by_time(st, user, filters, limit, descending, cursor)
     after = st.signer.encode_time(page.cursor, filters, sort) if page.cursor else None
     rest = {"continue": after, "resourceVersion": rv, "freshness": scope.freshness(st.settings)}

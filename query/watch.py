@@ -62,15 +62,14 @@ _last_position: tuple[Any, list[str], list[Any], str] | None = None
 
 
 @contextlib.contextmanager
-def list_position(st: QueryState, status: bool = False) -> Iterator[str]:
+def list_position(st: QueryState) -> Iterator[str]:
     """The fleet position of a list about to be read in the block: each registered cluster's
     generation, read before the rows (a change racing the list may come again as an event,
     never lost; a cluster registered since the fleet view's last read is absent: watched from
     its start). The page read in the block uses the same read of the generations and the
-    grants version (`tally.read_once`) instead of reading them again; `status`: their status
-    generations too, for a time-sorted page under writes."""
+    grants version (`tally.read_once`) instead of reading them again."""
     names = st.fleet.known()
-    with tally.read_once(st.r, names, status) as gens:
+    with tally.read_once(st.r, names) as gens:
         yield _position_token(st, names, gens)
 
 

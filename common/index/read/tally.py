@@ -240,46 +240,23 @@ def generations_command(clusters: Sequence[str], status: bool = False) -> Any:
     return mget
 
 
-_READ_ONCE: ContextVar[tuple[Any, dict[str, Any], Any, dict[str, Any] | None] | None] = ContextVar(
+_READ_ONCE: ContextVar[tuple[Any, dict[str, Any], Any] | None] = ContextVar(
     "fleetscope_generations", default=None
 )
-"""(client, cluster -> generation, grants version, cluster -> status generation or None) read
-by `read_once` for the request running in this context."""
+"""(client, cluster -> generation, grants version) read by `read_once` for the request running
+in this context."""
 
 
 @contextlib.contextmanager
-def read_once(r: Any, clusters: Sequence[str], status: bool = False) -> Iterator[list[Any]]:
+def read_once(r: Any, clusters: Sequence[str]) -> Iterator[list[Any]]:
     """The clusters' generations and the grants version, read in one round trip; within the
     block, `generations` on `r` of any of these clusters (with the version or not) is answered
     from that read instead of reading again. For a request that needs them before its reads
     and then reads a page that starts the same way (a list's `resourceVersion`, then its
     page): the page then sees the generations as of a moment before its reads, as it would
-    have read them itself. Not for anything that re-reads generations to see writes.
-
-    `status`: the clusters' status generations are read in the same round trip, after the
-    generations, and answer `status_generations` in the block as the generations do (read
-    after them, as a reader reading them itself would): for a page that will need them (a
-    time-sorted page under writes, common.index.read.timesort). Not on Redis Cluster, where
-    the generations are read through the fleet's generation instead."""
-    sgens: dict[str, Any] | None = None
-    if (
-        status
-        and clusters
-        and not (len(clusters) >= FLEET_GENERATION_MIN and redis_client.is_cluster(r))
-    ):
-        replies = redis_client.pipelined(
-            r,
-            [
-                ("GET", keys.VERSION),
-                generations_command(clusters),
-                generations_command(clusters, status=True),
-            ],
-        )
-        version, gens = keys.GrantsVersion(replies[0]), replies[1]
-        sgens = dict(zip(clusters, replies[2], strict=True))
-    else:
-        gens, version = generations(r, clusters, version=True)
-    token = _READ_ONCE.set((r, dict(zip(clusters, gens, strict=True)), version, sgens))
+    have read them itself. Not for anything that re-reads generations to see writes."""
+    gens, version = generations(r, clusters, version=True)
+    token = _READ_ONCE.set((r, dict(zip(clusters, gens, strict=True)), version))
     try:
         yield gens
     finally:
@@ -302,12 +279,13 @@ def generations(
     its read answers, without a round trip."""
     if not clusters and not version:
         return [], None
-    held = _READ_ONCE.get()
+    held = None if status else _READ_ONCE.get()
     if held is not None and held[0] is r:
-        known = held[3] if status else held[1]
-        if known is not None and all(c in known for c in clusters):
+        known = held[1]
+        try:
             return [known[c] for c in clusters], held[2] if version else None
-        # a cluster it did not read, or status generations it did not read: read them all
+        except KeyError:
+            pass  # a cluster it did not read: read them all
     if len(clusters) >= FLEET_GENERATION_MIN and redis_client.is_cluster(r):
         return _through_fleet(r, clusters, version, status)
     commands: list[Any] = [("GET", keys.VERSION)] if version else []

@@ -58,9 +58,6 @@ a quarter for callers' visible entries, the rest for status indexes, scores and 
 DIRS_MAX = 4096  # remembered cluster directories (one per cluster)
 MORE_GROUPS = 4  # window groups read at once for a cluster whose entries ran out
 PAGES_MAX = 1024  # remembered pages per process
-STATUS_WANTED_S = 5.0
-"""How long after a page last read status generations after the generations (`wants_status`)
-the list's first round trip reads them too."""
 LABEL_ROUNDS = 8
 """Batches of entries a label-selected page reads at most before returning short."""
 LABEL_BATCH_MAX = 4096  # entries per batch (their rows are read by identity)
@@ -202,14 +199,6 @@ class TimeReader:
         """Pages being read: the same one asked meanwhile waits for it (`Flights`)."""
         self.reworded = 0
         """Pages answered from the last one's order with only their rows read again."""
-        self._status_wanted_at = float("-inf")
-
-    def wants_status(self) -> bool:
-        """Whether a page found its remembered page written (and read the status generations
-        after the generations) within the last STATUS_WANTED_S: a fleet under writes, where the
-        list's first round trip had better read them too (`tally.read_once(status=True)`). On
-        a still fleet, False: nothing more is read."""
-        return time.monotonic() - self._status_wanted_at < STATUS_WANTED_S
 
     def page(
         self,
@@ -248,10 +237,7 @@ class TimeReader:
             # Written since: if no status generation moved (only rows' text did: most watch
             # events), the order is the one remembered and only its rows on the written
             # clusters are read again; else the page is walked again.
-            # (read with the generations while pages keep finding theirs written: wants_status)
             sgens, _ = tally.status_generations(self.r, clusters)
-            if held is not None:
-                self._status_wanted_at = time.monotonic()
             out.round_trips += 1
             if not self._reworded(memo, access, clusters, gens, sgens, out) and not (
                 not filters.labels
