@@ -199,6 +199,9 @@ class TimeReader:
         """Pages being read: the same one asked meanwhile waits for it (`Flights`)."""
         self.reworded = 0
         """Pages answered from the last one's order with only their rows read again."""
+        self._rewording = True
+        """Whether the last page written since kept its order (`_reworded`): the next reads its
+        rows on the written clusters with the status generations (`_status_and_rows`)."""
 
     def page(
         self,
@@ -237,9 +240,10 @@ class TimeReader:
             # Written since: if no status generation moved (only rows' text did: most watch
             # events), the order is the one remembered and only its rows on the written
             # clusters are read again; else the page is walked again.
-            sgens, _ = tally.status_generations(self.r, clusters)
+            prev = self._orders.get(memo, owner=access)
+            sgens, reread = self._status_and_rows(clusters, gens, prev)
             out.round_trips += 1
-            if not self._reworded(memo, access, clusters, gens, sgens, out) and not (
+            if not self._reworded(prev, clusters, gens, sgens, reread, out) and not (
                 not filters.labels
                 and self._patched(
                     memo, access, clusters, gens, filters, limit, descending, cursor, out
@@ -250,30 +254,51 @@ class TimeReader:
             self._orders.put(memo, (list(sgens), list(gens), out), owner=access)
         return out
 
+    def _status_and_rows(
+        self, clusters: list[str], gens: list[Any], prev: _Order | None
+    ) -> tuple[list[Any], list[Any] | None]:
+        """The clusters' status generations and, while the last pages written since kept their
+        order (`_rewording`), in the same round trip the remembered page's rows on the clusters
+        written since: what `_reworded` would read next if the status generations let it (two
+        round trips in one under steady message updates; when they moved, the rows read are
+        left unused and the page is walked or merged). The rows: None when not read."""
+        todo = _moved_rows(clusters, gens, prev) if self._rewording else []
+        if not todo or redis_client.is_cluster(self.r):
+            return tally.status_generations(self.r, clusters)[0], None
+        commands = [tally.generations_command(clusters, status=True)]
+        commands += [_row_of(c, rows.identity_bytes(m)) for _i, c, m in todo]
+        got = redis_client.pipelined(self.r, commands)
+        return got[0], got[1:]
+
     def _reworded(
         self,
-        memo: tuple[Any, ...],
-        access: Mapping[str, AccessLike],
+        prev: _Order | None,
         clusters: list[str],
         gens: list[Any],
         sgens: list[Any],
+        reread: list[Any] | None,
         out: TimePage,
     ) -> bool:
-        """Fill `out` from the page remembered for `memo` when the clusters' status generations
-        are those it was walked at (the time index, the rows present and their statuses are
-        the same: the same rows in the same order): its rows on the clusters written since are
-        read again (their messages moved), the others kept. False when it cannot."""
-        prev = self._orders.get(memo, owner=access)
-        if prev is None or prev[0] != sgens:
+        """Fill `out` from the page remembered for this request (`prev`) when the clusters'
+        status generations are those it was walked at (the time index, the rows present and
+        their statuses are the same: the same rows in the same order): its rows on the clusters
+        written since are read again (their messages moved; `reread` when already read), the
+        others kept. False when it cannot."""
+        if prev is None:
+            return False
+        self._rewording = prev[0] == sgens
+        if not self._rewording:
             return False
         _sgens, pgens, page = prev
         moved = {c for c, g, pg in zip(clusters, gens, pgens, strict=True) if g != pg}
-        todo = [(i, c, m) for i, (c, m) in enumerate(page.members) if c in moved]
+        todo = _moved_rows(clusters, gens, prev)
         members = list(page.members)
         if todo:
-            commands = [_row_of(c, rows.identity_bytes(m)) for _i, c, m in todo]
-            got = redis_client.pipelined(self.r, commands)
-            out.round_trips += 1
+            got = reread
+            if got is None:
+                commands = [_row_of(c, rows.identity_bytes(m)) for _i, c, m in todo]
+                got = redis_client.pipelined(self.r, commands)
+                out.round_trips += 1
             for (i, c, m), reply in zip(todo, got, strict=True):
                 members[i] = (c, reply[0] if reply else m)
         self.reworded += 1
@@ -1048,6 +1073,20 @@ class _Directory:
         if cursor is None:
             return self.groups
         return self.groups[bisect.bisect_left(self.highs, cursor.at) :]
+
+
+_Order = tuple[list[Any], list[Any], TimePage]
+"""What a page's order is remembered as: (status generations, generations, the page)."""
+
+
+def _moved_rows(
+    clusters: list[str], gens: list[Any], prev: _Order | None
+) -> list[tuple[int, str, Any]]:
+    """(place, cluster, member) of the remembered page's rows on the clusters written since."""
+    if prev is None:
+        return []
+    moved = {c for c, g, pg in zip(clusters, gens, prev[1], strict=True) if g != pg}
+    return [(i, c, m) for i, (c, m) in enumerate(prev[2].members) if c in moved]
 
 
 def _row_of(cluster: str, ident: bytes) -> tuple[Any, ...]:
