@@ -324,8 +324,11 @@ def rss_flat(
     out = {}
     for name, runs in runs_of.items():
         level = levels.get(role(name))
-        for i in range(1, len(runs)) if level is not None else ():
-            runs[i] = _replacement(runs[i], every[name], warmup_s, min_judged_s, limit_pct, level)
+        if level is not None:
+            for i in range(1, len(runs)):
+                runs[i] = _replacement(
+                    runs[i], every[name], warmup_s, min_judged_s, limit_pct, level
+                )
         judged = [r for r in runs if r["judged"]]
         shown = max(judged, key=lambda r: r["slope_pct_per_10min"]) if judged else runs[-1]
         out[name] = {
@@ -374,11 +377,15 @@ def _replacement(
     pid = run["pid"]
     mine = [(t, float(kib)) for t, p, kib, _ in series if p == pid]
     start = mine[0][0] + warmup_s
-    reached = next((t for t, v in floors(mine) if t >= start and v >= level), None)
+    after = [(t, v) for t, v in floors(mine) if t >= start]
+    if not after:  # it ended within the run's warm-up: too short to judge either way
+        return run
+    reached = next((t for t, v in after if v >= level), None)
     fixed = {k: run[k] for k in ("span_s", "slope_pct_per_10min", "judged", "flat")}
     if reached is None:
         return {**run, "judged": False, "flat": True, "warming": True,
-                "sibling_floor_kib": round(level), "fixed_warmup": fixed}  # fmt: skip
+                "sibling_floor_kib": round(level), "fixed_warmup": fixed,
+                "highest_floor_kib": round(max(v for _, v in after))}  # fmt: skip
     again = _run(pid, series, reached - mine[0][0], min_judged_s, limit_pct)
     return {**again, "warm_at_s": round(reached, 1), "sibling_floor_kib": round(level),
             "fixed_warmup": fixed}  # fmt: skip

@@ -137,8 +137,8 @@ def _rss(name: str, judged: dict[str, Any]) -> str:
         level = run.get("sibling_floor_kib")
         if run.get("warming"):
             cell += (
-                f" (pid {run['pid']} warming: floor {run['floors'][-1][1] / 1024:.0f} MiB, "
-                f"below its role's {level / 1024:.0f} MiB; "
+                f" (pid {run['pid']} warming: floor at most {run.get('highest_floor_kib', run['floors'][-1][1]) / 1024:.1f} MiB, "
+                f"below its role's {level / 1024:.1f} MiB; "
                 f"{run['fixed_warmup']['slope_pct_per_10min']} from its start + warm-up)"
             )
         elif level is not None:

@@ -286,3 +286,12 @@ def test_a_replacement_is_held_to_the_floor_of_its_own_role_only() -> None:
     assert child["series"][1]["sibling_floor_kib"] == 50_000  # its own first pid's
     assert child["series"][1]["judged"] is True and child["flat"] is False
     assert inv.role("query-1.w1") == inv.role("query-0.w0") != inv.role("query-1")
+
+
+def test_a_replacement_younger_than_the_warm_up_is_only_too_short() -> None:
+    samples = [sample(t, {"q-0.w0": (1, 200_000), "q-0.w1": (2, 200_000)})
+               for t in range(0, 1700, 10)]  # fmt: skip
+    samples += [sample(t, {"q-0.w0": (1, 200_000), "q-0.w1": (3, 150_000)})
+                for t in range(1700, 1800, 10)]  # fmt: skip
+    late = inv.rss_flat(samples, warmup_s=360)["q-0.w1"]["series"][1]
+    assert late["judged"] is False and "warming" not in late and "sibling_floor_kib" not in late
