@@ -241,9 +241,10 @@ class TimeReader:
             # events), the order is the one remembered and only its rows on the written
             # clusters are read again; else the page is walked again.
             prev = self._orders.get(memo, owner=access)
-            sgens, reread = self._status_and_rows(clusters, gens, prev)
+            moved = _moved(clusters, gens, prev)
+            sgens, reread = self._status_and_rows(clusters, moved[1])
             out.round_trips += 1
-            if not self._reworded(prev, clusters, gens, sgens, reread, out) and not (
+            if not self._reworded(prev, moved, clusters, gens, sgens, reread, out) and not (
                 not filters.labels
                 and self._patched(
                     memo, access, clusters, gens, filters, limit, descending, cursor, out
@@ -255,15 +256,15 @@ class TimeReader:
         return out
 
     def _status_and_rows(
-        self, clusters: list[str], gens: list[Any], prev: _Order | None
+        self, clusters: list[str], todo: list[tuple[int, str, Any]]
     ) -> tuple[list[Any], list[Any] | None]:
         """The clusters' status generations and, while the last pages written since kept their
         order (`_rewording`), in the same round trip the remembered page's rows on the clusters
         written since: what `_reworded` would read next if the status generations let it (two
         round trips in one under steady message updates; when they moved, the rows read are
-        left unused and the page is walked or merged). The rows: None when not read."""
-        todo = _moved_rows(clusters, gens, prev) if self._rewording else []
-        if not todo or redis_client.is_cluster(self.r):
+        left unused and the page is walked or merged); `todo` as `_moved` finds them. The
+        rows: None when not read."""
+        if not todo or not self._rewording or redis_client.is_cluster(self.r):
             return tally.status_generations(self.r, clusters)[0], None
         commands = [tally.generations_command(clusters, status=True)]
         commands += [_row_of(c, rows.identity_bytes(m)) for _i, c, m in todo]
@@ -273,6 +274,7 @@ class TimeReader:
     def _reworded(
         self,
         prev: _Order | None,
+        moved: tuple[set[str], list[tuple[int, str, Any]]],
         clusters: list[str],
         gens: list[Any],
         sgens: list[Any],
@@ -289,9 +291,8 @@ class TimeReader:
         self._rewording = prev[0] == sgens
         if not self._rewording:
             return False
-        _sgens, pgens, page = prev
-        moved = {c for c, g, pg in zip(clusters, gens, pgens, strict=True) if g != pg}
-        todo = _moved_rows(clusters, gens, prev)
+        page = prev[2]
+        written, todo = moved
         members = list(page.members)
         if todo:
             got = reread
@@ -309,7 +310,7 @@ class TimeReader:
             now = dict(zip(clusters, gens, strict=True))
             shown = iter(m for _c, m in members)
             found = [next(shown) if m is not None else None for m in walked.found]
-            stale = {c: None for c in moved}
+            stale = {c: None for c in written}
             out.walked = dataclasses.replace(
                 walked, gens=now, found=found, versions={**walked.versions, **stale}
             )
@@ -1079,14 +1080,15 @@ _Order = tuple[list[Any], list[Any], TimePage]
 """What a page's order is remembered as: (status generations, generations, the page)."""
 
 
-def _moved_rows(
+def _moved(
     clusters: list[str], gens: list[Any], prev: _Order | None
-) -> list[tuple[int, str, Any]]:
-    """(place, cluster, member) of the remembered page's rows on the clusters written since."""
+) -> tuple[set[str], list[tuple[int, str, Any]]]:
+    """The clusters written since the remembered page, and (place, cluster, member) of its rows
+    on them."""
     if prev is None:
-        return []
+        return set(), []
     moved = {c for c, g, pg in zip(clusters, gens, prev[1], strict=True) if g != pg}
-    return [(i, c, m) for i, (c, m) in enumerate(prev[2].members) if c in moved]
+    return moved, [(i, c, m) for i, (c, m) in enumerate(prev[2].members) if c in moved]
 
 
 def _row_of(cluster: str, ident: bytes) -> tuple[Any, ...]:
