@@ -74,8 +74,18 @@ def _dump(path: str, started: float) -> None:
             line["memo_objects"] = [
                 [getattr(m, "name", "") or type(m).__name__, *_reach(m)] for m in list(memo._memos)
             ]
-    with open(path, "a") as f:
-        f.write(json.dumps(line) + "\n")
+    _append(path, line)
+
+
+def _append(path: str, line: dict) -> None:
+    """One JSON line in one write(2) on an O_APPEND descriptor: a buffered file writes a line
+    longer than its buffer in pieces, and a process that exits between two (os._exit in a
+    forked child, a kill) left a torn last line behind."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 def _reach(root: object, limit: int = 20_000_000) -> tuple[int, int, int]:
@@ -227,8 +237,7 @@ def _loop() -> None:
         try:
             _dump(path, started)
         except Exception as e:  # a diagnostic never takes the process down
-            with open(path, "a") as f:
-                f.write(json.dumps({"error": repr(e)}) + "\n")
+            _append(path, {"error": repr(e)})
 
 
 def _start() -> None:
