@@ -237,7 +237,7 @@ slope's own unit (per 10 minutes)."""
 
 FLOOR_WINDOW_S = 120.0
 """The windows whose lowest sample makes a process's floor (`floors`): two of the query
-workers' heap trims and memo sweeps, twelve samples at the soak's default interval."""
+workers' heap trims and memo sweeps, sixty samples at the soak's default interval (2 s)."""
 
 
 def floors(
