@@ -463,10 +463,13 @@ class GroupReader:
         hit = None if filters.flapping else self._pages.get(memo, gens, access)
         if hit is not None:  # (flapping slides with time: never remembered)
             return dataclasses.replace(hit, version=out.version, round_trips=1, scanned=0)
-        with self._flights.one(memo):  # the same page asked meanwhile: its answer, once
+        with self._flights.one(memo) as flight:  # the same page asked meanwhile: once
             held = None if filters.flapping else self._pages.peek(memo, access)
             if held is not None and memo_not_older(held[0], gens):
                 return dataclasses.replace(held[1], version=out.version, round_trips=1, scanned=0)
+            if flight.others() and not filters.flapping:  # made at generations read now, it
+                gens = tally.generations_now(self.r, clusters, status=True)  # answers them too
+                out.round_trips += 1
             start = cursor.start if cursor is not None else int(time.time() * 1000)
             # Drift under a label selector is kept on the selector's drained groups (_page);
             # otherwise drifting groups are picked from the plain walk (_drift_page).

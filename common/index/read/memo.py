@@ -358,7 +358,7 @@ class _Flight:
         self.flights, self.key = flights, key
         self.slot: list[Any] = []
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _Flight:
         f = self.flights
         with f._lock:
             slot = f._running.get(self.key)
@@ -369,6 +369,16 @@ class _Flight:
             slot[1] += 1
         self.slot = slot
         slot[0].acquire()
+        return self
+
+    def others(self) -> int:
+        """Callers of the same key waiting behind this one now. Each read its generations
+        before this one reads any again: an answer made from generations read after this call
+        is as new as every one of theirs wants, so one computation answers them all instead of
+        each making its own in turn (under steady writes each waiter's generations are newer
+        than the answer it waited for)."""
+        with self.flights._lock:
+            return int(self.slot[1]) - 1
 
     def __exit__(self, *exc: object) -> None:
         f, slot = self.flights, self.slot

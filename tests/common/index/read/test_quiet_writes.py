@@ -603,6 +603,119 @@ def test_the_same_group_page_asked_at_once_after_a_write_is_read_once(
     assert len(got) == 4 and all(shown_groups(p) == shown_groups(fresh) for p in got)
 
 
+def queued_behind_a_write(
+    ask: Any, flights: memo.Flights, computing: list[int], release: Any, write: Any
+) -> list[Any]:
+    """Three requests for one page, each arriving after a write: the first computes it while
+    the other two wait for it, each with generations newer than the one it computes at. Then
+    `release` lets the first finish; their three answers, in arrival order."""
+    import threading
+
+    got: dict[int, Any] = {}
+
+    def arrive(i: int) -> threading.Thread:
+        t = threading.Thread(target=lambda: got.__setitem__(i, ask()))
+        t.start()
+        return t
+
+    def until(ok: Any) -> None:
+        deadline = time.monotonic() + 10
+        while not ok() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert ok()
+
+    threads = [arrive(0)]
+    until(lambda: len(computing) == 1)
+    for i in (1, 2):
+        write()
+        threads.append(arrive(i))
+        until(lambda i=i: flights.waited == i)
+    release.set()
+    for t in threads:
+        t.join(20)
+    return [got[i] for i in range(3)]
+
+
+def test_a_page_made_after_waiting_answers_the_requests_queued_behind_it(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under steady writes each request waiting for a concurrent one's group page read newer
+    status generations than that page was made at, so each made the page again in turn. The
+    next one to make it reads the generations again first: its page is as new as every waiting
+    request wants and answers them all (two pages made for three requests, not three)."""
+    import threading
+
+    groups = GroupReader(Reader(fleet, KINDS))
+    groups.page(ADMIN, Filters(), "object", 10)
+    flipped(fleet, WRITTEN, 0)
+    real, computing, release = groups._page, [], threading.Event()
+
+    def held(*a: Any) -> None:
+        computing.append(1)
+        if len(computing) == 1:
+            assert release.wait(10)
+        real(*a)
+
+    monkeypatch.setattr(groups, "_page", held)
+    flips = iter([1, 2])
+    got = queued_behind_a_write(
+        lambda: groups.page(ADMIN, Filters(), "object", 10),
+        groups._flights,
+        computing,
+        release,
+        lambda: flipped(fleet, CLUSTERS[1], next(flips)),
+    )
+    assert len(computing) == 2
+    fresh = GroupReader(Reader(fleet, KINDS)).page(ADMIN, Filters(), "object", 10)
+    assert shown_groups(got[1]) == shown_groups(got[2]) == shown_groups(fresh)
+
+
+def test_a_time_page_made_after_waiting_answers_the_requests_queued_behind_it(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for newest first under message updates (each moves the cluster's generation):
+    two pages made for three requests, the last two showing the last message."""
+    import threading
+
+    from common.index.read.timesort import TimeReader
+
+    times = TimeReader(fleet)
+    first = times.page(ADMIN, Filters(), 20, True)
+    cluster = first.members[0][0]
+    shown = [text(m) for c, m in first.members if c == cluster]
+
+    def reword(message: str) -> None:  # the rows the page shows on `cluster`
+        changes = []
+        for m in shown:
+            row = rows.decode(cluster, m)
+            row["message"] = message
+            changes.append(store_events.Change.of(rows.encode(row, rows.edges_of(m))))
+        assert store_events.apply_changes(fleet, cluster, changes).updated == len(changes)
+
+    reword("first")
+    real, computing, release = times._status_and_rows, [], threading.Event()
+
+    def held(*a: Any) -> Any:
+        computing.append(1)
+        if len(computing) == 1:
+            assert release.wait(10)
+        return real(*a)
+
+    monkeypatch.setattr(times, "_status_and_rows", held)
+    words = iter(["second", "third"])
+    got = queued_behind_a_write(
+        lambda: times.page(ADMIN, Filters(), 20, True),
+        times._flights,
+        computing,
+        release,
+        lambda: reword(next(words)),
+    )
+    assert len(computing) == 2
+    fresh = TimeReader(fleet).page(ADMIN, Filters(), 20, True)
+    assert got[1].members == got[2].members == fresh.members
+    assert any(b"third" in m for _c, m in fresh.members)
+
+
 @pytest.mark.usefixtures("tiny_memo_budget")
 @pytest.mark.parametrize("change", ["same map copied", "a cluster gone", "a cluster parsed again"])
 def test_a_new_access_map_takes_its_namespace_shares_over_from_the_last_sum(
