@@ -375,8 +375,10 @@ class _Flight:
         """Callers of the same key waiting behind this one now. Each read its generations
         before this one reads any again: an answer made from generations read after this call
         is as new as every one of theirs wants, so one computation answers them all instead of
-        each making its own in turn (under steady writes each waiter's generations are newer
-        than the answer it waited for)."""
+        each making its own in turn (under writes each waiter's generations are newer than
+        the answer it waited for). Worth a read of the generations where the answer costs
+        more than it (a group page), not where it costs about as much (a time page after
+        message updates)."""
         with self.flights._lock:
             return int(self.slot[1]) - 1
 

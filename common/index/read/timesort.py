@@ -231,15 +231,12 @@ class TimeReader:
             return dataclasses.replace(
                 hit, version=out.version, round_trips=1, scanned=0, window_reads=0
             )
-        with self._flights.one(memo) as flight:  # the same page asked meanwhile: once
+        with self._flights.one(memo):  # the same page asked meanwhile: its answer, once
             held = self._pages.peek(memo, access)
             if held is not None and not_older(held[0], gens):
                 return dataclasses.replace(
                     held[1], version=out.version, round_trips=1, scanned=0, window_reads=0
                 )
-            if flight.others():  # made at generations read now, it answers those waiting too
-                gens = tally.generations_now(self.r, clusters)
-                out.round_trips += 1
             # Written since: if no status generation moved (only rows' text did: most watch
             # events), the order is the one remembered and only its rows on the written
             # clusters are read again; else the page is walked again.

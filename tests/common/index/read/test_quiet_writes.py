@@ -670,52 +670,6 @@ def test_a_page_made_after_waiting_answers_the_requests_queued_behind_it(
     assert shown_groups(got[1]) == shown_groups(got[2]) == shown_groups(fresh)
 
 
-def test_a_time_page_made_after_waiting_answers_the_requests_queued_behind_it(
-    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same for newest first under message updates (each moves the cluster's generation):
-    two pages made for three requests, the last two showing the last message."""
-    import threading
-
-    from common.index.read.timesort import TimeReader
-
-    times = TimeReader(fleet)
-    first = times.page(ADMIN, Filters(), 20, True)
-    cluster = first.members[0][0]
-    shown = [text(m) for c, m in first.members if c == cluster]
-
-    def reword(message: str) -> None:  # the rows the page shows on `cluster`
-        changes = []
-        for m in shown:
-            row = rows.decode(cluster, m)
-            row["message"] = message
-            changes.append(store_events.Change.of(rows.encode(row, rows.edges_of(m))))
-        assert store_events.apply_changes(fleet, cluster, changes).updated == len(changes)
-
-    reword("first")
-    real, computing, release = times._status_and_rows, [], threading.Event()
-
-    def held(*a: Any) -> Any:
-        computing.append(1)
-        if len(computing) == 1:
-            assert release.wait(10)
-        return real(*a)
-
-    monkeypatch.setattr(times, "_status_and_rows", held)
-    words = iter(["second", "third"])
-    got = queued_behind_a_write(
-        lambda: times.page(ADMIN, Filters(), 20, True),
-        times._flights,
-        computing,
-        release,
-        lambda: reword(next(words)),
-    )
-    assert len(computing) == 2
-    fresh = TimeReader(fleet).page(ADMIN, Filters(), 20, True)
-    assert got[1].members == got[2].members == fresh.members
-    assert any(b"third" in m for _c, m in fresh.members)
-
-
 @pytest.mark.usefixtures("tiny_memo_budget")
 @pytest.mark.parametrize("change", ["same map copied", "a cluster gone", "a cluster parsed again"])
 def test_a_new_access_map_takes_its_namespace_shares_over_from_the_last_sum(
