@@ -50,6 +50,21 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def slotted(slots: dict[int, int], pids: list[int]) -> dict[int, int]:
+    """Keeps each live pid in the slot it was given and gives a new one the lowest slot no
+    live pid holds (the one a killed or recycled child left): a child keeps its name for its
+    life, so its RSS series is not split between two names when a sibling before it in pid
+    order goes (up to the thirty-sixth L run children were named by their place in pid
+    order). `slots` (pid -> slot) is updated in place; returns it."""
+    for gone in [p for p in slots if p not in pids]:
+        del slots[gone]
+    for p in pids:
+        if p not in slots:
+            held = set(slots.values())
+            slots[p] = next(i for i in range(len(pids) + 1) if i not in held)
+    return slots
+
+
 def rss_kib(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -71,6 +86,8 @@ class Stack:
     spare_servers: list[RedisServer] = field(default_factory=list)
     killed: list[int] = field(default_factory=list)  # pids of children killed on purpose
     watch_ports: dict[str, int] = field(default_factory=dict)  # watcher -> its metrics port
+    slots: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Per Celery worker, its prefork children's pid -> slot (`processes`)."""
 
     def watched(self) -> int:
         """Clusters whose first build a watcher replica has written (their metrics' sum)."""
@@ -173,7 +190,8 @@ class Stack:
                 out.update({f"{child.name}.w{i}": p for i, p in enumerate(workers)})
                 out.update({f"{child.name}.stream": p for p in kids if p not in workers})
             elif child.name.startswith("worker-"):
-                out.update({f"{child.name}.child{i}": p for i, p in enumerate(kids)})
+                slots = self.slots.setdefault(child.name, {})
+                out.update({f"{child.name}.child{i}": p for p, i in slotted(slots, kids).items()})
         return out
 
     def redis_data_kib(self) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """The soak's fault schedule: every kind once in a seeded order at 30 minutes, gaps of 2-3
 minutes and leaf faults held 2 minutes, all of it scaled to a shorter run, nothing in the
 settle time at the end, and the same seed giving the same schedule; when a fault counts as
-recovered (a re-registered leaf: once collected again)."""
+recovered (a re-registered leaf: once collected again); the names its samples give a Celery
+worker's children."""
 
 from __future__ import annotations
 
@@ -109,3 +110,16 @@ def test_recovery_waits_for_the_watchers_to_build_the_fleet_again() -> None:
     # every cluster but the one under a leaf fault built again
     assert soak.recover(_Stack(built=2), [killed], rec, ready) == 0
     assert killed.survived and killed.recovered_s == 40.0
+
+
+def test_a_celery_child_keeps_its_name_when_a_sibling_before_it_goes() -> None:
+    """Children were named by their place in pid order: when the first was killed, the second
+    took its name and its RSS series was split between two names (each too short to judge).
+    A child keeps its slot for its life; a new one takes the slot its predecessor left."""
+    from bench.soak_stack import slotted
+
+    slots: dict[int, int] = {}
+    assert slotted(slots, [100, 101]) == {100: 0, 101: 1}
+    assert slotted(slots, [101, 205]) == {101: 1, 205: 0}  # 100 killed, 205 forked in its place
+    assert slotted(slots, [101, 205, 301]) == {101: 1, 205: 0, 301: 2}
+    assert slotted(slots, [205, 301, 410]) == {205: 0, 301: 2, 410: 1}
