@@ -826,14 +826,10 @@ class GroupReader:
             if run is not None:
                 seen[i], done[i] = list(run[0]), run[1]
         bufs = [deque(ids) for ids in seen]
-        # the buffers' heads in a heap: a pick costs a few comparisons, not a pass over every
-        # cluster's buffer (three passes over 200 per group at fleet L: ~2 ms a page)
-        heads = [(b[0], i) for i, b in enumerate(bufs) if b]
-        heapq.heapify(heads)
-        empty = [i for i, b in enumerate(bufs) if not b and not done[i]]
         got: list[bytes] = []
         while len(got) < want:
-            if empty:  # a stream to read on before any pick: its next may come first
+            empty = [i for i, b in enumerate(bufs) if not b and not done[i]]
+            if empty:
                 for i in empty:
                     if streams[i] is None:  # from the end of what is known of it
                         c = clusters[i]
@@ -843,7 +839,6 @@ class GroupReader:
                         self.streams_read += 1
                         done[i] = streams[i] is None
                 live = [i for i in empty if streams[i] is not None]
-                empty = []
                 if not live:
                     continue
                 chunks = self.reader.more([s for i in live if (s := streams[i])], filters, chunk)
@@ -854,22 +849,14 @@ class GroupReader:
                     seen[i].extend(more)
                     done[i] = ch.done
                     out.scanned += ch.scanned
-                    if bufs[i]:
-                        heapq.heappush(heads, (bufs[i][0], i))
-                    elif not done[i]:
-                        empty.append(i)
                 continue
+            heads = [b[0] for b in bufs if b]
             if not heads:
                 break
-            k = heads[0][0]
-            while heads and heads[0][0] == k:
-                _k, i = heapq.heappop(heads)
-                b = bufs[i]
-                b.popleft()
-                if b:
-                    heapq.heappush(heads, (b[0], i))
-                elif not done[i]:
-                    empty.append(i)
+            k = min(heads)
+            for b in bufs:
+                if b and b[0] == k:
+                    b.popleft()
             if k not in skip:
                 got.append(k)
         for i, c in enumerate(clusters):
