@@ -468,7 +468,7 @@ class GroupReader:
             if held is not None and memo_not_older(held[0], gens):
                 return dataclasses.replace(held[1], version=out.version, round_trips=1, scanned=0)
             if flight.others() and not filters.flapping:  # made at generations read now, it
-                gens = tally.generations_now(self.r, clusters, status=True)  # answers them too
+                gens = tally.status_generations(self.r, clusters)[0]  # answers them too
                 out.round_trips += 1
             start = cursor.start if cursor is not None else int(time.time() * 1000)
             # Drift under a label selector is kept on the selector's drained groups (_page);

@@ -330,15 +330,6 @@ def _through_fleet(
     return gens, got
 
 
-def generations_now(r: Any, clusters: Sequence[str], status: bool = False) -> list[Any]:
-    """`generations` read from Redis now, never answered by `read_once` from what the request
-    read at its start: a page made for callers that waited behind this one is stamped with
-    generations read after theirs (`memo._Flight.others`)."""
-    if len(clusters) >= FLEET_GENERATION_MIN and redis_client.is_cluster(r):
-        return _through_fleet(r, clusters, False, status)[0]
-    return list(redis_client.pipelined(r, [generations_command(clusters, status)])[0])
-
-
 def status_generations(
     r: Any, clusters: Sequence[str], version: bool = False
 ) -> tuple[list[Any], Any]:
