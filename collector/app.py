@@ -50,6 +50,7 @@ def create_celery(settings: Settings) -> Celery:
         task_time_limit=hard_limit_s,
         timezone="UTC",
         beat_schedule=beat_schedule(settings),
+        beat_scheduler="collector.beat:Scheduler",
     )
     tasks.register(app, settings)
     alerts.register(app, settings)
