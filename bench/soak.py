@@ -246,6 +246,8 @@ def recover(stack: Stack, injected: list[Any], rec: Any, ready: Any) -> int:
             if f.kind == "leaf-removed" and not collected_again(stack, f.target, f.detail):
                 continue
             f.recovered_s, f.survived = round(rec.now_s(), 1), True
+            if f.kind == "watcher":  # who built the killed one's clusters: survivor or successor
+                f.detail["built_by"] = stack.built_by()
     pending = [f for f in pending if f.recovered_s is None]
     return len(pending) + sum(1 for f in injected if f.ended_s is None)
 

@@ -91,19 +91,24 @@ class Stack:
 
     def watched(self) -> int:
         """Clusters whose first build a watcher replica has written (their metrics' sum)."""
-        total = 0
-        for port in self.watch_ports.values():
+        return sum(self.built_by().values())
+
+    def built_by(self) -> dict[str, int]:
+        """Per watcher replica, the clusters whose first build it has written (its
+        `fleetscope_watch_built`); a replica that does not answer is left out."""
+        out = {}
+        for name, port in self.watch_ports.items():
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as f:
                     text = f.read().decode()
             except OSError:
                 continue
-            total += sum(
+            out[name] = sum(
                 int(float(line.split()[-1]))
                 for line in text.splitlines()
                 if line.startswith("fleetscope_watch_built ")
             )
-        return total
+        return out
 
     @property
     def clusters_dir(self) -> Path:

@@ -73,6 +73,9 @@ class _Stack:
     def watched(self) -> int:
         return self.built
 
+    def built_by(self) -> dict[str, int]:
+        return {"watcher-0": 0, "watcher-1": self.built}
+
 
 def test_recovery_waits_for_a_re_registered_leaf_to_be_collected_again(monkeypatch) -> None:
     from bench import soak
@@ -110,6 +113,8 @@ def test_recovery_waits_for_the_watchers_to_build_the_fleet_again() -> None:
     # every cluster but the one under a leaf fault built again
     assert soak.recover(_Stack(built=2), [killed], rec, ready) == 0
     assert killed.survived and killed.recovered_s == 40.0
+    # which replica built them (here the survivor, not the killed one's successor) is kept
+    assert killed.detail["built_by"] == {"watcher-0": 0, "watcher-1": 2}
 
 
 def test_a_celery_child_keeps_its_name_when_a_sibling_before_it_goes() -> None:
