@@ -139,12 +139,14 @@ def test_a_walks_changes_follow_the_written_clusters_feed(fleet: redis.Redis) ->
     moved["status"] = "healthy" if status == "unhealthy" else "unhealthy"
     change = store_events.Change.of(rows.encode(moved, rows.edges_of(member)))
     assert store_events.apply_changes(fleet, c, [change]).updated == 1
-    followed = groups.followed
+    followed, filtered = groups.followed, groups.changes_filtered
     fleet.config_resetstat()
     rest = walk_from(groups, first.cursor)
     stats = fleets.costs(fleet)
     assert "zrangebyscore" not in stats, stats  # no time window read again
     assert groups.followed > followed
+    # the caller's share of each cluster's changed set is kept: only the written one's moved
+    assert groups.changes_filtered == filtered + 1
     assert key not in [k for _n, k, _ in rest]
     assert [k for _n, k, _ in rest] == [k for _n, k, _ in later if k != key]
 
