@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import linecache
 import logging
+import os
 import sys
 import time
 import traceback
@@ -57,6 +59,30 @@ def _source_line(filename: str, lineno: int) -> str:
         return ""
 
 
+def read_source_uncached() -> None:
+    """From now on, a source line read through `linecache.getline` for a file whose text is not
+    cached yet is read from the file alone, and the file is not kept: what libraries format in
+    our processes (billiard's `ExceptionInfo` of every failed Celery task, Celery beat's
+    `format_stack`, `warnings`) would otherwise keep the whole source of every file on their
+    tracebacks for the life of the process, a step in RSS at the first Redis failover
+    (docs/operations.md, "Soak"). Text registered in the cache (generated code) and names that
+    are not absolute paths are read as before; so is a file this cannot read. Idempotent."""
+    if getattr(linecache.getline, "_fleetscope", False):
+        return
+    cached_getline = linecache.getline
+
+    def getline(filename: str, lineno: int, module_globals: Any = None) -> str:
+        entry = linecache.cache.get(filename)
+        if (entry is None or len(entry) == 1) and os.path.isabs(filename):  # not read yet
+            line = _source_line(filename, lineno)
+            if line:
+                return line
+        return cached_getline(filename, lineno, module_globals)
+
+    getline._fleetscope = True  # type: ignore[attr-defined]
+    linecache.getline = getline
+
+
 class _Formatter(logging.Formatter):
     def formatException(self, ei: Any) -> str:
         return format_exception(ei)
@@ -96,7 +122,9 @@ def _extras(record: logging.LogRecord) -> dict[str, Any]:
 
 
 def configure(settings: Settings, stream: Any = None) -> None:
-    """Configure the root logger once for this process (idempotent)."""
+    """Configure the root logger once for this process (idempotent), and have tracebacks that
+    libraries format keep no source (`read_source_uncached`)."""
+    read_source_uncached()
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
     root = logging.getLogger()

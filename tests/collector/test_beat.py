@@ -28,7 +28,10 @@ from common import logs
 from common.settings import Settings
 
 settings = Settings(redis_url="redis://127.0.0.1:1/0", log_format="json")
-logs.configure(settings, sys.stdout)
+if sys.argv[2] == "fleetscope":
+    logs.configure(settings, sys.stdout)
+else:  # the standard handler: Celery's lines as a plain set-up would print them
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)
 app = create_celery(settings)
 cls = our_beat.Scheduler if sys.argv[1] == "ours" else beat.PersistentScheduler
 scheduler = cls(app, schedule_filename=tempfile.mkdtemp() + "/schedule", lazy=True)
@@ -45,14 +48,18 @@ print(json.dumps(sorted(k for k, v in linecache.cache.items() if len(v) > 1)))
 """
 
 
-def _send(which: str) -> tuple[list[str], list[dict[str, str]]]:
-    """(files cached, log lines) of one failed send by scheduler `which`."""
+def _send(which: str, logging_: str = "fleetscope") -> tuple[list[str], str]:
+    """(files cached, what was logged) of one failed send by scheduler `which`."""
     out = subprocess.run(
-        [sys.executable, "-c", SEND, which], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", SEND, which, logging_],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     *lines, cached = out.stdout.strip().splitlines()
-    return json.loads(cached), [json.loads(line) for line in lines]
+    return json.loads(cached), "\n".join(lines) + out.stderr
 
 
 def test_the_app_runs_our_scheduler() -> None:
@@ -62,8 +69,8 @@ def test_the_app_runs_our_scheduler() -> None:
 
 
 def test_a_failed_send_is_logged_and_caches_no_source() -> None:
-    cached, lines = _send("ours")
-    errors = [x for x in lines if x["level"] == "ERROR"]
+    cached, logged = _send("ours")
+    errors = [json.loads(x) for x in logged.splitlines() if '"ERROR"' in x]
     assert [x["message"] for x in errors] == [
         "Message Error: Couldn't apply scheduled task x: broker away"
     ]
@@ -72,6 +79,14 @@ def test_a_failed_send_is_logged_and_caches_no_source() -> None:
 
 
 def test_celerys_own_scheduler_for_contrast_caches_its_stack() -> None:
-    cached, lines = _send("celery")
-    assert any(x["message"].startswith("Message Error") for x in lines)
+    cached, logged = _send("celery", "standard")
+    assert "Message Error" in logged
     assert beat.__file__ in cached  # format_stack read beat's own source
+
+
+def test_fleetscope_logging_keeps_even_celerys_stack_dump_out_of_the_cache() -> None:
+    """The second guard (common.logs.read_source_uncached): Celery's own scheduler in a
+    process with fleetscope's logging still prints its stack, and caches nothing of it."""
+    cached, logged = _send("celery")
+    assert "Message Error" in logged and "apply_entry" in logged
+    assert cached == []
