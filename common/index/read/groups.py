@@ -374,6 +374,17 @@ def _visible_kinds(access: AccessLike, ns: str) -> frozenset[str]:
     return access.cluster_wide | access.namespaces.get(ns, frozenset())
 
 
+@dataclass(slots=True)
+class _Changes:
+    """A cluster's groups changed since a walk began, as (key, namespace, kind), at its change
+    feed's generation `gen`; `shown`: the last caller's access and the keys of it they may list
+    (`GroupReader._visible_changes`)."""
+
+    found: frozenset[tuple[bytes, str, str]]
+    gen: int
+    shown: list[Any] = field(default_factory=lambda: [None, frozenset()])
+
+
 def _may_list(access: AccessLike, ns: str, kind: str) -> bool:
     return kind in access.cluster_wide or kind in access.namespaces.get(ns, ())
 
@@ -420,12 +431,9 @@ class GroupReader:
         (weighted by Members)."""
         self._serials: Memo[frozenset[Any], int] = Memo(PAGES_MAX)
         self._next_serial = itertools.count()
-        self._changes: Memo[tuple[str, int, str], tuple[frozenset[tuple[bytes, str, str]], int]]
+        self._changes: Memo[tuple[str, int, str], _Changes]
         self._changes = Memo(INDEXES_MAX * 4, "groups.changes")
         """(cluster, walk start, by) -> the groups changed there since."""
-        self._visible: dict[tuple[str, int, str], tuple[Any, AccessLike, frozenset[bytes]]] = {}
-        """(cluster, walk start, by) -> the remembered changed set it was filtered from, whose
-        access filtered it, and the keys of it that access may list (`_visible_changes`)."""
         self._lock = threading.Lock()
         self._flights = Flights()
         """Pages being read: the same one asked meanwhile waits for it (`Flights`)."""
@@ -725,27 +733,17 @@ class GroupReader:
 
     # -- what changed since the walk began -----------------------------------------------------
 
-    def _visible_changes(
-        self,
-        key: tuple[str, int, str],
-        found: frozenset[tuple[bytes, str, str]],
-        access: AccessLike,
-    ) -> frozenset[bytes]:
-        """The keys of a cluster's remembered changed set (`found`) that `access` may list,
-        kept with the set and the access they came from: a walk's later pages under writes
-        filter again only the clusters whose set moved (a storm's third page re-filtered every
-        cluster's set, 8 % of its time). Bounded as `_changes` is, oldest first."""
-        kept = self._visible.get(key)
-        if kept is not None and kept[0] is found and kept[1] is access:
-            return kept[2]
-        keys_ = frozenset(k for k, ns, kind in found if _may_list(access, ns, kind))
+    def _visible_changes(self, changes: _Changes, access: AccessLike) -> frozenset[bytes]:
+        """The keys of a cluster's remembered changed set that `access` may list, kept on the
+        entry for the access that asked last: a walk's later pages under writes filter again
+        only the clusters whose set moved (a storm's third page re-filtered every cluster's
+        set, 8 % of its time)."""
+        shown = changes.shown
+        if shown[0] is access:
+            return shown[1]  # type: ignore[no-any-return]
+        keys_ = frozenset(k for k, ns, kind in changes.found if _may_list(access, ns, kind))
         self.changes_filtered += 1
-        self._visible[key] = (found, access, keys_)
-        while len(self._visible) > INDEXES_MAX * 4:
-            try:  # another thread may evict the same entry meanwhile
-                self._visible.pop(next(iter(self._visible)), None)
-            except (StopIteration, RuntimeError):
-                break
+        changes.shown[:] = [access, keys_]  # racing threads store the same for the same access
         return keys_
 
     def _changed(
@@ -770,33 +768,33 @@ class GroupReader:
         access, by = q.access, q.by
         changed: set[bytes] = set()
         todo: list[str] = []
-        older: dict[str, tuple[frozenset[tuple[bytes, str, str]], int]] = {}
+        older: dict[str, _Changes] = {}
         for c in q.clusters:
             hit = self._changes.get((c, start, by), q.gens[c])
             if hit is not None:
-                changed |= self._visible_changes((c, start, by), hit[0], access[c])
+                changed |= self._visible_changes(hit, access[c])
             elif (old := self._changes.peek((c, start, by))) is not None:
                 older[c] = old[1]
             else:
                 todo.append(c)
         if older:
-            asked = [(c, gen) for c, (_found, gen) in older.items()]
+            asked = [(c, old.gen) for c, old in older.items()]
             replies = self.reader.follow(asked)
             q.out.round_trips += 1
             for (c, _gen), (gen, whole, lines) in zip(asked, replies, strict=True):
                 if int(whole):
                     todo.append(c)
                     continue
-                moved = set(older[c][0])
+                moved = set(older[c].found)
                 for line in lines.split(b"\n"):
                     if line:
                         identity = line[:-2]
                         ns, kind, _name, _ = identity.split(b"\x00", 3)
                         moved.add((_key_of(identity, by), ns.decode(), kind.decode()))
-                found = frozenset(moved)
-                self._changes.put((c, start, by), (found, int(gen)), q.gens[c])
+                now_changed = _Changes(frozenset(moved), int(gen))
+                self._changes.put((c, start, by), now_changed, q.gens[c])
                 self.followed += 1
-                changed |= self._visible_changes((c, start, by), found, access[c])
+                changed |= self._visible_changes(now_changed, access[c])
         if not todo:
             return changed
         now = int(time.time() * 1000)
@@ -826,9 +824,9 @@ class GroupReader:
                     read_set.add((key, ns.decode(), kind.decode()))
             at = end
             # kept with each row's namespace and kind: what the caller may list is theirs
-            found = frozenset(read_set)
-            self._changes.put((c, start, by), (found, gen), q.gens[c])
-            changed |= self._visible_changes((c, start, by), found, access[c])
+            read_changed = _Changes(frozenset(read_set), gen)
+            self._changes.put((c, start, by), read_changed, q.gens[c])
+            changed |= self._visible_changes(read_changed, access[c])
         return changed
 
     # -- the rest, in key order ----------------------------------------------------------------
