@@ -1,10 +1,11 @@
 """Celery beat's scheduler, as `celery -A collector beat` runs it (`beat_scheduler`).
 
 Celery's own `apply_entry` logs a send that failed with `traceback.format_stack()` beside the
-exception, and `format_stack` reads every file on beat's stack into `linecache`, which keeps
-them for the life of the process: at a Redis failover beat's RSS stepped 75.5 -> 77.3 MiB
-(the thirty-sixth soak, docs/operations.md). This one logs the exception alone, formatted
-without the cache (common.logs); the schedule and what it sends are Celery's.
+exception: beat's own loop, the same every time, in every failed send's log line. Reading it
+once kept every file on beat's stack in `linecache` for the life of the process (beat's RSS
+stepped 75.5 -> 77.3 MiB at the thirty-sixth soak's failover, docs/operations.md);
+`common.logs.read_source_uncached` now keeps no source whoever formats a traceback, and this
+scheduler logs the exception alone. The schedule and what it sends are Celery's.
 """
 
 from __future__ import annotations
