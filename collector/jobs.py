@@ -102,6 +102,25 @@ class Collector:
         """Registered clusters that are ready (the others are not synced at all)."""
         return syncstatus.ready_clusters(self.r)
 
+    def due(self, work: Work, clusters: list[str], interval_s: float) -> list[str]:
+        """Of `clusters`, those whose scheduled `work` sync is due this round of `interval_s`:
+        all but the ones a watcher vouched for within the round and the collector listed within
+        `sync_watched_interval_s` (syncstatus.watched). The watcher keeps those current; the
+        collector's sync stays their safety net, at its own interval, and a cluster whose
+        watches stop being healthy is synced again from the next round."""
+        watched = syncstatus.watched(
+            self.r, clusters, work.value, interval_s, self.settings.sync_watched_interval_s
+        )
+        if watched:
+            log.info(
+                "%s syncs: %d of %d clusters are watched and were listed within %.0fs: not now",
+                work,
+                len(watched),
+                len(clusters),
+                self.settings.sync_watched_interval_s,
+            )
+        return [c for c in clusters if c not in watched]
+
 
 @dataclass
 class ClusterOutcome:

@@ -164,6 +164,7 @@ def _objects(
         "state": "ok",
         "last_success": round(time.time(), 3),
         "last_error": "",
+        "listed_at": round(time.time(), 3),
         "duration_s": round(result.duration_s, 3),
         "requests": result.requests,
     }
@@ -389,7 +390,7 @@ def _rbac(r: redis.Redis, client: LeafClient, registry: KindRegistry) -> SyncRes
     )
     compiled = compile_grants(objects, registry)
     synced_at = round(time.time(), 3)
-    store_grants(r, client.name, compiled, synced_at, since_generation=since)
+    store_grants(r, client.name, compiled, synced_at, since_generation=since, listed=True)
     listed = (
         objects.roles,
         objects.cluster_roles,

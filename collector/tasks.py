@@ -59,11 +59,11 @@ def register(app: Celery, settings: Settings) -> Callable[[], Collector]:
 
     @app.task(shared=False, name=FAN_OUT_OBJECTS, ignore_result=True)  # type: ignore[untyped-decorator]
     def schedule_object_syncs() -> int:
-        return _fan_out(sync_objects, runtime(), settings.sync_interval_s)
+        return _fan_out(sync_objects, runtime(), Work.OBJECTS, settings.sync_interval_s)
 
     @app.task(shared=False, name=FAN_OUT_RBAC, ignore_result=True)  # type: ignore[untyped-decorator]
     def schedule_rbac_syncs() -> int:
-        return _fan_out(sync_rbac, runtime(), settings.rbac_sync_interval_s)
+        return _fan_out(sync_rbac, runtime(), Work.RBAC, settings.rbac_sync_interval_s)
 
     @app.task(shared=False, name=RECONCILE, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def reconcile_registry(task: Any) -> None:
@@ -98,9 +98,10 @@ def _retry_or_log(task: Any, e: FleetscopeError, what: str, cluster: str = "") -
     raise task.retry(exc=e, countdown=delay, max_retries=None) from e
 
 
-def _fan_out(task: Any, collector: Collector, interval_s: float) -> int:
-    """Enqueue one sync per ready registered cluster; unrun ones expire at the next round."""
-    clusters = collector.syncable()
+def _fan_out(task: Any, collector: Collector, work: Work, interval_s: float) -> int:
+    """Enqueue one sync per ready registered cluster that is due (`Collector.due`: a watched
+    cluster only every `sync_watched_interval_s`); unrun ones expire at the next round."""
+    clusters = collector.due(work, collector.syncable(), interval_s)
     for name in clusters:
         task.apply_async((name,), expires=interval_s)
     return len(clusters)

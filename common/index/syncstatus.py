@@ -19,6 +19,10 @@ freshness block of every list answer. Fields of the hash (all strings):
 | snapshot       | digest of what the stored snapshot was built from (collector.sync: every listed object's uid and resourceVersion, the served versions, the kinds and the row code) |
 | snapshot_generation | the cluster's generation right after that snapshot was written |
 | snapshot_at    | epoch seconds when that snapshot's rows were built              |
+| listed_at      | epoch seconds of the last object sync that listed the whole cluster (the collector's; a watcher's heartbeat does not set it) |
+| rbac_listed_at | epoch seconds of the last RBAC sync that listed all four RBAC resources and stored its grants (the collector's) |
+| watched_at     | epoch seconds of a watcher's last heartbeat for the cluster's objects (every watch open and heard from) |
+| rbac_watched_at | the same for its four RBAC watches (grants stored once)        |
 
 `read_all` adds each cluster's registry record (`fs:clusters`): a cluster that is registered
 but not ready (common.index.registry_record) is never synced, so it neither keeps the fleet
@@ -63,6 +67,10 @@ class ClusterSync:
     """Digest of the inputs of the stored snapshot ("" = none recorded): collector.sync."""
     snapshot_generation: int | None = None
     snapshot_at: float | None = None
+    listed_at: float | None = None
+    rbac_listed_at: float | None = None
+    watched_at: float | None = None
+    rbac_watched_at: float | None = None
     record: Record = field(default_factory=Record)
     """The cluster's registry record (source, readiness); the default when not read."""
 
@@ -120,6 +128,10 @@ def parse(cluster: str, h: dict[str, str]) -> ClusterSync:
         snapshot=h.get("snapshot", ""),
         snapshot_generation=_int(h.get("snapshot_generation")),
         snapshot_at=_float(h.get("snapshot_at")),
+        listed_at=_float(h.get("listed_at")),
+        rbac_listed_at=_float(h.get("rbac_listed_at")),
+        watched_at=_float(h.get("watched_at")),
+        rbac_watched_at=_float(h.get("rbac_watched_at")),
     )
 
 
@@ -165,6 +177,41 @@ def read_all(
     if memo is not None and len(memo) > len(out):
         for gone in memo.keys() - out.keys():
             del memo[gone]
+    return out
+
+
+WATCHED_FIELDS = {
+    "objects": ("watched_at", "listed_at"),
+    "rbac": ("rbac_watched_at", "rbac_listed_at"),
+}
+"""Per kind of sync (collector.sync.Work's values): the field a watcher's heartbeat sets and the
+one a full sync by the collector sets."""
+
+
+def watched(
+    r: redis.Redis,
+    clusters: list[str],
+    work: str,
+    fresh_s: float,
+    listed_within_s: float,
+    now: float | None = None,
+) -> set[str]:
+    """The clusters whose `work` (objects or rbac) needs no scheduled sync now: a watcher
+    vouched for them within `fresh_s` (its heartbeat: every watch open and heard from) and the
+    collector listed them whole within `listed_within_s` (the safety net's own interval for
+    watched clusters). One pipelined round trip; an empty set when `listed_within_s` is 0."""
+    if not clusters or listed_within_s <= 0:
+        return set()
+    now = time.time() if now is None else now
+    beat, listed = WATCHED_FIELDS[work]
+    replies = redis_client.pipelined(r, [("HMGET", keys.sync(c), beat, listed) for c in clusters])
+    out = set()
+    for c, (b, seen) in zip(clusters, replies, strict=True):
+        b_at, seen_at = _float(text(b) if b else None), _float(text(seen) if seen else None)
+        if b_at is None or seen_at is None:
+            continue
+        if now - b_at < fresh_s and now - seen_at < listed_within_s:
+            out.add(c)
     return out
 
 

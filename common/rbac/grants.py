@@ -148,6 +148,7 @@ def store_grants(
     *,
     since_generation: int | None = None,
     fence: Fence | None = None,
+    listed: bool = False,
 ) -> bool:
     """Replace the cluster's `rbac` hash atomically (skipped when unchanged), record the sync,
     and raise `fs:version` (INCRBY) when the grants changed. Returns True when they changed.
@@ -157,11 +158,14 @@ def store_grants(
     when another store came since: a watcher compiled grants from a newer state meanwhile (a
     RoleBinding deleted during the sync's lists), and the sync's older snapshot written over
     them would give the revoked access back until the next sync. `fence` (a watcher): store
-    only while its lease is ours (LockBusy otherwise)."""
+    only while its lease is ours (LockBusy otherwise). `listed` (a full RBAC sync by the
+    collector) also records `rbac_listed_at` (common.index.syncstatus.watched)."""
     rbac_key, gen_key = keys.rbac(cluster), keys.grants_generation(cluster)
     status = syncstatus.encode(
         rbac_hash=compiled.content_hash, rbac_synced_at=synced_at, rbac_error=""
     )
+    if listed:
+        status.update(syncstatus.encode(rbac_listed_at=synced_at))
     tx: Any
     for _ in range(WATCH_RETRIES):
         with r.pipeline(transaction=True) as tx:

@@ -191,7 +191,9 @@ class Beat:
 
 def heartbeats(r: redis.Redis, beats: Sequence[Beat], now: float | None = None) -> list[bool]:
     """The watches are healthy: keep `last_success` (objects) and `rbac_synced_at` (RBAC) of
-    each cluster fresh, so it is not reported stale nor its rows hidden. One pipelined round trip
+    each cluster fresh, so it is not reported stale nor its rows hidden, and say so
+    (`watched_at`, `rbac_watched_at`: the collector's scheduled syncs of a watched cluster then
+    run every `FLEETSCOPE_SYNC_WATCHED_INTERVAL_S`, syncstatus.watched). One pipelined round trip
     for all (a script per cluster checks its fence and writes, atomically: both keys are the
     cluster's); False where the fence is no longer ours (nothing written there)."""
     now = round(time.time() if now is None else now, 3)
@@ -200,9 +202,9 @@ def heartbeats(r: redis.Redis, beats: Sequence[Beat], now: float | None = None) 
     for i, b in enumerate(beats):
         fields: dict[str, Any] = {}
         if b.objects:
-            fields.update(state="ok", last_success=now, last_error="")
+            fields.update(state="ok", last_success=now, last_error="", watched_at=now)
         if b.rbac:
-            fields.update(rbac_synced_at=now, rbac_error="")
+            fields.update(rbac_synced_at=now, rbac_error="", rbac_watched_at=now)
         if not fields:
             continue
         flat = [x for kv in syncstatus.encode(**fields).items() for x in kv]

@@ -99,6 +99,8 @@ def test_heartbeats_are_fenced_per_cluster_in_one_round_trip(rb: redis.Redis) ->
     assert a[b"state"] == b"ok"
     assert b == {}
     assert c[b"last_success"] == b"100.0" and b"rbac_synced_at" not in c
+    assert a[b"watched_at"] == a[b"rbac_watched_at"] == b"100.0"  # the collector's schedule
+    assert c[b"watched_at"] == b"100.0" and b"rbac_watched_at" not in c
 
 
 @pytest.mark.standalone_only
