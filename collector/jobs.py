@@ -22,6 +22,9 @@ from common.leaf import registry
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
+CLIENT_IDLE_MIN_S = 30.0
+"""A leaf client not used for `FLEETSCOPE_SYNC_INTERVAL_S` (at least this) is closed after the
+next sync of another cluster (`ClusterSource.close_idle`)."""
 MAX_RETRIES = 3
 RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 5.0, 60.0
 
@@ -76,6 +79,8 @@ class Collector:
         finally:
             if read_record(self.r, cluster) is None:
                 store.delete_cluster(self.r, cluster)
+            # clients of clusters this process has not synced for a round: closed until needed
+            self.source.close_idle(max(self.settings.sync_interval_s, CLIENT_IDLE_MIN_S))
 
     def sync_objects(self, cluster: str) -> SyncResult:
         return self.run(Work.OBJECTS, cluster)

@@ -2,8 +2,9 @@
 a cluster a watcher vouches for (its heartbeat: every watch open and heard from) and the
 collector listed whole within `sync_watched_interval_s` is left out of a round; one whose
 heartbeat stopped, whose last full listing is older, or any cluster with the setting at 0 is
-synced as before. Against kubesim over HTTPS and a real Redis; the Celery task's fan-out with
-a stand-in for the task it enqueues (our seam)."""
+synced as before. A process that syncs a cluster that rarely keeps no client of it between
+(`ClusterSource.close_idle`). Against kubesim over HTTPS and a real Redis; the Celery task's
+fan-out with a stand-in for the task it enqueues (our seam)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from collector import tasks
+from collector import jobs, tasks
 from collector.clusters import ClusterSource
 from collector.jobs import Collector
 from collector.sync import Work
@@ -124,3 +125,29 @@ def test_the_fan_out_enqueues_only_the_due_clusters_in_one_read(
     assert task.calls == [((B,), {"expires": 60.0})]
     stats = topology.commandstats(r)
     assert stats["hmget"] == 2  # one per cluster (pipelined), none for the rest
+
+
+def test_leaf_clients_idle_for_a_round_are_closed_and_built_again_on_need(
+    c: Collector, r: redis.Redis
+) -> None:
+    source = c.source
+    assert source.held() == [A, B]  # both synced by the fixture, within the round
+    now = time.monotonic()  # both were last asked for before it
+    assert source.close_idle(60.0, now=now) == []
+    first = source.client(A)
+    assert source.close_idle(60.0, now=now + 60) == [B]  # A was asked for again since
+    assert source.held() == [A] and source.client(A) is first
+    assert source.close_idle(60.0, now=time.monotonic() + 61) == [A]
+    assert source.held() == []
+    assert c.sync_objects(A).ok  # a closed client is built again from the kept config
+    assert source.held() == [A] and source.client(A) is not first
+
+
+def test_each_sync_closes_the_clients_idle_for_a_sync_interval(
+    c: Collector, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[float] = []
+    close_idle = c.source.close_idle
+    monkeypatch.setattr(c.source, "close_idle", lambda s: calls.append(s) or close_idle(s))
+    assert c.sync_rbac(A).ok
+    assert calls == [max(c.settings.sync_interval_s, jobs.CLIENT_IDLE_MIN_S)] == [60.0]
