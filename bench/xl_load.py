@@ -90,6 +90,10 @@ class _OneSource:
         assert self.leaf is not None and self.leaf.name == cluster
         return self.leaf
 
+    def close_idle(self, idle_s: float) -> list[str]:
+        """Nothing kept between clusters: nothing to close."""
+        return []
+
 
 def _config(name: str) -> ClusterConfig:
     kubeconfig = {
