@@ -160,11 +160,12 @@ def _objects(
     certain = rebuild_after_s <= 0 or store.rebuild_due(r, cluster, rebuild_after_s)
     snapshot = list_cluster(client, registry, build_as_listed=certain)
     timer.fill(result)
+    listed_at = round(time.time(), 3)
     sync_fields: dict[str, Any] = {
         "state": "ok",
-        "last_success": round(time.time(), 3),
+        "last_success": listed_at,
         "last_error": "",
-        "listed_at": round(time.time(), 3),
+        "listed_at": listed_at,
         "duration_s": round(result.duration_s, 3),
         "requests": result.requests,
     }

@@ -205,14 +205,14 @@ def watched(
     now = time.time() if now is None else now
     beat, listed = WATCHED_FIELDS[work]
     replies = redis_client.pipelined(r, [("HMGET", keys.sync(c), beat, listed) for c in clusters])
-    out = set()
-    for c, (b, seen) in zip(clusters, replies, strict=True):
-        b_at, seen_at = _float(text(b) if b else None), _float(text(seen) if seen else None)
-        if b_at is None or seen_at is None:
-            continue
-        if now - b_at < fresh_s and now - seen_at < listed_within_s:
-            out.add(c)
-    return out
+    return {
+        c
+        for c, (beat_at, seen_at) in zip(clusters, replies, strict=True)
+        if beat_at
+        and seen_at
+        and now - float(beat_at) < fresh_s
+        and now - float(seen_at) < listed_within_s
+    }
 
 
 def registered_clusters(r: redis.Redis) -> list[str]:
