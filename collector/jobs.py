@@ -110,7 +110,8 @@ class Collector:
     def due(self, work: Work, clusters: list[str], interval_s: float) -> list[str]:
         """Of `clusters`, those whose scheduled `work` sync is due this round of `interval_s`:
         all but the ones a watcher vouched for within the round and the collector listed within
-        `sync_watched_interval_s` (syncstatus.watched). The watcher keeps those current; the
+        the current period of `sync_watched_interval_s`, as each cluster's phase cuts it
+        (syncstatus.watched). The watcher keeps those current; the
         collector's sync stays their safety net, at its own interval, and a cluster whose
         watches stop being healthy is synced again from the next round."""
         watched = syncstatus.watched(
@@ -118,7 +119,7 @@ class Collector:
         )
         if watched:
             log.info(
-                "%s syncs: %d of %d clusters are watched and were listed within %.0fs: not now",
+                "%s syncs: %d of %d clusters are watched and were listed this %.0fs period: not now",
                 work,
                 len(watched),
                 len(clusters),

@@ -103,7 +103,7 @@ class Settings:
     """Seconds between scheduled RBAC syncs of each cluster."""
 
     sync_watched_interval_s: float = 600.0
-    """Seconds between scheduled object and RBAC syncs of a cluster a `fleetscope watch` replica keeps current (its watches all open and heard from within the last sync interval): the safety net that repairs what the watches missed, without listing every watched cluster every interval. A cluster whose watcher stops vouching for it is synced at the intervals above again within one of them. 0 = watched clusters are synced like the others."""
+    """Seconds between scheduled object and RBAC syncs of a cluster a `fleetscope watch` replica keeps current (its watches all open and heard from within the last sync interval): the safety net that repairs what the watches missed, without listing every watched cluster every interval; each is listed once in every such interval, at a moment of it fixed by its name, so clusters listed together (at a start) do not come due together. A cluster whose watcher stops vouching for it is synced at the intervals above again within one of them. 0 = watched clusters are synced like the others."""
 
     registry_interval_s: float = 30.0
     """Seconds between reconciles of the cluster registry (kubeconfig dir and Secrets)."""

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,8 +200,11 @@ def watched(
 ) -> set[str]:
     """The clusters whose `work` (objects or rbac) needs no scheduled sync now: a watcher
     vouched for them within `fresh_s` (its heartbeat: every watch open and heard from) and the
-    collector listed them whole within `listed_within_s` (the safety net's own interval for
-    watched clusters). One pipelined round trip; an empty set when `listed_within_s` is 0."""
+    collector listed them whole within the current period of `listed_within_s` (the safety
+    net's own interval for watched clusters) as the cluster's phase cuts it (`listing_period`):
+    each watched cluster is listed once a period, at a moment fixed by its name, so that a fleet
+    listed together (at a start, after a failover) does not come due together again every
+    period. One pipelined round trip; an empty set when `listed_within_s` is 0."""
     if not clusters or listed_within_s <= 0:
         return set()
     now = time.time() if now is None else now
@@ -211,8 +216,18 @@ def watched(
         if beat_at
         and seen_at
         and now - float(beat_at) < fresh_s
-        and now - float(seen_at) < listed_within_s
+        and listing_period(c, float(seen_at), listed_within_s)
+        >= listing_period(c, now, listed_within_s)
     }
+
+
+def listing_period(cluster: str, at: float, period_s: float) -> int:
+    """The number of the `period_s` period of `cluster` that holds the moment `at`: periods
+    start at a phase fixed by the cluster's name (CRC-32, spread evenly over the period), so a
+    cluster listed in the current one waits at most `period_s` for its next listing and
+    clusters listed at one moment come due at their own moments of the next period."""
+    phase = zlib.crc32(cluster.encode()) / 2**32 * period_s
+    return math.floor((at - phase) / period_s)
 
 
 def registered_clusters(r: redis.Redis) -> list[str]:

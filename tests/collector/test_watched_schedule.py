@@ -105,6 +105,33 @@ def test_zero_syncs_watched_clusters_like_the_others(c: Collector, r: redis.Redi
     assert "hmget" not in topology.commandstats(r)  # nothing read for it
 
 
+def test_a_fleet_listed_together_comes_due_spread_over_the_period(r: redis.Redis) -> None:
+    """200 watched clusters listed at one moment (a start) come due over the next period, a
+    share each round, not all at once a period later; each is then listed once a period."""
+    period, round_s, t0 = 600.0, 60.0, 1_800_000_000.0
+    fleet = [f"spread-{i:03d}" for i in range(200)]
+    listed = dict.fromkeys(fleet, t0)
+    for c in fleet:
+        r.hset(keys.sync(c), mapping={"listed_at": str(t0)})
+    per_round: list[int] = []
+    gaps: list[float] = []
+    for k in range(1, 21):  # two periods of beat rounds
+        now = t0 + k * round_s
+        for c in fleet:
+            r.hset(keys.sync(c), "watched_at", str(now - 1))  # every watch heard from
+        left_out = syncstatus.watched(r, fleet, "objects", round_s, period, now=now)
+        due = [c for c in fleet if c not in left_out]
+        for c in due:  # the collector lists them this round
+            gaps.append(now - listed[c])
+            listed[c] = now
+            r.hset(keys.sync(c), "listed_at", str(now))
+        per_round.append(len(due))
+    assert sum(per_round[:10]) == sum(per_round[10:]) == len(fleet)  # once a period each
+    assert max(per_round) <= len(fleet) // 5  # no round lists the fleet (the mean is 20)
+    assert min(per_round) > 0
+    assert max(gaps) <= period  # the interval stays the longest a cluster goes unlisted
+
+
 class Enqueued:
     """Stands in for the Celery task the fan-out enqueues."""
 
