@@ -15,8 +15,13 @@ every frame's code positions). Only the cycle collector frees those, and at thes
 full collection is ~8 M allocations away, which a worker child whose syncs fail fast (a cluster
 that is down) reaches only after a long while: such a child grew ~5 MiB per flap cycle of one
 cluster (docs/operations.md, "Soak"). So a Celery task that did not succeed is followed by a
-full collection (`after_task`): a few milliseconds, on failures only, followed by a trim of the
-C heap (common.heap), which every child and prefork parent also runs once a minute.
+full collection (`after_task`): a few milliseconds, on failures only.
+
+Every task, failed or not, is followed by a trim of the C heap (common.heap): an L cluster's
+sync frees ~12 MiB that glibc keeps below the heap's top (a child at 106 MiB right after a
+sync, 94 MiB after the trim, 2-7 ms; a full collection there finds nothing), so a busy child
+otherwise sat at whatever its last sync left until its minute's trim, and its RSS between
+tasks depended on when it was read. Every child and prefork parent also trims once a minute.
 
 A prefork worker's parent syncs nothing: once its pool runs it goes back to CPython's
 thresholds (`pool_parent_ready`), so what a broker failover leaves it is collected as it goes.
@@ -58,12 +63,12 @@ def pool_parent_ready(pool: Any) -> None:
 
 def after_task(state: str | None) -> None:
     """Free the reference cycles a failed or retried task left behind (a full collection),
-    then hand the C heap's free pages back to the kernel; nothing after a success."""
+    then, after any task, hand the C heap's free pages back to the kernel."""
     if state != SUCCESS:
         gc.collect()
-        # A Redis failover fails every sync in flight at once, each after it built its rows:
-        # the freed memory stayed in the child's heap, ~15 MiB per child (soak, 2026-11-28)
-        heap.trim()
+    # What a sync built and dropped stays in the child's heap until trimmed (~12 MiB after an
+    # L cluster's sync; ~15 MiB per child when a Redis failover failed every sync in flight)
+    heap.trim()
 
 
 def start_trimmer() -> heap.Trimmer:

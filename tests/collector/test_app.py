@@ -57,18 +57,20 @@ def test_a_prefork_parent_collects_with_cpythons_thresholds_once_its_pool_runs()
 
 
 def test_worker_processes_trim_the_c_heap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failed task is followed by a collection and a trim of the C heap; each child and
-    prefork parent trims once a minute, one trimmer per process."""
+    """Every task is followed by a trim of the C heap, a failed one by a full collection
+    first; each child and prefork parent also trims once a minute, one trimmer per process."""
     from collector import gc_tuning
     from common import heap
 
     trims: list[int] = []
+    collections: list[int] = []
     monkeypatch.setattr(heap, "trim", lambda: trims.append(1) or True)
+    monkeypatch.setattr(gc_tuning.gc, "collect", lambda: collections.append(1) or 0)
     gc_tuning.after_task(gc_tuning.SUCCESS)
-    assert trims == []
+    assert trims == [1] and collections == []
     gc_tuning.after_task("RETRY")
     gc_tuning.after_task("FAILURE")
-    assert len(trims) == 2
+    assert len(trims) == 3 and len(collections) == 2
     started: list[heap.Trimmer] = []
     monkeypatch.setattr(heap.Trimmer, "start", lambda self: started.append(self))
     monkeypatch.setattr(heap.Trimmer, "is_alive", lambda self: self in started)
