@@ -6,6 +6,7 @@ last reset (`costs`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from common.redis_client import text
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.rowfactory import row
+from tests.support.waiting import wait_for
 
 ALL = frozenset(KINDS)
 ACCESSES = {
@@ -86,10 +88,16 @@ TEAM = {  # two namespaces on half of the clusters, and one kind only on the oth
 def stored(
     redis_url: str, members_of: Callable[[str], list[str]] = members
 ) -> Iterator[redis.Redis]:
-    """A client of `redis_url` holding every cluster's rows (`members_of`), closed after."""
+    """A client of `redis_url` holding every cluster's rows (`members_of`), closed after.
+    Returns once the clock has left the millisecond of the last write: an untimed row's time
+    index score is when it was written, and a group walk begun in that same millisecond counts
+    such rows as changed during the walk (at or after its start) and rightly skips their groups
+    on its later pages, which a walk's oracle here does not expect."""
     r = topology.client(redis_url)
     for c in CLUSTERS:
         store.replace_rows(r, c, members_of(c))
+    written_ms = int(time.time() * 1000)
+    wait_for(lambda: int(time.time() * 1000) > written_ms, 5.0, "the clock", interval_s=0.0005)
     yield r
     r.close()
 
