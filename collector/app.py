@@ -9,7 +9,7 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Queue  # type: ignore[attr-defined]
 
-from collector import alerts, gc_tuning, metrics, tasks
+from collector import alerts, broker, gc_tuning, metrics, tasks
 from common import logs
 from common.settings import Settings
 
@@ -18,6 +18,7 @@ QUEUE = "fleetscope-collector"
 
 def create_celery(settings: Settings) -> Celery:
     app = Celery("fleetscope-collector", set_as_current=False)
+    broker.install()  # a lost broker connection's channels are freed (collector.broker)
     hard_limit_s = settings.sync_soft_time_limit_s + 30
     broker_url, transport = settings.broker()
     app.conf.update(

@@ -1,0 +1,133 @@
+"""A consumer's broker channel is freed when its broker goes away (collector.broker): kombu's
+close of an idle consumer's channel raises on the BRPOP it has outstanding, and its QoS
+finalizer then kept the channel, its pools and connections for the life of the process (a
+prefork worker's parent grew at every Redis failover)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import socket
+import weakref
+from collections.abc import Iterator
+from multiprocessing import util as mp_util
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.lock
+from kombu import Consumer
+
+from collector import broker
+from collector.app import QUEUE, create_celery
+from common.redis_server import RedisServer, start_redis_server
+from tests.support import sims
+from tests.support.sentinel import SentinelSet, start_sentinel_set
+
+
+@pytest.fixture(autouse=True)
+def lock_scripts_elsewhere() -> None:
+    """redis-py's `Lock` class keeps the client it first registers its scripts with for the
+    life of the process (once, not per connection): have that be a client of no channel's."""
+    redis.lock.Lock(redis.Redis(host="127.0.0.1", port=1), "fleetscope-test")
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A server of this test's own: the test kills it."""
+    server = start_redis_server()
+    yield server
+    server.stop()
+
+
+def restore_finalizers() -> int:
+    """Registered at-exit finalizers that restore a kombu QoS's unacked messages."""
+    return sum(
+        1
+        for f in list(mp_util._finalizer_registry.values())  # type: ignore[attr-defined]
+        if getattr(getattr(f, "_callback", None), "__name__", "") == "restore_unacked_once"
+    )
+
+
+def consuming_channel(redis_url: str, broker_url: str, tmp_path: Path) -> tuple[Any, Any]:
+    """The collector app's broker connection with a consumer on its queue, waiting on a BRPOP
+    as an idle worker's is; returns (connection, weak references to the channel and to what it
+    holds of the broker with Sentinel: its Sentinel clients, which hold its pools)."""
+    settings = sims.settings_for(tmp_path, redis_url)
+    app = create_celery(dataclasses.replace(settings, broker_url=broker_url))
+    conn = app.connection_for_read()
+    conn.ensure_connection(max_retries=3)
+    channel = conn.channel()
+    consumer = Consumer(channel, queues=[app.amqp.queues[QUEUE]], callbacks=[])
+    consumer.consume()
+    with pytest.raises(socket.timeout):
+        conn.drain_events(timeout=0.2)
+    assert channel._in_poll  # the BRPOP is outstanding
+    assert channel.qos is not None
+    held = [channel, channel._pool, *[channel.__dict__.get(k) for k in SENTINEL_MANAGERS]]
+    return conn, [weakref.ref(o) for o in held if o is not None]
+
+
+SENTINEL_MANAGERS = ("_sentinel_manager", "_async_sentinel_manager")
+
+
+def lose_and_collect(conn: Any, kill: Any) -> None:
+    """Kills the broker, then does what Celery's consumer does on a lost connection."""
+    kill()
+    conn.collect()  # Celery's consumer: swallows what the close raised, then reconnects
+    gc.collect()
+
+
+def test_a_lost_broker_leaves_no_channel_behind(own_redis: RedisServer, tmp_path: Path) -> None:
+    before = restore_finalizers()
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    conn, refs = consuming_channel(url, url, tmp_path)
+    assert restore_finalizers() == before + 1
+
+    def kill() -> None:
+        own_redis.process.kill()
+        own_redis.process.wait(10)
+
+    lose_and_collect(conn, kill)
+    assert [r() for r in refs] == [None] * len(refs), "the closed channel is still referenced"
+    assert restore_finalizers() == before
+
+
+def test_a_sentinel_primary_lost_leaves_no_channel_behind(tmp_path: Path) -> None:
+    sentinels: SentinelSet = start_sentinel_set()
+    try:
+        before = restore_finalizers()
+        conn, refs = consuming_channel(sentinels.url, sentinels.broker_url, tmp_path)
+        assert len(refs) == 4  # the channel, its pool, the Sentinel clients of its two pools
+
+        def kill() -> None:
+            sentinels.primary.process.kill()
+            sentinels.primary.process.wait(10)
+
+        lose_and_collect(conn, kill)
+        assert [r() for r in refs] == [None] * len(refs), "the closed channel is still referenced"
+        assert restore_finalizers() == before
+    finally:
+        sentinels.stop()
+
+
+def test_a_close_that_succeeds_is_untouched(redis_url: str, tmp_path: Path) -> None:
+    """A broker that is there: the channel closes as kombu closes it, and is freed."""
+    before = restore_finalizers()
+    conn, refs = consuming_channel(redis_url, redis_url, tmp_path)
+    refs[0]().close()
+    assert refs[0]().closed
+    conn.release()
+    gc.collect()
+    assert refs[0]() is None
+    assert restore_finalizers() == before
+
+
+def test_install_is_idempotent() -> None:
+    from kombu.transport import redis as kombu_redis
+
+    broker.install()
+    close = kombu_redis.Channel.close
+    broker.install()
+    assert kombu_redis.Channel.close is close
