@@ -1,7 +1,8 @@
-"""A consumer's broker channel is freed when its broker goes away (collector.broker): kombu's
-close of an idle consumer's channel raises on the BRPOP it has outstanding, and its QoS
-finalizer then kept the channel, its pools and connections for the life of the process (a
-prefork worker's parent grew at every Redis failover)."""
+"""A worker lets go of a broker connection it lost (collector.broker): kombu's close of an idle
+consumer's channel raises on the BRPOP it has outstanding, and its QoS finalizer then kept the
+channel, its pools and connections for the life of the process; and every transport registered
+with the worker's event loop stayed in it after its connection was closed. A prefork worker's
+parent grew at every Redis failover."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 import redis
 import redis.lock
 from kombu import Consumer
+from kombu.asynchronous import Hub
 
 from collector import broker
 from collector.app import QUEUE, create_celery
@@ -124,10 +126,58 @@ def test_a_close_that_succeeds_is_untouched(redis_url: str, tmp_path: Path) -> N
     assert restore_finalizers() == before
 
 
+def live_timers(hub: Hub) -> int:
+    return sum(1 for e in hub.timer.queue if not e.entry.canceled)
+
+
+def test_a_reconnected_event_loop_keeps_only_the_live_transport(
+    own_redis: RedisServer, redis_url: str, tmp_path: Path
+) -> None:
+    """Celery's consumer after a lost connection: the old connection collected, a new one
+    registered with the same loop. The old transport's tick callback and timers leave it."""
+    hub = Hub()
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    old, refs = consuming_channel(url, url, tmp_path)
+    old.transport.register_with_event_loop(old.connection, hub)
+    one_tick, one_timers = len(hub.on_tick), live_timers(hub)
+    assert one_tick >= 1 and one_timers >= 1
+    transport = weakref.ref(old.transport)
+
+    def kill() -> None:
+        own_redis.process.kill()
+        own_redis.process.wait(10)
+
+    lose_and_collect(old, kill)
+    new, _ = consuming_channel(redis_url, redis_url, tmp_path)
+    new.transport.register_with_event_loop(new.connection, hub)
+    assert len(hub.on_tick) == one_tick, "the lost transport's tick callback is still called"
+    assert live_timers(hub) == one_timers
+    del old
+    gc.collect()
+    assert transport() is None, "the lost transport is still referenced"
+    assert [r() for r in refs] == [None] * len(refs)
+    new.release()
+
+
+def test_an_open_transport_keeps_its_registration(redis_url: str, tmp_path: Path) -> None:
+    """Two live connections on one loop: neither takes the other's callbacks out."""
+    hub = Hub()
+    first, _ = consuming_channel(redis_url, redis_url, tmp_path)
+    first.transport.register_with_event_loop(first.connection, hub)
+    one_tick = len(hub.on_tick)
+    second, _ = consuming_channel(redis_url, redis_url, tmp_path)
+    second.transport.register_with_event_loop(second.connection, hub)
+    assert len(hub.on_tick) == 2 * one_tick
+    assert broker.forget_closed(hub) == 0
+    first.release()
+    second.release()
+
+
 def test_install_is_idempotent() -> None:
     from kombu.transport import redis as kombu_redis
 
     broker.install()
-    close = kombu_redis.Channel.close
+    close, register = kombu_redis.Channel.close, kombu_redis.Transport.register_with_event_loop
     broker.install()
     assert kombu_redis.Channel.close is close
+    assert kombu_redis.Transport.register_with_event_loop is register
