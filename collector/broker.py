@@ -28,10 +28,10 @@ old one stayed in the loop's `on_tick` set, with its poller and channels, called
 `install` also wraps the registration: a transport registered with a loop first takes out of it
 the callbacks and timers of the transports registered there before whose connection was closed
 (their poller holds no channel any more), then runs a full collection, since what the lost
-connection left is in reference cycles; a transport still open is left alone. With both, a
-prefork parent through eight Sentinel failovers kept the same 2 channels, 5 Sentinel clients,
-40 pymalloc arenas and 430-431 thousand blocks after each (throw-away script, heap read after
-every failover).
+connection left is in reference cycles; a transport still open is left alone. With the three,
+a prefork parent through five Sentinel failovers kept the same 2 channels, 5 Sentinel clients,
+40 pymalloc arenas and 430-431 thousand blocks after each (throw-away script, the heap read
+after every failover).
 """
 
 from __future__ import annotations

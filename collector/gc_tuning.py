@@ -24,7 +24,9 @@ otherwise sat at whatever its last sync left until its minute's trim, and its RS
 tasks depended on when it was read. Every child and prefork parent also trims once a minute.
 
 A prefork worker's parent syncs nothing: once its pool runs it goes back to CPython's
-thresholds (`pool_parent_ready`), so what a broker failover leaves it is collected as it goes.
+thresholds (`pool_parent_ready`), so what a broker failover leaves it is collected as it goes;
+a reconnection also runs one full collection (collector.broker), since at those thresholds the
+oldest generation of a mostly frozen heap is rarely reached.
 """
 
 from __future__ import annotations
