@@ -13,13 +13,14 @@ channel first reads the reply of the BRPOP it has outstanding; when the broker h
 Redis failover, a restart) that read raises, the close stops there, and Celery's consumer, which
 swallows the error and opens a new connection, leaves the old channel in the finalizer registry
 for the life of the process. With Sentinel each such channel holds two Sentinel clients of three
-connections each plus their pools. `install` wraps the channel's `close`: when it raises, what
-it did not get to that needs no broker is done anyway (the channel leaves the poller, its pools
-drop their sockets) and the finalizer is cancelled, so the channel is freed like any other
-object. The messages the channel had delivered and not acknowledged stay in the broker's unacked
+connections each plus their pools. `install` wraps the channel's `close`: when it raises, the
+channel leaves its poller and the finalizer is cancelled, so the channel is freed like any other
+object once nothing else holds it. A message delivered on it and not yet acknowledged does hold
+it, and acking it later still works: the channel keeps its pools (with Sentinel they find the
+new primary). The unacknowledged messages of a channel that is gone stay in the broker's unacked
 set, where every consumer's periodic restore puts them back after the visibility timeout
-(collector.app), as it does for a killed worker; nothing is restored over a connection known to
-be dead, which on a black-holed network could block the consumer's reconnection for minutes.
+(collector.app), as it does for a killed worker's; nothing is restored over a connection known
+to be dead, which on a black-holed network could block the consumer's reconnection for minutes.
 
 **The event loop's tick callbacks.** Registering a transport with Celery's event loop adds a
 tick callback (it polls the transport's sockets) and five repeating timers, and nothing removes
@@ -122,12 +123,23 @@ def _closed(transport: Any) -> bool:
 
 def release(channel: Any) -> None:
     """What a channel whose close failed still owes without a broker: out of its transport's
-    poller, its pools' sockets closed, its QoS finalizer cancelled (the reference that kept it
+    poller, its sockets closed, its QoS finalizer cancelled (the reference that kept it
     alive). Never raises."""
     with contextlib.suppress(Exception):
         channel.connection.cycle.discard(channel)
-    with contextlib.suppress(Exception):
-        channel._disconnect_pools()
+    # Its pools stay, their sockets closed (a pool reconnects when next used): a task that ends
+    # after the reconnection acks its message on this channel (kombu's Message holds it), and a
+    # channel without a pool would build one from its closed transport's connection info (None:
+    # the worker's event loop died on the AttributeError). With Sentinel the pool finds the new
+    # primary. They go with the channel.
+    managers = [channel.__dict__.get(k) for k in ("_sentinel_manager", "_async_sentinel_manager")]
+    pools = [s.connection_pool for m in managers if m is not None for s in m.sentinels]
+    for pool in [channel.__dict__.get("_pool"), channel.__dict__.get("_async_pool")]:
+        if pool is not None:
+            pools.append(pool)
+    for pool in pools:
+        with contextlib.suppress(Exception):
+            pool.disconnect()
     qos = channel.__dict__.get("_qos")
     finalizer = getattr(qos, "_on_collect", None)
     if finalizer is not None and finalizer.still_active():
