@@ -154,11 +154,16 @@ class WatchReplica:
         registered = set(syncstatus.registered_clusters(self.r))
         configs = self.source.configs()
         for name, watch in list(self.watches.items()):
-            if name not in registered:
-                self.drop(name, release=False)
+            # Not in `configs` may also mean it left the registry between the two reads (the
+            # source re-reads it): then its rows go too, or nobody would ever delete them.
+            if name not in registered or (
+                name not in configs and not self.r.hexists(keys.CLUSTERS, name)
+            ):
+                # Released first: a write the stopping watch still makes then fails its fence
+                # instead of landing after the delete.
+                self.drop(name, release=True)
                 if not self.r.hexists(keys.CLUSTERS, name):
-                    store.delete_cluster(self.r, name)  # what the last writes put back
-                self._lease(name).release()
+                    store.delete_cluster(self.r, name)
             elif configs.get(name) is not watch.client.config:
                 self.drop(name, release=True)
             elif watch.lost or name in lost:

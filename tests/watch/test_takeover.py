@@ -69,6 +69,32 @@ def test_clean_stop_hands_over_and_registry_changes_are_followed(
     assert owners(rb, [sim.clusters[0]]) == {sim.clusters[0]: "b"}
 
 
+def test_a_cluster_leaving_between_the_registry_and_config_reads_loses_its_rows(
+    sim: KubeSim, rb: redis.Redis, start_replica: Callable[..., Running]
+) -> None:
+    """The round reads the registry, then the sources' configs (re-read from the registry): a
+    cluster removed between the two reads is missing only from the configs. Its watch is
+    dropped then too, and its rows must go with it (CI, stop 78: they stayed for good)."""
+    a = start_replica("a")
+    gone = sim.clusters[1]
+    wait_for(lambda: a.healthy(gone), what="a watches the cluster")
+    configs = a.source.configs
+    removed = threading.Event()
+
+    def removed_in_between(refresh: bool = False) -> dict[str, object]:
+        if removed.is_set():
+            return configs(refresh)
+        rb.hdel(keys.CLUSTERS, gone)
+        removed.set()
+        return {k: v for k, v in configs(refresh).items() if k != gone}
+
+    a.source.configs = removed_in_between  # type: ignore[method-assign]
+    wait_for(lambda: gone not in a.replica.watches, what="the watch dropped")
+    assert owners(rb, [gone]) == {gone: ""}
+    assert not rb.exists(*keys.cluster_keys(gone))
+    assert a.healthy(sim.clusters[0])
+
+
 def test_a_taken_clusters_grants_are_stored_while_its_row_lists_wait(
     sim: KubeSim, rb: redis.Redis, wsettings: Settings
 ) -> None:
