@@ -57,6 +57,7 @@ def measure(kube_dir: str, rounds: int) -> dict[str, Any]:
                     "objects": objects,
                     "arenas": heapmaps.pymalloc().get("arenas"),
                     "blocks": sys.getallocatedblocks(),
+                    "cpu_s": round(time.process_time() - cpu0, 2),
                 }
             )
     finally:

@@ -103,6 +103,12 @@ def value_errors(value: str) -> list[str]:
     return errs
 
 
+def valid_value(value: str) -> bool:
+    """`not value_errors(value)` without building the messages (run for every label a sync
+    meets the first time)."""
+    return len(value) <= 63 and _VALUE.fullmatch(value) is not None
+
+
 def valid_label(key: str, value: str) -> bool:
     """Whether a key and value pass the API server's validation (leaf data is untrusted)."""
     return (

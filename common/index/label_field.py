@@ -81,9 +81,9 @@ def _valid_key(key: str) -> bool:
     return not label_rules.key_errors(key)
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=4096)  # bounded like _PIECES, for the same reason
 def _valid_value(value: str) -> bool:
-    return not label_rules.value_errors(value)
+    return label_rules.valid_value(value)
 
 
 def capped(raw: Any) -> tuple[dict[str, str], bool]:
@@ -112,11 +112,18 @@ def capped(raw: Any) -> tuple[dict[str, str], bool]:
 _PIECES: dict[tuple[str, str], tuple[str, int, str] | None] = {}
 """(key, value) -> (stored key head, bytes it adds, stored value unless marked), None when the
 pair is invalid: `of_object`'s per-label work, done once per distinct pair."""
-_PIECES_MAX = 1 << 16  # ~10 MB at most
+_PIECES_MAX = 4096
+"""Small on purpose. Of an L cluster's ~110,000 labels ~12,700 (key, value) pairs are distinct,
+most of them one object's own. A bound of 65,536 kept every pair a process had met since its
+last clear: ~0.5 MiB more per new cluster a Celery child synced (11.6 MiB after 24 L clusters),
+and children's RSS crept for the whole of a 30-minute soak (docs/operations.md, the forty-fifth
+run). At 4,096 the pairs many objects share are still found at once after a clear, and a miss
+is cheap (`_piece` checks the value without building error messages): the same CPU for a first
+sync of each of 24 L clusters, 12 MiB less held (docs/benchmarks.md, "Label pieces")."""
 
 
 def _piece(k: str, v: str) -> tuple[str, int, str] | None:
-    if not _valid_key(k) or not _valid_value(v):
+    if not _valid_key(k) or not label_rules.valid_value(v):
         return None
     code = KEY_CODES.get(k)
     head = code if code is not None else f",{k}="

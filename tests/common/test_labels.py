@@ -211,3 +211,27 @@ def test_common_values_and_marks_are_short() -> None:
     }
     field = label_field.encode(kubesim_like, "web", "app-0001")
     assert len(field) <= 32, field
+
+
+def test_the_label_caches_do_not_grow_with_the_clusters_a_process_has_seen() -> None:
+    """Every cluster brings thousands of label pairs of its own (its objects' names): what the
+    caches keep must not grow with how many clusters a long-lived process has synced (a Celery
+    child crept ~0.5 MiB per new cluster while every pair stayed until 65,536)."""
+    label_field._PIECES.clear()
+    label_field._valid_value.cache_clear()
+    sizes = []
+    for cluster in range(6):
+        for i in range(6_000):
+            name = f"c{cluster}-app-{i}"
+            labels = {"app": name, "team": "team-01", "tier": f"tier-{i % 50}"}
+            got = label_field.of_object(labels, name, "apps")
+            assert label_field.decode(got, name, "apps") == (labels, False)
+            assert label_field.capped(labels) == (labels, False)
+        sizes.append(len(label_field._PIECES))
+    assert max(sizes) <= 4096, sizes
+    assert label_field._valid_value.cache_info().currsize <= 4096
+
+
+@given(st.text(max_size=70) | st.from_regex(r"[A-Za-z0-9._-]{0,70}", fullmatch=True))
+def test_the_quick_value_check_agrees_with_the_messages(value: str) -> None:
+    assert labels.valid_value(value) == (not labels.value_errors(value))
