@@ -161,7 +161,7 @@ class WatchReplica:
             ):
                 # Released first: a write the stopping watch still makes then fails its fence
                 # instead of landing after the delete.
-                self.drop(name, release=True)
+                self.drop(name, release=True, purge=True)
                 if not self.r.hexists(keys.CLUSTERS, name):
                     store.delete_cluster(self.r, name)
             elif configs.get(name) is not watch.client.config:
@@ -417,7 +417,7 @@ class WatchReplica:
             if not ok:
                 watch.lost = True
 
-    def drop(self, name: str, release: bool) -> None:
+    def drop(self, name: str, release: bool, purge: bool = False) -> None:
         """Stop watching `name` (and release its lease): its threads are joined off this loop,
         whose round must stay short (every lease is renewed in it). Releasing first is safe:
         every write is fenced by the lease."""
@@ -425,10 +425,12 @@ class WatchReplica:
         watch.stop_event.set()
         if release:
             self._lease(name).release()
-        self._retire(watch)
+        self._retire(watch, name if purge else None)
         log.info("stopped watching", extra={"cluster": name})
 
-    def _retire(self, watch: ClusterWatch) -> None:
+    def _retire(self, watch: ClusterWatch, purge: str | None = None) -> None:
+        """Stop `watch` off the round; `purge`: a cluster that left the registry, whose keys
+        are deleted again once its watch has stopped (what its last writes put back)."""
         with self._retire_lock:
             self._unretired += 1
 
@@ -436,6 +438,8 @@ class WatchReplica:
             try:
                 watch.stop()
                 watch.client.close()
+                if purge is not None and not self.r.hexists(keys.CLUSTERS, purge):
+                    store.delete_cluster(self.r, purge)
             finally:
                 with self._retire_lock:
                     self._unretired -= 1

@@ -65,7 +65,8 @@ def test_clean_stop_hands_over_and_registry_changes_are_followed(
     rb.hdel(keys.CLUSTERS, gone)  # the registry reconcile removed it
     wait_for(lambda: owners(rb, [gone]) == {gone: ""}, what="lease released")
     assert gone not in b.replica.watches
-    assert not rb.exists(*keys.cluster_keys(gone))  # no write of the watcher outlived it
+    # deleted again once its watch stopped: no write of the watcher outlives it
+    wait_for(lambda: not rb.exists(*keys.cluster_keys(gone)), what="its keys deleted")
     assert owners(rb, [sim.clusters[0]]) == {sim.clusters[0]: "b"}
 
 
@@ -91,7 +92,9 @@ def test_a_cluster_leaving_between_the_registry_and_config_reads_loses_its_rows(
     a.source.configs = removed_in_between  # type: ignore[method-assign]
     wait_for(lambda: gone not in a.replica.watches, what="the watch dropped")
     assert owners(rb, [gone]) == {gone: ""}
-    assert not rb.exists(*keys.cluster_keys(gone))
+    wait_for(lambda: not rb.exists(*keys.cluster_keys(gone)), what="its keys deleted")
+    wait_for(lambda: not a.replica._retiring or all(f.done() for f in a.replica._retiring))
+    assert not rb.exists(*keys.cluster_keys(gone))  # and they stay deleted
     assert a.healthy(sim.clusters[0])
 
 
