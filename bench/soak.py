@@ -82,8 +82,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--heaptrace",
         metavar="DIR",
-        help="diagnosis: the second query process's workers and the first Celery worker's "
-        "prefork children dump their heap's make-up into DIR every 150 s (bench.heaptrace; "
+        help="diagnosis: the second query process's workers, the first Celery worker's "
+        "prefork children and the first watcher replica dump their heap's make-up into DIR "
+        "every 150 s (bench.heaptrace; "
         "read with python -m bench.heaptrace.diff), and every "
         "RSS sample, at most one each 10 s, records each process's RSS by mapping kind "
         "(heapmaps.smaps_kib)",

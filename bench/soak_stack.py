@@ -86,6 +86,7 @@ class Stack:
     spare_servers: list[RedisServer] = field(default_factory=list)
     killed: list[int] = field(default_factory=list)  # pids of children killed on purpose
     watch_ports: dict[str, int] = field(default_factory=dict)  # watcher -> its metrics port
+    watch_env: dict[str, dict[str, str]] = field(default_factory=dict)  # a traced watcher's env
     slots: dict[str, dict[int, int]] = field(default_factory=dict)
     """Per Celery worker, its prefork children's pid -> slot (`processes`)."""
 
@@ -133,7 +134,8 @@ class Stack:
         kill9(pid)
         self.by_name(name).process.wait(10)
         self.killed.append(pid)
-        start_watcher(self.sup, name, self.watch_ports[name])  # as a Deployment's kubelet would
+        # as a Deployment's kubelet would (traced again when it was)
+        start_watcher(self.sup, name, self.watch_ports[name], self.watch_env.get(name))
         return name, pid
 
     def kill_query_worker(self, target: int) -> tuple[str, int]:
@@ -226,10 +228,13 @@ def query_workers(master: int) -> list[int]:
     return [p for p in children(master) if "stream_server" not in cmdline(p)]
 
 
-def start_watcher(sup: Supervisor, name: str, metrics_port: int) -> Child:
+def start_watcher(
+    sup: Supervisor, name: str, metrics_port: int, extra: dict[str, str] | None = None
+) -> Child:
     # INFO: the hand-overs (watching, claimed from, took over, handing over) in its log, one
     # line per cluster changing hands, which a take-over's freshness needs explained.
     env = {"FLEETSCOPE_WATCH_METRICS_PORT": str(metrics_port), "FLEETSCOPE_LOG_LEVEL": "INFO"}
+    env.update(extra or {})
     return sup.start(name, python_module("fleetscope", "watch", "--name", name), env)
 
 
@@ -285,8 +290,8 @@ def start_stack(
     **settings: Any,
 ) -> Stack:
     """Everything started; returns once every query process answers (not yet collected).
-    With `heaptrace`, the last query process's workers and the first Celery worker's prefork
-    children dump their heap's make-up there."""
+    With `heaptrace`, the last query process's workers, the first Celery worker's prefork
+    children and the first watcher replica dump their heap's make-up there."""
     redis = start_sentinel_set(down_after_ms=SENTINEL_DOWN_AFTER_MS)
     env = stack_env(redis.url, Path(str(sim.kubeconfig_dir)), workdir, **settings)
     env["FLEETSCOPE_BROKER_URL"] = redis.broker_url
@@ -300,8 +305,12 @@ def start_stack(
             start_worker(sup, name=f"worker-{i}", pool="prefork", env=extra)
         start_beat(sup, workdir)
         for i in range(WATCHERS):
-            stack.watch_ports[f"watcher-{i}"] = free_port()
-            start_watcher(sup, f"watcher-{i}", stack.watch_ports[f"watcher-{i}"])
+            name = f"watcher-{i}"
+            stack.watch_ports[name] = free_port()
+            if heaptrace and i == 0:  # the replica a fault kills: it dumps from its own start
+                own = {**heaptrace_env(env, heaptrace, 0, heaptrace_census), "HEAPTRACE_SELF": "1"}
+                stack.watch_env[name] = own
+            start_watcher(sup, name, stack.watch_ports[name], stack.watch_env.get(name))
         for i in range(QUERIES):
             traced = heaptrace if i == QUERIES - 1 else None
             extra = (

@@ -1,6 +1,6 @@
 """A soak's heap diagnosis (`./dev bench soak --heaptrace DIR`): imported by every Python
 process started with this directory first on PYTHONPATH and `HEAPTRACE_DIR` set. Each process
-forked after start (a gunicorn worker) writes, every `HEAPTRACE_EVERY_S` (300), one JSON line
+forked after start (a gunicorn worker), and with `HEAPTRACE_SELF=1` the process itself, writes, every `HEAPTRACE_EVERY_S` (300), one JSON line
 to `DIR/heap-PID.jsonl` after a full collection: its RSS, Python's allocated blocks, glibc's
 heap (mallinfo2: taken from the kernel, in live chunks, free), its mappings' RSS by kind and
 pymalloc's arenas (heapmaps), each memo's entries and estimated bytes, with `HEAPTRACE_CENSUS=1`
@@ -251,3 +251,5 @@ def _start() -> None:
 
 if _DIR:
     os.register_at_fork(after_in_child=_start)
+    if os.environ.get("HEAPTRACE_SELF") == "1":  # a process that forks no workers (a watcher)
+        _start()
