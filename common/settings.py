@@ -133,7 +133,7 @@ class Settings:
     """Expiry of a watcher replica's lease on a cluster; a dead replica's clusters move to its replacement within it, to the survivors within 2 x it."""
 
     watch_timeout_s: float = 300.0
-    """Server-side timeout of one watch request; the watcher then resumes from its last version."""
+    """Least server-side timeout of one watch request: each asks for a random time between this and twice it (as client-go's reflector does), so a replica's watches do not all end together; the watcher then resumes from its last version."""
 
     watch_idle_timeout_s: float = 90.0
     """A watch silent this long (no event or bookmark) is broken: reopened from its last version."""

@@ -35,6 +35,7 @@ import contextlib
 import functools
 import logging
 import queue
+import random
 import threading
 import time
 from collections import Counter
@@ -68,6 +69,15 @@ BUILD_CUT_FAILURES = (
     3  # a resource's first list failing this often: the build is written without it
 )
 
+
+
+def watch_timeout(settings: Settings) -> float:
+    """The server-side timeout one watch request asks for: a random time between
+    `watch_timeout_s` and twice it, as client-go's reflector picks one between its minimum and
+    twice that. A replica opens its clusters' ~4,000 watches within a minute of each other; with
+    one timeout for all they would end and open again together every 5 minutes, a burst on the
+    leaves and on the replica."""
+    return settings.watch_timeout_s * (1.0 + random.random())
 
 class _Validated:
     """Queued after a validation's rows: once written, the Istio rows reflect the config."""
@@ -395,7 +405,7 @@ class ClusterWatch:
             api_version,
             plural,
             rv,
-            s.watch_timeout_s,
+            watch_timeout(s),
             s.watch_idle_timeout_s,
         )
         with self._lock:
@@ -529,7 +539,7 @@ class ClusterWatch:
     def _watch(self, res: str, api_version: str, plural: str, kind: Kind | None, rv: str) -> None:
         s = self.settings
         stream = self.client.watch(
-            api_version, plural, rv, s.watch_timeout_s, s.watch_idle_timeout_s
+            api_version, plural, rv, watch_timeout(s), s.watch_idle_timeout_s
         )
         with self._lock:
             self._streams.add(stream)

@@ -115,3 +115,25 @@ def test_a_cluster_down_for_a_while_is_resumed_without_a_relist(
     lists = [rec for rec in sim.request_log(c) if "watch" not in rec.query]
     assert lists == [], [rec.path for rec in lists]
     assert stored(rb, c) == full_sync_members(sim, c)
+
+
+def test_watches_ask_for_timeouts_spread_over_twice_the_setting(
+    sim: KubeSim, wsettings: Settings, start_replica: Callable[..., Running]
+) -> None:
+    # As client-go's reflector: each watch asks for between FLEETSCOPE_WATCH_TIMEOUT_S and
+    # twice it, so a replica's streams (opened together) do not all end and reopen together.
+    run = start_replica("a", wsettings.replace(watch_timeout_s=300.0))
+    c = sim.clusters[0]
+    wait_for(lambda: run.healthy(c), what="watched")
+
+    def asked() -> list[int]:
+        return [
+            int(r.query["timeoutSeconds"])
+            for r in sim.request_log(c)
+            if r.query.get("watch") in ("1", "true") and "timeoutSeconds" in r.query
+        ]
+
+    wait_for(lambda: len(asked()) >= 20, what="the cluster's watches open")
+    timeouts = asked()
+    assert all(300 <= t < 600 for t in timeouts), timeouts
+    assert len(set(timeouts)) >= len(timeouts) // 2, f"not spread: {sorted(timeouts)}"
