@@ -70,7 +70,6 @@ BUILD_CUT_FAILURES = (
 )
 
 
-
 def watch_timeout(settings: Settings) -> float:
     """The server-side timeout one watch request asks for: a random time between
     `watch_timeout_s` and twice it, as client-go's reflector picks one between its minimum and
@@ -78,6 +77,7 @@ def watch_timeout(settings: Settings) -> float:
     one timeout for all they would end and open again together every 5 minutes, a burst on the
     leaves and on the replica."""
     return settings.watch_timeout_s * (1.0 + random.random())
+
 
 class _Validated:
     """Queued after a validation's rows: once written, the Istio rows reflect the config."""

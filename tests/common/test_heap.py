@@ -137,3 +137,30 @@ def test_each_sweep_sets_the_gauge_of_what_the_memos_hold(monkeypatch: pytest.Mo
     housekeeping.sweep()  # unused for a whole round: dropped
     assert len(kept) == 0
     assert REGISTRY.get_sample_value("fleetscope_query_memo_bytes") == memo.held_bytes() < held
+
+
+def test_a_watcher_replica_caps_its_arenas_before_its_first_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # its threads spread the build's and the re-opened watches' free space over every arena
+    # otherwise, and its RSS rose under churn (docs/operations.md, "Memory of a watcher")
+    import argparse
+
+    from collector.watch import cli
+
+    threads_then: list[int] = []
+
+    def cap(n: int) -> bool:
+        threads_then.append(threading.active_count())
+        raise _Started
+
+    def late(*_a: object) -> None:
+        raise AssertionError("the replica configured its logging before capping its arenas")
+
+    monkeypatch.setattr(heap, "limit_arenas", cap)
+    monkeypatch.setattr(cli.logs, "configure", late)
+    before = threading.active_count()
+    with pytest.raises(_Started):
+        cli.run(argparse.Namespace(name="t", reconcile=False, heartbeat_file=""))
+    assert threads_then == [before]
+    assert cli.ARENAS == 2
