@@ -31,20 +31,13 @@ import redis
 
 from bench import soak_load
 from bench.services import ROOT, bench_env
+from bench.soak_stack import rss_kib
 from bench.watch_latency import free_port, held, proc_stats, wait_ready, wait_shared
 from common.redis_server import start_redis_server
 from kubesim.gen.fleet import preset_fleet
 from kubesim.server import KubeSim
 
 WINDOW_S = 120.0
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def floors(samples: list[list[float]], column: int, window_s: float = WINDOW_S) -> list[float]:
