@@ -110,9 +110,11 @@ def _connect_signals(app: Celery, settings: Settings) -> None:
         if getattr(sender, "app", None) is app:
             gc_tuning.pool_parent_ready(getattr(sender, "pool", None))
 
-    def task_postrun(sender: Any = None, state: str | None = None, **_: Any) -> None:
+    def task_postrun(
+        sender: Any = None, state: str | None = None, retval: Any = None, **_: Any
+    ) -> None:
         if getattr(sender, "app", None) is app:
-            gc_tuning.after_task(state)
+            gc_tuning.after_task(state, retval)
 
     def beat_init(sender: Any = None, **_: Any) -> None:
         # Start collecting at once instead of one interval after beat starts.

@@ -14,8 +14,9 @@ the exception again: a cycle), and Celery keeps a copy of it (billiard's picklab
 every frame's code positions). Only the cycle collector frees those, and at these thresholds a
 full collection is ~8 M allocations away, which a worker child whose syncs fail fast (a cluster
 that is down) reaches only after a long while: such a child grew ~5 MiB per flap cycle of one
-cluster (docs/operations.md, "Soak"). So a Celery task that did not succeed is followed by a
-full collection (`after_task`): a few milliseconds, on failures only.
+cluster (docs/operations.md, "Soak"). So a Celery task that did not succeed, or that returned
+`FAILED` (a failed sync, recorded and retried by collector.tasks itself), is followed by a full
+collection (`after_task`): a few milliseconds, on failures only.
 
 Every task, failed or not, is followed by a trim of the C heap (common.heap): an L cluster's
 sync frees ~12 MiB that glibc keeps below the heap's top (a child at 106 MiB right after a
@@ -42,6 +43,9 @@ DEFAULT_THRESHOLDS = gc.get_threshold()
 SUCCESS = "SUCCESS"
 """Celery's state of a task that returned (every other state after a run is a failure, a
 retry, or a rejection: each raised)."""
+FAILED = "failed"
+"""What a task returns when it failed and dealt with that itself (recorded, and retried or
+logged): its garbage is collected as a raised failure's is."""
 
 
 def tune() -> None:
@@ -63,10 +67,10 @@ def pool_parent_ready(pool: Any) -> None:
         start_trimmer()
 
 
-def after_task(state: str | None) -> None:
+def after_task(state: str | None, retval: Any = None) -> None:
     """Free the reference cycles a failed or retried task left behind (a full collection),
     then, after any task, hand the C heap's free pages back to the kernel."""
-    if state != SUCCESS:
+    if state != SUCCESS or (isinstance(retval, str) and retval == FAILED):
         gc.collect()
     # What a sync built and dropped stays in the child's heap until trimmed (~12 MiB after an
     # L cluster's sync; ~15 MiB per child when a Redis failover failed every sync in flight)

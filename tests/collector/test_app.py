@@ -57,8 +57,8 @@ def test_a_prefork_parent_collects_with_cpythons_thresholds_once_its_pool_runs()
 
 
 def test_worker_processes_trim_the_c_heap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every task is followed by a trim of the C heap, a failed one by a full collection
-    first; each child and prefork parent also trims once a minute, one trimmer per process."""
+    """Every task is followed by a trim of the C heap, a failed one (raised, or returned as
+    `FAILED`) by a full collection first; each child and prefork parent also trims once a minute, one trimmer per process."""
     from collector import gc_tuning
     from common import heap
 
@@ -70,7 +70,8 @@ def test_worker_processes_trim_the_c_heap(monkeypatch: pytest.MonkeyPatch) -> No
     assert trims == [1] and collections == []
     gc_tuning.after_task("RETRY")
     gc_tuning.after_task("FAILURE")
-    assert len(trims) == 3 and len(collections) == 2
+    gc_tuning.after_task(gc_tuning.SUCCESS, gc_tuning.FAILED)  # a failure the task dealt with
+    assert len(trims) == 4 and len(collections) == 3
     started: list[heap.Trimmer] = []
     monkeypatch.setattr(heap.Trimmer, "start", lambda self: started.append(self))
     monkeypatch.setattr(heap.Trimmer, "is_alive", lambda self: self in started)
