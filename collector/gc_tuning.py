@@ -70,7 +70,7 @@ def pool_parent_ready(pool: Any) -> None:
 def after_task(state: str | None, retval: Any = None) -> None:
     """Free the reference cycles a failed or retried task left behind (a full collection),
     then, after any task, hand the C heap's free pages back to the kernel."""
-    if state != SUCCESS or (isinstance(retval, str) and retval == FAILED):
+    if state != SUCCESS or retval == FAILED:
         gc.collect()
     # What a sync built and dropped stays in the child's heap until trimmed (~12 MiB after an
     # L cluster's sync; ~15 MiB per child when a Redis failover failed every sync in flight)

@@ -58,7 +58,8 @@ def test_a_prefork_parent_collects_with_cpythons_thresholds_once_its_pool_runs()
 
 def test_worker_processes_trim_the_c_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every task is followed by a trim of the C heap, a failed one (raised, or returned as
-    `FAILED`) by a full collection first; each child and prefork parent also trims once a minute, one trimmer per process."""
+    `FAILED`) by a full collection first; each child and prefork parent also trims once a
+    minute, one trimmer per process."""
     from collector import gc_tuning
     from common import heap
 
