@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
 
 from bench.collection import fleet_kubesim
 from collector import sync
+from common import redis_client
 from common.kinds.registry import builtin_registry
 from common.leaf.client import LeafClient
 from common.leaf.registry import load_dir
@@ -63,7 +63,7 @@ def measure(kube_dir: str, redis_url: str) -> dict[str, Any]:
     names = sorted(configs)
     clients = {name: LeafClient(configs[name]) for name in names}
     registry = builtin_registry()
-    r = redis.Redis.from_url(redis_url)
+    r = redis_client.connect(redis_url)  # the product's client (its command packer)
     try:
         sync.run(r, sync.Work.OBJECTS, clients[names[0]], registry)  # warm, not measured
         r.config_resetstat()

@@ -14,10 +14,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
+from redis._parsers.encoders import Encoder
 from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import Connection, PythonRespSerializer, SSLConnection
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
+
+try:
+    from hiredis import pack_command as _pack_command
+except ImportError:  # redis-py's own packer then
+    _pack_command = None  # type: ignore[assignment]
 
 from common import redis_urls
 
@@ -46,11 +53,55 @@ def connect(url: str, timeout_s: float = WRITER_TIMEOUT_S) -> redis.Redis:
         "max_connections": MAX_CONNECTIONS,
     }
     topology = redis_urls.check(url)
-    if topology == "sentinel":
-        return _sentinel_primary(redis_urls.parse_sentinel(url), timeouts)
     if topology == "cluster":
         return _cluster(redis_urls.parse_cluster(url), timeouts)
+    if PACKER is not None:
+        timeouts["command_packer"] = PACKER
+    if topology == "sentinel":
+        return _sentinel_primary(redis_urls.parse_sentinel(url), timeouts)
     return redis.Redis.from_url(url, health_check_interval=HEALTH_CHECK_INTERVAL_S, **timeouts)
+
+
+class CommandPacker:
+    """Packs a command as redis-py's hiredis packer does, without its per-argument encoding pass
+    in Python: hiredis takes the str, bytes, int and float arguments as they are (str as UTF-8,
+    numbers as their decimal text, as redis-py's encoder writes them). A writer's transaction
+    carries ~10 arguments per object (a full sync of an L cluster ~75,000), and that pass was
+    most of the collector's time in redis-py (docs/benchmarks.md, "collection"). Anything hiredis
+    refuses (a bool, None, another type) and a command name with a space in it (`CONFIG
+    RESETSTAT`) go to redis-py's own packer, which answers them as it always did (a
+    `DataError` for the wrong types)."""
+
+    def __init__(self) -> None:
+        encoder = Encoder("utf-8", "strict", False)  # type: ignore[no-untyped-call]
+        fallback: Any = PythonRespSerializer(6000, encoder.encode)
+        self._fallback = fallback.pack
+
+    def pack(self, *args: Any) -> list[bytes]:
+        head = args[0]
+        if (head.__class__ is str and " " in head) or (head.__class__ is bytes and b" " in head):
+            return self._fallback(*args)  # type: ignore[no-any-return]
+        try:
+            return [_pack_command(args)]
+        except TypeError:
+            return self._fallback(*args)  # type: ignore[no-any-return]
+
+
+PACKER = CommandPacker() if _pack_command is not None else None
+"""The one packer every connection of `connect`'s clients uses (it holds no state)."""
+
+
+class _PackedConnection(Connection):
+    """A Redis Cluster node's connection with `PACKER` (the cluster client passes no
+    `command_packer` through to its nodes)."""
+
+    def _construct_command_packer(self, packer: Any) -> Any:
+        return PACKER or super()._construct_command_packer(packer)  # type: ignore[no-untyped-call]
+
+
+class _PackedSSLConnection(SSLConnection):
+    def _construct_command_packer(self, packer: Any) -> Any:
+        return PACKER or super()._construct_command_packer(packer)  # type: ignore[no-untyped-call]
 
 
 ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException)
@@ -99,9 +150,14 @@ class LazyCluster(RedisCluster):
 
 
 def _cluster(u: redis_urls.ClusterURL, timeouts: dict[str, Any]) -> redis.Redis:
-    tls: dict[str, Any] = {}
+    tls: dict[str, Any] = {"connection_class": _PackedConnection}
     if u.tls:
-        tls = {"ssl": True, "ssl_cert_reqs": u.ssl_cert_reqs, "ssl_ca_certs": u.ssl_ca_certs}
+        tls = {
+            "ssl": True,
+            "ssl_cert_reqs": u.ssl_cert_reqs,
+            "ssl_ca_certs": u.ssl_ca_certs,
+            "connection_class": _PackedSSLConnection,
+        }
     client = LazyCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in u.nodes],  # type: ignore[no-untyped-call]
         username=u.username,
@@ -119,7 +175,7 @@ def _sentinel_primary(u: redis_urls.SentinelURL, timeouts: dict[str, Any]) -> re
     tls: dict[str, Any] = {}
     if u.tls:
         tls = {"ssl": True, "ssl_cert_reqs": u.ssl_cert_reqs, "ssl_ca_certs": u.ssl_ca_certs}
-    sentinel_kwargs = {**timeouts, **tls}
+    sentinel_kwargs = {k: v for k, v in {**timeouts, **tls}.items() if k != "command_packer"}
     if u.sentinel_password:
         sentinel_kwargs["password"] = u.sentinel_password
     # through Any: redis-py before 8.2 leaves Sentinel untyped, 8.2 types it

@@ -146,3 +146,49 @@ def test_a_password_protected_cluster_is_reached_with_the_urls_password() -> Non
         anonymous.close()
     finally:
         cluster.stop()
+
+
+_PACKED_ALIKE = [
+    ("ZADD", "fs:{c:a}:rows", 0, "ns\x00Kustomization\x00ünï", 0, b"raw\xff"),
+    ("SET", "k", 2.5),
+    ("SET", "k", 0.1 + 0.2),
+    ("SET", "k", -(10**20)),
+    ("SET", "k", memoryview(b"mv")),
+    ("SET", "k", bytearray(b"ba")),
+    ("SET", "k", ""),
+    ("CONFIG RESETSTAT",),
+    (b"CLIENT SETNAME", "n"),
+]
+
+
+@pytest.mark.parametrize("command", _PACKED_ALIKE)
+def test_the_packer_writes_what_redis_pys_own_packer_writes(command: tuple) -> None:
+    """common.redis_client.PACKER (hiredis without redis-py's per-argument pass) against the
+    packer a plain redis-py connection builds: the same bytes for every argument type."""
+    assert redis_client.PACKER is not None  # hiredis is a dependency (redis[hiredis])
+    theirs = redis.Connection()._command_packer  # type: ignore[attr-defined]
+    assert b"".join(redis_client.PACKER.pack(*command)) == b"".join(theirs.pack(*command))
+
+
+@pytest.mark.parametrize("bad", [True, None, ["a"], {"a": 1}, object()])
+def test_the_packer_rejects_what_redis_py_rejects(bad: object) -> None:
+    assert redis_client.PACKER is not None
+    with pytest.raises(redis.DataError):
+        redis_client.PACKER.pack("SET", "k", bad)
+
+
+def test_every_topologys_connections_use_the_packer(client: redis.Redis) -> None:
+    """Standalone and Sentinel clients pass it to their connections; a cluster's nodes get it
+    through their connection class. A write and a read through it come back as written."""
+    sentinel = redis_client.connect(f"redis+sentinel://127.0.0.1:{free_port()}/mymaster")
+    assert sentinel.connection_pool.connection_kwargs["command_packer"] is redis_client.PACKER
+    cluster = redis_client.connect(f"redis+cluster://127.0.0.1:{free_port()}")
+    kwargs = cluster._lazy_kwargs  # type: ignore[attr-defined]
+    assert kwargs["connection_class"]("127.0.0.1")._command_packer is redis_client.PACKER
+    if not redis_client.is_cluster(client):
+        conn = client.connection_pool.make_connection()
+        assert conn._command_packer is redis_client.PACKER  # type: ignore[attr-defined]
+    client.zadd("{p}z", {"ünï": 1.5, b"\xff": 2})
+    client.set("{p}s", -(10**20))
+    assert client.zrange("{p}z", 0, -1, withscores=True) == [("ünï".encode(), 1.5), (b"\xff", 2)]
+    assert client.get("{p}s") == b"-100000000000000000000"
