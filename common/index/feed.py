@@ -92,7 +92,7 @@ def changes(removed: Iterable[str], added: Iterable[str]) -> list[dict[str, str]
 
 _XADD_ALL = """
 local key, maxlen, gen = KEYS[1], ARGV[1], ARGV[2]
-local seq, i = tonumber(ARGV[3]), 4
+local seq, skipped, i = tonumber(ARGV[3]), tonumber(ARGV[4]), 5
 while i <= #ARGV do
   local n = tonumber(ARGV[i])
   local args = {key, 'MAXLEN', maxlen, gen .. '-' .. seq}
@@ -100,23 +100,38 @@ while i <= #ARGV do
   redis.call('XADD', unpack(args))
   seq, i = seq + 1, i + n + 1
 end
+if skipped > 0 and redis.REDIS_VERSION_NUM then
+  local info, added = redis.call('XINFO', 'STREAM', key), 0
+  for j = 1, #info, 2 do
+    if info[j] == 'entries-added' then added = info[j + 1] end
+  end
+  redis.call('XSETID', key, gen .. '-' .. (seq - 1), 'ENTRIESADDED', added + skipped)
+end
 return seq
 """
 """`XADD key MAXLEN <max> <gen>-<seq> field value ...` for each entry (ARGV: max, gen, first
-seq, then per entry its field/value count and pairs): the same commands as one, so a full sync's
-thousands of entries cost one command to send and one reply to parse."""
+seq, the entries skipped, then per entry its field/value count and pairs): the same commands as
+one, so a full sync's entries cost one command to send and one reply to parse. Entries skipped
+(the write's own later entries would have trimmed them) are counted in the stream's
+entries-added (Redis 7's `XSETID ... ENTRIESADDED`; Redis 6 keeps no such count), so the
+stream ends as if every entry had been added: its length, first and last entries and counters
+are the same (trimming leaves max-deleted-entry-id alone)."""
 XADD_CHUNK = 1000  # entries per EVAL
 
 
 def queue_write(
     tx: Any, cluster: str, entries: list[dict[str, str]], gen: int, max_entries: int
 ) -> None:
-    """XADD the entries as `<gen>-0`, `<gen>-1`, ... (in the writer's MULTI), capped: each
-    entry exactly as its own XADD with MAXLEN would (the stream's entries-added counts them)."""
+    """XADD the entries as `<gen>-0`, `<gen>-1`, ... (in the writer's MULTI), capped: the stream
+    ends exactly as if each entry had been its own XADD with MAXLEN (test_feed.py). Only the
+    last `max_entries` are sent: a first sync of an L cluster has ~7,800 entries, and sending
+    the ones its own later entries trim cost the collector a third of its Redis arguments."""
     key = keys.feed(cluster)
-    for start in range(0, len(entries), XADD_CHUNK):
-        args: list[Any] = [max_entries, gen, start]
-        for fields in entries[start : start + XADD_CHUNK]:
+    skipped = len(entries) - max_entries if 0 < max_entries < len(entries) else 0
+    for start in range(skipped, len(entries), XADD_CHUNK):
+        end = min(start + XADD_CHUNK, len(entries))
+        args: list[Any] = [max_entries, gen, start, skipped if end == len(entries) else 0]
+        for fields in entries[start:end]:
             args.append(2 * len(fields))
             for pair in fields.items():
                 args.extend(pair)

@@ -110,22 +110,37 @@ class _AllowAll:
         return True
 
 
-def test_queued_entries_leave_the_stream_as_one_capped_xadd_each_would(r: Any) -> None:
-    """feed.queue_write sends a write's entries in a few commands: the stream (ids, fields, the
-    cap, entries-added) ends as if each entry had been its own `XADD ... MAXLEN`."""
-    entries = [{"n": f"m{i}"} if i % 3 else {"n": f"m{i}", "o": f"old{i}"} for i in range(2500)]
-    entries.append({"o": "gone"})
+@pytest.mark.parametrize(
+    ("before", "count", "cap"),
+    [(0, 2501, 300), (40, 2501, 300), (40, 2501, 1200), (40, 250, 300), (400, 250, 300)],
+)
+def test_queued_entries_leave_the_stream_as_one_capped_xadd_each_would(
+    r: Any, before: int, count: int, cap: int
+) -> None:
+    """feed.queue_write sends a write's entries in a few commands, and only those the cap
+    keeps: the stream (ids, fields, the cap, entries-added) ends as if each entry had been its
+    own `XADD ... MAXLEN`, whatever the stream held before (`before` entries of an earlier
+    generation), with the kept entries in one EVAL or several (cap > XADD_CHUNK)."""
+    entries = [{"n": f"m{i}"} if i % 3 else {"n": f"m{i}", "o": f"old{i}"} for i in range(count)]
+    entries[-1] = {"o": "gone"}
+    mine, other = keys.feed(C), "plain-xadds"
+    r.delete(mine, other)
+    for key in (mine, other):
+        for i in range(before):
+            r.xadd(key, {"n": f"b{i}"}, id=f"6-{i}", maxlen=cap, approximate=False)
+    topology.reset_stats(r)
     with r.pipeline(transaction=True) as tx:
-        feed.queue_write(tx, C, entries, 7, 300)
+        feed.queue_write(tx, C, entries, 7, cap)
         tx.execute()
-    other = "plain-xadds"
+    sent = topology.commandstats(r)["xadd"]
     for i, fields in enumerate(entries):
-        r.xadd(other, fields, id=f"7-{i}", maxlen=300, approximate=False)
+        r.xadd(other, fields, id=f"7-{i}", maxlen=cap, approximate=False)
 
     def state(key: str) -> tuple[Any, ...]:
         info = r.xinfo_stream(key)
         kept = ("length", "entries-added", "first-entry", "last-entry", "max-deleted-entry-id")
         return tuple(info.get(k) for k in kept), r.xrange(key)
 
-    assert state(keys.feed(C)) == state(other)
-    assert state(other)[0][:2] == (300, 2501)
+    assert state(mine) == state(other)
+    assert state(other)[0][0] == min(cap, before + count)
+    assert sent == min(cap, count)  # the entries the cap would trim at once are not sent
