@@ -130,9 +130,22 @@ def _piece(k: str, v: str) -> tuple[str, int, str] | None:
     return head, (1 if code is not None else len(k) + 2) + len(v), VALUE_CODES.get(v, v)
 
 
+def _head(k: str) -> tuple[str, int] | None:
+    """A key's stored head and its bytes, None when the key is invalid."""
+    if not _valid_key(k):
+        return None
+    code = KEY_CODES.get(k)
+    return (code, 1) if code is not None else (f",{k}=", len(k) + 2)
+
+
 def of_object(raw: Any, name: str, namespace: str = "") -> str:
     """`encode(*capped(raw), ...)` in one pass: the stored field of an object's
-    `metadata.labels` (this runs once per collected object)."""
+    `metadata.labels` (this runs once per collected object).
+
+    A value that is the object's name, namespace or `<name>-<namespace>` is stored as its mark
+    and checked here, not through `_PIECES`: those pairs are the object's own (two of an L
+    object's ~8.5 labels), and looking them up there only missed and pushed the shared pairs out
+    (docs/benchmarks.md, "collection")."""
     if not isinstance(raw, dict) or not raw:
         return ""
     coded: list[str] = []
@@ -140,30 +153,43 @@ def of_object(raw: Any, name: str, namespace: str = "") -> str:
     cut, size, kept = False, 0, 0
     pieces = _PIECES
     instance = f"{name}-{namespace}" if namespace else None
-    for k in sorted(str(k) for k in raw):
+    checked: dict[str, bool] = {}  # mark -> whether its value is a valid label value
+    try:
+        keys = sorted(raw)  # a JSON object's keys are all str
+    except TypeError:
+        keys = sorted(str(k) for k in raw)
+    for k in keys:
         v = raw.get(k)
         if not isinstance(v, str):
             cut = True
             continue
-        try:
-            got = pieces[k, v]
-        except KeyError:
-            if len(pieces) >= _PIECES_MAX:
-                pieces.clear()
-            got = pieces[k, v] = _piece(k, v)
-        if got is None:
-            cut = True
-            continue
-        head, added, stored = got
+        if v and v in (name, namespace, instance):
+            key_head = _head(k)
+            stored = NAME_MARK if v == name else NS_MARK if v == namespace else INSTANCE_MARK
+            valid = checked.get(stored)
+            if valid is None:
+                valid = checked[stored] = label_rules.valid_value(v)
+            if key_head is None or not valid:
+                cut = True
+                continue
+            head, added = key_head
+            added += len(v)
+        else:
+            try:
+                got = pieces[k, v]
+            except KeyError:
+                if len(pieces) >= _PIECES_MAX:
+                    pieces.clear()
+                got = pieces[k, v] = _piece(k, v)
+            if got is None:
+                cut = True
+                continue
+            head, added, stored = got
         size += added
         if kept >= MAX_LABELS or size > MAX_LABELS_BYTES:
             cut = True
             break
         kept += 1
-        if v == name and v:
-            stored = NAME_MARK
-        elif namespace and v in (namespace, instance):
-            stored = NS_MARK if v == namespace else INSTANCE_MARK
         (coded if len(head) == 1 else plain).append(head + stored)
     return (CUT_MARK if cut else "") + "".join(coded) + "".join(plain)
 

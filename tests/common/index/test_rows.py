@@ -302,10 +302,21 @@ def test_member_is_the_encoding_of_the_built_row_for_a_generated_cluster() -> No
         max_size=8,
     ),
     many=st.integers(0, 40),
+    name=st.sampled_from(["apps", "team-a", "n" * 70, "a..b", "x"]),
+    own=st.lists(
+        st.sampled_from(["app", "app.kubernetes.io/instance", "Bad Key", "q"]), max_size=3
+    ),
 )
-def test_member_labels_match_the_built_rows(labels: dict[str, str], many: int) -> None:
-    raw = {**labels, **{f"k{i:02d}": "v" * (i % 30) for i in range(many)}}
+def test_member_labels_match_the_built_rows(
+    labels: dict[str, str], many: int, name: str, own: list[str]
+) -> None:
+    """Labels valued the object's name, namespace or `<name>-<namespace>` (stored as marks and
+    checked apart from the shared pairs), among others valid and not, the name too (`n` * 70 is
+    a valid name but not a valid label value)."""
+    mine = {k: v for k, v in zip(own, (name, "team-a", f"{name}-team-a"), strict=False)}
+    raw = {**labels, **mine, **{f"k{i:02d}": "v" * (i % 30) for i in range(many)}}
     obj = _obj()
+    obj["metadata"]["name"] = name  # type: ignore[index]
     obj["metadata"]["labels"] = raw  # type: ignore[index]
     assert KUSTOMIZATION is not None
     api_version = "kustomize.toolkit.fluxcd.io/v1"
