@@ -6,11 +6,13 @@ Starts `fleetscope kubesim` with `--clusters` clusters of `--namespaces` app nam
 fleet L's shape: ~7,800 objects a cluster) and a private redis-server, syncs the first cluster
 outside the measurement (imports, connections, caches), then runs `collector.sync.run` on each
 other cluster (a first sync: every row built and written, as in a full collection) under
-cProfile. Reports the process CPU per object (the profiler's overhead included: compare
-stages, not totals, with `bench collection`), each stage's share of the profiled time (the
-cumulative time of the functions that are that stage: listing and parsing the leaves' JSON,
-the status rules, labels, relations, the Istio checks, the writer and, inside it, redis-py
-packing the commands) and the Redis commands per object by name (INFO commandstats).
+cProfile, through the product's Redis client and with the garbage collector tuned as the
+collector's processes tune it (collector.gc_tuning). Reports the process CPU per object (the
+profiler's overhead included: compare stages, not totals, with `bench collection`), each
+stage's share of the profiled time (the cumulative time of the functions that are that stage:
+listing and parsing the leaves' JSON, the status rules, labels, relations, the Istio checks,
+the writer and, inside it, packing the commands) and the Redis commands per object by name
+(INFO commandstats).
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from bench.collection import fleet_kubesim
-from collector import sync
+from collector import gc_tuning, sync
 from common import redis_client
 from common.kinds.registry import builtin_registry
 from common.leaf.client import LeafClient
@@ -64,6 +65,7 @@ def measure(kube_dir: str, redis_url: str) -> dict[str, Any]:
     clients = {name: LeafClient(configs[name]) for name in names}
     registry = builtin_registry()
     r = redis_client.connect(redis_url)  # the product's client (its command packer)
+    gc_tuning.tune()  # as `fleetscope collect` and the workers run (else GC pauses land anywhere)
     try:
         sync.run(r, sync.Work.OBJECTS, clients[names[0]], registry)  # warm, not measured
         r.config_resetstat()
