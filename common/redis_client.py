@@ -91,6 +91,12 @@ PACKER = CommandPacker() if _pack_command is not None else None
 """The one packer every connection of `connect`'s clients uses (it holds no state)."""
 
 
+CLUSTER_NODES_TAKE_CONNECTION_CLASS = tuple(redis.VERSION[:2]) >= (8, 2)
+"""redis-py 8.2 builds a cluster node's pool with the client's `connection_class`; before, a
+cluster built from startup nodes passed it to `Redis()`, which rejects it. Older versions keep
+redis-py's own packer on a cluster."""
+
+
 class _PackedConnection(Connection):
     """A Redis Cluster node's connection with `PACKER` (the cluster client passes no
     `command_packer` through to its nodes)."""
@@ -150,14 +156,11 @@ class LazyCluster(RedisCluster):
 
 
 def _cluster(u: redis_urls.ClusterURL, timeouts: dict[str, Any]) -> redis.Redis:
-    tls: dict[str, Any] = {"connection_class": _PackedConnection}
+    tls: dict[str, Any] = {}
     if u.tls:
-        tls = {
-            "ssl": True,
-            "ssl_cert_reqs": u.ssl_cert_reqs,
-            "ssl_ca_certs": u.ssl_ca_certs,
-            "connection_class": _PackedSSLConnection,
-        }
+        tls = {"ssl": True, "ssl_cert_reqs": u.ssl_cert_reqs, "ssl_ca_certs": u.ssl_ca_certs}
+    if CLUSTER_NODES_TAKE_CONNECTION_CLASS and PACKER is not None:
+        tls["connection_class"] = _PackedSSLConnection if u.tls else _PackedConnection
     client = LazyCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in u.nodes],  # type: ignore[no-untyped-call]
         username=u.username,
