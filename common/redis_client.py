@@ -53,13 +53,13 @@ def connect(url: str, timeout_s: float = WRITER_TIMEOUT_S) -> redis.Redis:
         "max_connections": MAX_CONNECTIONS,
     }
     topology = redis_urls.check(url)
-    if topology == "cluster":
-        return _cluster(redis_urls.parse_cluster(url), timeouts)
-    if PACKER is not None:
-        timeouts["command_packer"] = PACKER
     if topology == "sentinel":
         return _sentinel_primary(redis_urls.parse_sentinel(url), timeouts)
-    return redis.Redis.from_url(url, health_check_interval=HEALTH_CHECK_INTERVAL_S, **timeouts)
+    if topology == "cluster":
+        return _cluster(redis_urls.parse_cluster(url), timeouts)
+    return redis.Redis.from_url(
+        url, health_check_interval=HEALTH_CHECK_INTERVAL_S, **timeouts, **_packer()
+    )
 
 
 class CommandPacker:
@@ -91,23 +91,31 @@ PACKER = CommandPacker() if _pack_command is not None else None
 """The one packer every connection of `connect`'s clients uses (it holds no state)."""
 
 
+def _packer() -> dict[str, Any]:
+    """The connection options that give a connection `PACKER` (none without hiredis)."""
+    return {"command_packer": PACKER} if PACKER is not None else {}
+
+
 CLUSTER_NODES_TAKE_CONNECTION_CLASS = tuple(redis.VERSION[:2]) >= (8, 2)
 """redis-py 8.2 builds a cluster node's pool with the client's `connection_class`; before, a
 cluster built from startup nodes passed it to `Redis()`, which rejects it. Older versions keep
 redis-py's own packer on a cluster."""
 
 
-class _PackedConnection(Connection):
+class _WithPacker:
     """A Redis Cluster node's connection with `PACKER` (the cluster client passes no
     `command_packer` through to its nodes)."""
 
     def _construct_command_packer(self, packer: Any) -> Any:
-        return PACKER or super()._construct_command_packer(packer)  # type: ignore[no-untyped-call]
+        return PACKER or super()._construct_command_packer(packer)  # type: ignore[misc]
 
 
-class _PackedSSLConnection(SSLConnection):
-    def _construct_command_packer(self, packer: Any) -> Any:
-        return PACKER or super()._construct_command_packer(packer)  # type: ignore[no-untyped-call]
+class _PackedConnection(_WithPacker, Connection):
+    pass
+
+
+class _PackedSSLConnection(_WithPacker, SSLConnection):
+    pass
 
 
 ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException)
@@ -159,8 +167,9 @@ def _cluster(u: redis_urls.ClusterURL, timeouts: dict[str, Any]) -> redis.Redis:
     tls: dict[str, Any] = {}
     if u.tls:
         tls = {"ssl": True, "ssl_cert_reqs": u.ssl_cert_reqs, "ssl_ca_certs": u.ssl_ca_certs}
+    packed: dict[str, Any] = {}
     if CLUSTER_NODES_TAKE_CONNECTION_CLASS and PACKER is not None:
-        tls["connection_class"] = _PackedSSLConnection if u.tls else _PackedConnection
+        packed["connection_class"] = _PackedSSLConnection if u.tls else _PackedConnection
     client = LazyCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in u.nodes],  # type: ignore[no-untyped-call]
         username=u.username,
@@ -168,6 +177,7 @@ def _cluster(u: redis_urls.ClusterURL, timeouts: dict[str, Any]) -> redis.Redis:
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
         **timeouts,
         **tls,
+        **packed,
     )
     # Typed as the standalone client every caller takes: the commands fleetscope sends are the
     # same, and the few that differ on a cluster (cross-slot reads) go through this module.
@@ -178,7 +188,7 @@ def _sentinel_primary(u: redis_urls.SentinelURL, timeouts: dict[str, Any]) -> re
     tls: dict[str, Any] = {}
     if u.tls:
         tls = {"ssl": True, "ssl_cert_reqs": u.ssl_cert_reqs, "ssl_ca_certs": u.ssl_ca_certs}
-    sentinel_kwargs = {k: v for k, v in {**timeouts, **tls}.items() if k != "command_packer"}
+    sentinel_kwargs = {**timeouts, **tls}
     if u.sentinel_password:
         sentinel_kwargs["password"] = u.sentinel_password
     # through Any: redis-py before 8.2 leaves Sentinel untyped, 8.2 types it
@@ -192,6 +202,7 @@ def _sentinel_primary(u: redis_urls.SentinelURL, timeouts: dict[str, Any]) -> re
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
         **timeouts,
         **tls,
+        **_packer(),
     )
     return client
 
