@@ -12,12 +12,13 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
-# A compiler only for dependencies without a wheel for this platform; this stage is thrown away.
+# A compiler for fleetscope's own compiled modules (setup.py: mypyc, common/native.py) and for
+# dependencies without a wheel for this platform; this stage is thrown away.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY common ./common
 COPY collector ./collector
 COPY query ./query

@@ -13,6 +13,11 @@ stage's share of the profiled time (the cumulative time of the functions that ar
 listing and parsing the leaves' JSON, the status rules, labels, relations, the Istio checks,
 the writer and, inside it, packing the commands) and the Redis commands per object by name
 (INFO commandstats).
+
+cProfile sees Python functions only, not the C extensions the build compiles the row builder's
+modules into (common.native): the profile runs on the plain Python build (`FLEETSCOPE_PURE=1`,
+in a child process when this one already runs the extensions), so its shares describe that
+code; `bench collection` measures the build as deployed.
 """
 
 from __future__ import annotations
@@ -20,14 +25,18 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.collection import fleet_kubesim
 from collector import gc_tuning, sync
-from common import redis_client
+from common import native, redis_client
+from common.index import rows
 from common.kinds.registry import builtin_registry
 from common.leaf.client import LeafClient
 from common.leaf.registry import load_dir
@@ -114,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.clusters < 2:
         p.error("--clusters must be at least 2 (the first is synced unmeasured)")
+    if native.compiled(rows):  # the profiler would not see into the row builder
+        env = {**os.environ, native.PURE_ENV: "1"}
+        argv = sys.argv[1:] if argv is None else argv
+        root = Path(__file__).resolve().parent.parent
+        command = [sys.executable, "-m", "bench.sync_profile", *argv]
+        return subprocess.run(command, env=env, cwd=root, check=False).returncode
     with fleet_kubesim(args.seed, args.clusters, args.namespaces) as kube_dir:
         server = start_redis_server()
         try:

@@ -290,6 +290,9 @@ class Settings:
     watch_streams_max: int = 2000
     """Watch streams the query service's stream process serves at once; more answer 429 (each holds a socket and its buffers there, never a request thread: docs/benchmarks.md, "watch_streams", has the memory per stream)."""
 
+    pure: bool = False
+    """Run the row builder's modules from their Python sources even where the build compiled them to C (common/native.py; the same results, more CPU: to compare, or to rule the compiled code out). Read from the environment when `common` is first imported, before the other settings."""
+
     extra: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Not a setting: unrecognised `FLEETSCOPE_*` variables, reported at start-up."""
 

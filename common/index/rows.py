@@ -454,9 +454,9 @@ def _join(
         message = message.replace(rev, REV_MARK)
     return SEP.join(
         (
-            namespace,
+            _clean(namespace),  # no API server takes a NUL in a name, but a leaf is not trusted
             kind,
-            name,
+            _clean(name),
             status_code(status, suspended),
             _code(_clean(reason), REASON_CODES),
             _code(message, MESSAGE_CODES),
