@@ -26,8 +26,9 @@ def _say(message: str) -> None:
 def _forget_in_place() -> None:
     """Remove what an earlier in-place build left in the tree (extensions and their record), so
     that none of it outlives a build that compiles nothing or fails."""
+    built = native.recorded(HERE / "common") or {}
     (HERE / "common" / native.STAMP).unlink(missing_ok=True)
-    for module in native.MODULES:
+    for module in {*native.MODULES, *built}:
         path = native.source(module, HERE)
         for built in path.parent.glob(f"{path.stem}.*.so"):
             built.unlink()

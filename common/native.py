@@ -1,8 +1,8 @@
 """The modules the build compiles to C with mypyc, and the guard that keeps a stale compiled
 module from running.
 
-Building a fleet's rows is a Python loop per object (a row, its label field, its status and its
-edges); these modules are typed as they are written, and mypyc (mypy's compiler) turns them into
+Building a fleet's rows is a Python loop per object (a row, its label field, its status, the
+stored form of its references, and the graph that settles `blockedBy`); these modules are typed as they are written, and mypyc (mypy's compiler) turns them into
 C extension modules beside their sources: the same code, ~25 % less collector CPU per object at
 fleet M (docs/benchmarks.md, "collection: fleet L"). `setup.py` compiles them where it can (mypyc
 in the build requirements and a C compiler on the machine) and otherwise installs them as plain
@@ -36,6 +36,7 @@ from types import ModuleType
 MODULES = (
     "common.index.rows",
     "common.index.label_field",
+    "common.index.edges",
     "common.index.graph",
     "common.kinds.status",
 )
@@ -60,14 +61,29 @@ def pure_requested(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def stale(recorded: dict[str, str], root: Path = ROOT) -> list[str]:
-    """The listed modules whose source is not what the in-place build compiled (changed,
-    missing, or not compiled at all)."""
-    out = []
+    """The modules whose extension must not run: a listed module whose source is not what the
+    in-place build compiled (changed, missing, or not compiled at all), and a module the build
+    compiled that is no longer listed."""
+    out = [m for m in recorded if m not in MODULES]
     for module in MODULES:
         path = source(module, root)
         if not path.is_file() or recorded.get(module) != digest(path):
             out.append(module)
     return out
+
+
+def recorded(directory: Path = Path(__file__).parent) -> dict[str, str] | None:
+    """What the in-place build in `directory` compiled ({module: source digest}); None when
+    nothing was built there, {} when its record cannot be read."""
+    stamp = directory / STAMP
+    if not stamp.is_file():
+        return None
+    try:
+        record = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return {}
+    ok = isinstance(record, dict) and all(isinstance(v, str) for v in record.values())
+    return record if ok else {}
 
 
 def compiled(module: ModuleType) -> bool:
@@ -95,22 +111,16 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
 
 
 def guard() -> str:
-    """Run the listed modules from their sources where the extensions must not run; returns
-    why ("pure": asked for; "stale": a source changed since the in-place build) or "" (the
-    extensions, where built, run)."""
-    reason = ""
+    """Run the listed modules (and any the build compiled before) from their sources where the
+    extensions must not run; returns why ("pure": asked for; "stale": a source changed since
+    the in-place build, or the list did) or "" (the extensions, where built, run)."""
+    record = recorded()
     if pure_requested():
         reason = "pure"
+    elif record is None:
+        return ""  # a wheel's install, or nothing compiled here
     else:
-        stamp = Path(__file__).with_name(STAMP)
-        if not stamp.is_file():
-            return ""  # a wheel's install, or nothing compiled here
-        try:
-            recorded = json.loads(stamp.read_text())
-        except (OSError, ValueError):
-            recorded = {}
-        if not isinstance(recorded, dict) or stale(recorded):
-            reason = "stale"
+        reason = "stale" if not record or stale(record) else ""
     if reason and not any(isinstance(f, _SourceFirst) for f in sys.meta_path):
-        sys.meta_path.insert(0, _SourceFirst(MODULES))
+        sys.meta_path.insert(0, _SourceFirst([*MODULES, *(record or {})]))
     return reason
