@@ -13,9 +13,12 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 # A compiler for fleetscope's own compiled modules (setup.py: mypyc, common/native.py) and for
-# dependencies without a wheel for this platform; this stage is thrown away.
+# dependencies without a wheel for this platform, and Python's headers where the base lacks them
+# (the official images carry theirs; Debian's python3 does not); this stage is thrown away.
 RUN apt-get update \
+    && headers=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
     && apt-get install -y --no-install-recommends build-essential \
+       $([ -f "$headers/Python.h" ] || echo python3-dev) \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./

@@ -1,6 +1,6 @@
 """What is running: fleetscope's version from the installed package's metadata (one source:
 pyproject.toml), shown by `fleetscope --version` and exported by every component that serves
-/metrics as `fleetscope_build_info{version, python} 1`."""
+/metrics as `fleetscope_build_info{version, python, row_builder} 1`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,17 @@ def version() -> str:
         return "unknown"
 
 
+def row_builder() -> str:
+    """`compiled` when the row builder's modules run as C extensions here (common.native),
+    `python` when they run from their sources (not built, stale, or `FLEETSCOPE_PURE`)."""
+    import importlib
+
+    from common import native
+
+    loaded = [importlib.import_module(m) for m in native.MODULES]
+    return "compiled" if all(native.compiled(m) for m in loaded) else "python"
+
+
 class BuildInfoCollector:
     """A prometheus-client collector for `fleetscope_build_info` (always 1; the labels say what
     runs). Computed at scrape time, so it is one series per process serving /metrics even in
@@ -30,8 +41,9 @@ class BuildInfoCollector:
 
         info = GaugeMetricFamily(
             "fleetscope_build_info",
-            "Always 1; labels: the fleetscope version and the Python version running it.",
-            labels=["version", "python"],
+            "Always 1; labels: the fleetscope version, the Python version running it, and whether"
+            " the row builder runs compiled (compiled, python).",
+            labels=["version", "python", "row_builder"],
         )
-        info.add_metric([version(), platform.python_version()], 1.0)
+        info.add_metric([version(), platform.python_version(), row_builder()], 1.0)
         yield info

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 import common
-from common import native
+from common import buildinfo, native
 from common.index import edges, graph, label_field, rows
 from common.kinds import status
 from common.kinds.registry import builtin_registry
@@ -48,6 +48,7 @@ def test_the_build_compiled_the_row_builder() -> None:
     """Where a C compiler is, the install (./dev, .ci/run) compiled every listed module: a
     build that fell back to plain Python silently would measure something else."""
     assert common.NATIVE_OFF == ""
+    assert buildinfo.row_builder() == "compiled"  # what fleetscope_build_info says
     assert {name: native.compiled(m) for name, m in MODULES.items()} == dict.fromkeys(MODULES, True)
 
 
@@ -104,14 +105,14 @@ def test_compiled_and_source_build_the_same_rows_even_from_damaged_objects() -> 
 
 def test_pure_runs_the_sources() -> None:
     code = (
-        "import common, common.native as n, common.index.rows as r\n"
-        "print(common.NATIVE_OFF, n.compiled(r), r.__file__.endswith('.py'))\n"
+        "import common, common.native as n, common.index.rows as r, common.buildinfo as b\n"
+        "print(common.NATIVE_OFF, n.compiled(r), r.__file__.endswith('.py'), b.row_builder())\n"
     )
     env = {**os.environ, native.PURE_ENV: "1"}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["pure", "False", "True"]
+    assert out.stdout.split() == ["pure", "False", "True", "python"]
 
 
 def test_a_source_changed_since_the_build_runs_from_the_source(tmp_path: Path) -> None:

@@ -73,6 +73,7 @@ def test_metrics_route_serves_build_info_and_fleet_gauges(seeded: Seeded, redis_
     families = _families(client)
     [info] = families["fleetscope_build_info"].samples  # type: ignore[attr-defined]
     assert info.labels["version"] == version() and info.value == 1
+    assert info.labels["row_builder"] in ("compiled", "python")
     lag = {
         s.labels["cluster"]: s.value
         for s in families["fleetscope_cluster_sync_lag_seconds"].samples

@@ -171,4 +171,8 @@ def _build_labels() -> dict[str, str]:
 
     from common import buildinfo
 
-    return {"version": buildinfo.version(), "python": platform.python_version()}
+    return {
+        "version": buildinfo.version(),
+        "python": platform.python_version(),
+        "row_builder": buildinfo.row_builder(),
+    }
