@@ -728,7 +728,8 @@ def _change(
 ) -> store_events.Change:
     if event_type == "DELETED":
         meta = obj.get("metadata") or {}
-        identity = rows.sort_key(str(meta.get("namespace") or ""), kind.key, str(meta.get("name")))
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name"))
+        identity = rows.identity_of(namespace, kind.key, name)
         return store_events.Change(identity, None)
     return store_events.Change.of(rows.member(cluster, kind, api_version, obj))
 

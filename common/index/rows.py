@@ -402,6 +402,13 @@ def sort_key(namespace: str, kind: str, name: str) -> str:
     return f"{namespace}{SEP}{kind}{SEP}{name}{SEP}"
 
 
+def identity_of(namespace: str, kind: str, name: str) -> str:
+    """The identity (`sort_key`) of the row of an object with this namespace and name, both
+    cleaned as its member has them (`_join`): what a deletion that carries only the object
+    must remove."""
+    return sort_key(_clean(namespace), kind, _clean(name))
+
+
 def encode(row: Row, edges: str = "", blocked: str = "") -> str:
     """A row as its sorted-set member (the cluster is implied by the key); `edges` and
     `blocked` (the blockedBy field) in common.index.edges' format; `recent` empty (the writer

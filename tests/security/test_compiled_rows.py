@@ -110,3 +110,19 @@ def test_hostile_objects_build_the_same_rows_compiled_and_from_source() -> None:
     assert len(members) > len(corpus) // 2
     # the member format's separators never come from the object: 15 fields, each clean
     assert all(m.count(rows.SEP) == 14 for m in members)
+
+
+def test_a_deleted_object_with_a_separator_in_its_name_removes_its_row() -> None:
+    """The watcher removes a deleted object's row by the identity it computes from the object
+    alone: the same cleaned namespace and name its member was written with."""
+    from collector.watch.cluster import _change
+    from common.kinds.registry import builtin_registry
+
+    kind = builtin_registry().get("Kustomization")
+    assert kind is not None
+    api_version = "kustomize.toolkit.fluxcd.io/v1"
+    for namespace, name in [("team-a", f"a{rows.SEP}b"), (f"x{rows.REV_MARK}y", "apps")]:
+        obj = {"metadata": {"name": name, "namespace": namespace}}
+        added = _change("c1", kind, api_version, "ADDED", obj)
+        deleted = _change("c1", kind, api_version, "DELETED", obj)
+        assert deleted.member is None and deleted.identity == added.identity
