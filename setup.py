@@ -18,6 +18,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import native  # noqa: E402  (standard library only)
 
+STAMP = HERE / "common" / native.STAMP
+
 
 def _say(message: str) -> None:
     print(f"fleetscope build: {message}", file=sys.stderr)
@@ -26,12 +28,12 @@ def _say(message: str) -> None:
 def _forget_in_place() -> None:
     """Remove what an earlier in-place build left in the tree (extensions and their record), so
     that none of it outlives a build that compiles nothing or fails."""
-    built = native.recorded(HERE / "common") or {}
-    (HERE / "common" / native.STAMP).unlink(missing_ok=True)
-    for module in {*native.MODULES, *built}:
+    record = native.recorded(STAMP.parent) or {}
+    STAMP.unlink(missing_ok=True)
+    for module in {*native.MODULES, *record}:
         path = native.source(module, HERE)
-        for built in path.parent.glob(f"{path.stem}.*.so"):
-            built.unlink()
+        for extension in path.parent.glob(f"{path.stem}.*.so"):
+            extension.unlink()
     for group in HERE.glob("*__mypyc.*.so"):
         group.unlink()
 
@@ -74,8 +76,7 @@ class BuildExt(build_ext):
             return
         if self.inplace and self.extensions:
             digests = {m: native.digest(native.source(m, HERE)) for m in native.MODULES}
-            stamp = HERE / "common" / native.STAMP
-            stamp.write_text(json.dumps(digests, indent=1) + "\n")
+            STAMP.write_text(json.dumps(digests, indent=1) + "\n")
             _say(f"compiled {len(native.MODULES)} modules in place")
 
 

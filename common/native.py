@@ -62,14 +62,14 @@ def pure_requested(environ: Mapping[str, str] = os.environ) -> bool:
     return environ.get(PURE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def stale(recorded: dict[str, str], root: Path = ROOT) -> list[str]:
+def stale(record: dict[str, str], root: Path = ROOT) -> list[str]:
     """The modules whose extension must not run: a listed module whose source is not what the
     in-place build compiled (changed, missing, or not compiled at all), and a module the build
     compiled that is no longer listed."""
-    out = [m for m in recorded if m not in MODULES]
+    out = [m for m in record if m not in MODULES]
     for module in MODULES:
         path = source(module, root)
-        if not path.is_file() or recorded.get(module) != digest(path):
+        if not path.is_file() or record.get(module) != digest(path):
             out.append(module)
     return out
 

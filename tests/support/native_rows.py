@@ -67,3 +67,21 @@ def pure_results(corpus: list[tuple[str, str, Any]]) -> list[Any]:
         check=True,
     )
     return list(json.loads(done.stdout))
+
+
+ANSWERS = 5
+"""What `results` gives per object."""
+
+
+def same_in_both(corpus: list[tuple[str, str, Any]]) -> list[Any]:
+    """`results` of the corpus here, after checking that a child running the sources gives the
+    same answers for every object; returns them."""
+    compiled, pure = results(corpus), pure_results(corpus)
+    assert len(compiled) == len(pure) == ANSWERS * len(corpus)
+    differ = [
+        (corpus[i // ANSWERS][2], compiled[i], pure[i])
+        for i in range(len(pure))
+        if compiled[i] != pure[i]
+    ]
+    assert not differ, str(differ[:3])[:2000]
+    return compiled
