@@ -144,6 +144,8 @@ class _Stream:
     visible: Visibility
     versions: Mapping[str, Any]
     """Each window's version (from the directory); status segments: {"": generation}."""
+    sgen: Any = None
+    """A status stream's cluster's status generation, when read (`_status_segments`)."""
     next_group: int = 0
     seq: list[Item] = field(default_factory=list)
     idx: int = 0
@@ -199,6 +201,8 @@ class TimeReader:
         """Pages being read: the same one asked meanwhile waits for it (`Flights`)."""
         self.reworded = 0
         """Pages answered from the last one's order with only their rows read again."""
+        self.kept_segments = 0
+        """Status segments kept across a write that moved no status generation."""
         self._rewording = True
         """Whether the last page written since kept its order (`_reworded`): the next reads its
         rows on the written clusters with the status generations (`_status_and_rows`)."""
@@ -244,13 +248,14 @@ class TimeReader:
             moved = _moved(clusters, gens, prev)
             sgens, reread = self._status_and_rows(clusters, moved[1])
             out.round_trips += 1
+            by_sgen = dict(zip(clusters, sgens, strict=True))
             if not self._reworded(prev, moved, clusters, gens, sgens, reread, out) and not (
                 not filters.labels
                 and self._patched(
-                    memo, access, clusters, gens, filters, limit, descending, cursor, out
+                    memo, access, clusters, gens, by_sgen, filters, limit, descending, cursor, out
                 )
             ):
-                self._page(access, clusters, gens, filters, limit, descending, cursor, out)
+                self._page(access, clusters, gens, by_sgen, filters, limit, descending, cursor, out)
             self._pages.put(memo, out, list(gens), access)
             self._orders.put(memo, (list(sgens), list(gens), out), owner=access)
         return out
@@ -322,6 +327,7 @@ class TimeReader:
         access: Mapping[str, AccessLike],
         clusters: list[str],
         gens: list[Any],
+        by_sgen: Mapping[str, Any],
         filters: Filters,
         limit: int,
         descending: bool,
@@ -351,7 +357,9 @@ class TimeReader:
         codes = _codes(filters)
         bounds = _Bounds(cursor, descending, start)
         by_gen = dict(zip(clusters, gens, strict=True))
-        streams, key, fetched = self._streams(access, moved, by_gen, filters, codes, bounds, out)
+        streams, key, fetched = self._streams(
+            access, moved, by_gen, by_sgen, filters, codes, bounds, out
+        )
         cap = limit + 1 + EXTRA
 
         def order(e: tuple[str, Item]) -> tuple[Any, str, bytes]:
@@ -436,6 +444,7 @@ class TimeReader:
         access: Mapping[str, AccessLike],
         clusters: list[str],
         gens: list[Any],
+        by_sgen: Mapping[str, Any],
         filters: Filters,
         limit: int,
         descending: bool,
@@ -446,7 +455,9 @@ class TimeReader:
         codes = _codes(filters)
         bounds = _Bounds(cursor, descending, start)
         by_gen = dict(zip(clusters, gens, strict=True))
-        streams, key, fetched = self._streams(access, clusters, by_gen, filters, codes, bounds, out)
+        streams, key, fetched = self._streams(
+            access, clusters, by_gen, by_sgen, filters, codes, bounds, out
+        )
         pick = self._picker(streams, bounds, key, fetched, out, descending)
         versions = {s.cluster: s.versions for s in streams}
         if filters.labels:
@@ -469,6 +480,7 @@ class TimeReader:
         access: Mapping[str, AccessLike],
         clusters: Sequence[str],
         by_gen: Mapping[str, Any],
+        by_sgen: Mapping[str, Any],
         filters: Filters,
         codes: bytes,
         bounds: _Bounds,
@@ -485,7 +497,8 @@ class TimeReader:
         streams: list[_Stream] = []
         for c in indexed:
             g = by_gen[c]
-            streams.append(_Stream(c, g, [("",)], self._visibility(access[c], filters), {"": g}))
+            vis = self._visibility(access[c], filters)
+            streams.append(_Stream(c, g, [("",)], vis, {"": g}, sgen=by_sgen.get(c)))
         if streams:
             self._status_segments(streams, sources, filters, codes, out)
         dirs = self._directories(walked, [by_gen[c] for c in walked], out)
@@ -703,15 +716,24 @@ class TimeReader:
         """For a filter on a few statuses (or on suspension), each cluster's one segment: the
         visible members of its status indexes (small), placed by their time-index scores
         (ZMSCORE of their entries, whose windows follow from the members). Remembered like
-        window segments; what is missing is read in two round trips for all clusters."""
+        window segments; what is missing is read in two round trips for all clusters.
+
+        A segment is remembered with the cluster's generation and status generation. Written
+        since, but at the same status generation (only rows' text changed: most watch events),
+        its entries and their order are the same: it is kept, its rows marked unread (None), so
+        the page reads only the rows it shows (`_aligned`), not the caller's ranges of the
+        indexes again (one read per namespace the caller has there)."""
         key = self._key(filters, codes)
         todo = []
         for s in streams:
             hit = self._segs(s, key).get(("",))
-            if hit is None or hit[0] != (s.gen,):
-                todo.append(s)
-            else:
+            if hit is not None and hit[0] == (s.gen, s.sgen):
                 s.ready = hit[1]
+            elif hit is not None and s.sgen is not None and hit[0][1:] == (s.sgen,):
+                s.ready = [(at, entry, None) for at, entry, _m in hit[1]]
+                self.kept_segments += 1
+            else:
+                todo.append(s)
         if not todo:
             return
         # Local views of what is read or remembered: other threads may empty the caches.
@@ -784,7 +806,7 @@ class TimeReader:
                     seq.append((at, timeline.entry_of(m), m))
             seq.sort()
             s.ready = seq
-            self._remember(s, ("",), ((s.gen,), seq))
+            self._remember(s, ("",), ((s.gen, s.sgen), seq))
 
     def _read_scores(
         self,
@@ -866,13 +888,18 @@ class TimeReader:
         found: list[bytes | None] = []
         todo: list[tuple[int, str, bytes, Any]] = []
         for i, (cluster, item) in enumerate(page):
-            if len(item) == 3:
+            if len(item) == 3 and item[2] is not None:
                 found.append(item[2])
                 continue
-            suffix = timeline.suffix_of(item[0], item[1])
+            # a kept status segment's entry (no window): its row as of the generation
+            suffix = "" if len(item) == 3 else timeline.suffix_of(item[0], item[1])
             # by window and version: versions count each window's writes, so another window
             # (where a transition that kept the status moved the entry) may be at the same one
-            version = (suffix, versions[cluster][suffix])
+            version = (suffix, versions.get(cluster, {}).get(suffix))
+            if version[1] is None:  # not known: read, not remembered
+                found.append(None)
+                todo.append((i, cluster, item[1], None))
+                continue
             hit = self._members.get((cluster, item[1]), version)
             if hit is not None:
                 found.append(hit)
@@ -886,7 +913,8 @@ class TimeReader:
             for (i, cluster, entry, version), reply in zip(todo, got, strict=True):
                 if reply:
                     found[i] = reply[0]
-                    self._members.put((cluster, entry), reply[0], version)
+                    if version is not None:
+                        self._members.put((cluster, entry), reply[0], version)
         for i, member in enumerate(found):
             if member is not None and codes and rows.member_status_code(member) not in codes:
                 found[i] = None

@@ -17,7 +17,7 @@ from common.index import keys, rows, timeline
 from common.index.read import timesort as reader_time
 from common.index.read.reader import Filters
 from common.index.read.timesort import TimeCursor, TimeReader
-from common.index.write import store
+from common.index.write import store, store_events
 from tests.support import topology
 from tests.support.index_fleet import KINDS, FakeAccess
 from tests.support.time_fleet import CLUSTERS, DAY, T0, member, write_fleet
@@ -233,8 +233,6 @@ def test_pages_survive_the_caches_emptied_between_round_trips(
 
 def reworded_rows(r: redis.Redis, cluster: str, members: list[bytes], message: str) -> None:
     """The rows `members` of `cluster` get a new message through the watcher's writer."""
-    from common.index.write import store_events
-
     changes = []
     for m in members:
         got = rows.decode(cluster, m.decode())
@@ -283,3 +281,48 @@ def fleet_rows(r: redis.Redis, cluster: str) -> list[tuple[str, bytes]]:
         (cluster, m.encode() if isinstance(m, str) else m)
         for m in r.zrange(keys.rows(cluster), 0, -1)
     ]
+
+
+def team_unhealthy(r: redis.Redis, cluster: str) -> list[bytes]:
+    """The unhealthy rows of `cluster` the team member sees (namespace team-01)."""
+    index = r.zrange(keys.by_status(cluster, "unhealthy"), 0, -1)
+    got = [m if isinstance(m, bytes) else m.encode() for m in index]
+    return [m for m in got if m.startswith(b"team-01\x00")]
+
+
+@pytest.mark.parametrize("descending", [True, False])
+def test_a_status_segment_is_kept_across_a_write_that_moved_no_status_generation(
+    fleet: redis.Redis, descending: bool
+) -> None:
+    """A team member's status-filtered walk reads its ranges of a written cluster's status
+    index again only when the cluster's status generation moved: after a write that changed
+    only a message, the segment is kept and only the rows the page shows from that cluster are
+    read (by identity), with the new message; after a transition there, its range is read."""
+    reader = TimeReader(fleet)
+    unhealthy = Filters(statuses=("unhealthy",))
+    reader.page(TEAM, unhealthy, 30, descending)  # every visible row: 2 on each of 12 clusters
+    reworded_rows(fleet, "c05", team_unhealthy(fleet, "c05")[:1], "Health check failed: retry 3")
+    topology.reset_stats(fleet)
+    page = reader.page(TEAM, unhealthy, 29, descending)  # another request: walked anew
+    used = topology.commandstats(fleet)
+    assert reader.kept_segments == 1
+    assert used.get("zscore", 0) == 0
+    assert used["zrangebylex"] == 2  # c05's two rows on the page; no range of an index read
+    assert page.members == TimeReader(fleet).page(TEAM, unhealthy, 29, descending).members
+    assert sum(b"Health check failed: retry 3" in m for _c, m in page.members) == 1
+    topology.reset_stats(fleet)
+    again = reader.page(TEAM, unhealthy, 27, descending)  # the rows read are remembered
+    assert again.members == page.members[:27] and reader.kept_segments == 2
+    assert "zrangebylex" not in topology.commandstats(fleet)
+    m = member("c05", 1)  # healthy, in team-01
+    flipped = rows.decode("c05", m)
+    assert (flipped["namespace"], flipped["status"]) == ("team-01", "healthy")
+    flipped["status"] = "unhealthy"
+    store_events.apply_changes(fleet, "c05", [store_events.Change.of(rows.encode(flipped))])
+    topology.reset_stats(fleet)
+    moved = reader.page(TEAM, unhealthy, 28, descending)
+    used = topology.commandstats(fleet)
+    assert reader.kept_segments == 2
+    assert used["zrangebylex"] == 1  # c05's range of the index, read again
+    assert moved.members == TimeReader(fleet).page(TEAM, unhealthy, 28, descending).members
+    assert len(moved.members) == 25
