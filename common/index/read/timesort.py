@@ -65,7 +65,8 @@ EXTRA = 16
 """Entries a walk picks beyond its page and look-ahead, so that the next page after a write
 that took some out of the order can still be merged (`_patched`)."""
 PATCH_MOVED_MAX = 16
-"""Written clusters beyond which a page is walked again rather than merged."""
+"""Clusters whose status generation moved beyond which a page is walked again rather than
+merged (clusters written at the same status generation do not count: `_patched`)."""
 
 
 @dataclass(frozen=True)
@@ -335,18 +336,25 @@ class TimeReader:
         out: TimePage,
     ) -> bool:
         """Fill `out` by merging what the last walk of `memo` knew of the order with fresh
-        walks of the clusters written since (a transition moves a row to the head of its
-        cluster's stream; the other clusters' streams are as they were), instead of walking
-        every cluster again. The merge is exact up to the last entry known on every stream (the
-        walk's last pick, unless every entry was picked; a fresh stream's last pick); False
-        when that does not cover the page, when too many clusters were written, or when the
-        walk's start moved past an entry it left out."""
+        walks of the clusters whose status generation moved since (a transition moves a row to
+        the head of its cluster's stream; the other clusters' streams are as they were, and
+        those written at the same status generation only had rows' text changed: their
+        entries are kept, their rows on the page read again), instead of walking every cluster
+        again. The merge is exact up to the last entry known on every stream (the walk's last
+        pick, unless every entry was picked; a fresh stream's last pick); False when that does
+        not cover the page, when too many clusters' statuses moved, or when the walk's start
+        moved past an entry it left out."""
         prev = self._orders.get(memo, owner=access)
         walked = prev[2].walked if prev is not None else None
-        if walked is None or walked.gens.keys() != set(clusters):
+        if prev is None or walked is None or walked.gens.keys() != set(clusters):
             return False
-        moved = [c for c, g in zip(clusters, gens, strict=True) if walked.gens[c] != g]
-        if not moved or len(moved) > PATCH_MOVED_MAX:
+        written_since = [c for c, g in zip(clusters, gens, strict=True) if walked.gens[c] != g]
+        # Written since at the status generation the walk knew (only rows' text moved: most
+        # watch events): their entries and order are as known, only their rows are read again.
+        then = dict(zip(clusters, prev[0], strict=True))
+        reread = {c for c in written_since if then[c] is not None and then[c] == by_sgen.get(c)}
+        moved = [c for c in written_since if c not in reread]
+        if not written_since or len(moved) > PATCH_MOVED_MAX:
             return False
         start = cursor.start if cursor is not None else int(time.time() * 1000)
         if start // timeline.WINDOW_MS != walked.start // timeline.WINDOW_MS:
@@ -370,7 +378,7 @@ class TimeReader:
         until = None if walked.complete else order(walked.picked[-1])
         fresh = self._picker(streams, bounds, key, fetched, out, descending)(cap, until)
 
-        kept = [e for e in walked.picked if e[0] not in written]
+        kept = [_unread(e) if e[0] in reread else e for e in walked.picked if e[0] not in written]
         merged = sorted([*kept, *fresh], key=order, reverse=descending)
         ends = [] if walked.complete else [order(walked.picked[-1])]
         if len(fresh) >= cap:
@@ -386,9 +394,11 @@ class TimeReader:
         rows_of = {
             (c, item[1]): m
             for (c, item), m in zip(walked.picked, walked.found, strict=False)
-            if c not in written
+            if c not in written and c not in reread
         }
-        versions = {**walked.versions, **{s.cluster: s.versions for s in streams}}
+        versions: dict[str, Mapping[str, Any] | None] = {**walked.versions}
+        versions.update(dict.fromkeys(reread))
+        versions.update({s.cluster: s.versions for s in streams})
         found = self._found(page, rows_of, codes, out, versions)
         out.members = [(c, m) for (c, _item), m in zip(page, found, strict=True) if m is not None]
         out.cursor = None
@@ -1117,6 +1127,13 @@ def _moved(
         return set(), []
     moved = {c for c, g, pg in zip(clusters, gens, prev[1], strict=True) if g != pg}
     return moved, [(i, c, m) for i, (c, m) in enumerate(prev[2].members) if c in moved]
+
+
+def _unread(e: tuple[str, Item]) -> tuple[str, Item]:
+    """A walked entry whose row must be read again: a status segment's entry without the row
+    it carried (`_aligned` reads it)."""
+    c, item = e
+    return (c, (item[0], item[1], None)) if len(item) == 3 else e
 
 
 def _row_of(cluster: str, ident: bytes) -> tuple[Any, ...]:

@@ -326,3 +326,34 @@ def test_a_status_segment_is_kept_across_a_write_that_moved_no_status_generation
     assert used["zrangebylex"] == 1  # c05's range of the index, read again
     assert moved.members == TimeReader(fleet).page(TEAM, unhealthy, 28, descending).members
     assert len(moved.members) == 25
+
+
+@pytest.mark.parametrize("descending", [True, False])
+def test_a_merge_walks_again_only_the_clusters_whose_statuses_moved(
+    fleet: redis.Redis, descending: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clusters written since the last walk at the same status generation (new messages) are
+    neither walked again nor counted against the merge's limit: after message-only writes on
+    more clusters than the limit and a transition on one more, the next page is a merge with a
+    fresh walk of that one cluster (its directory the only one read), showing the new
+    messages."""
+    monkeypatch.setattr(reader_time, "PATCH_MOVED_MAX", 2)
+    reader = TimeReader(fleet)
+    first = reader.page(ADMIN, Filters(), 20, descending)
+    shown = sorted({c for c, _m in first.members} - {"c03"})
+    assert len(shown) > 2
+    message = "Reconciliation finished in 4.2s"
+    for c in shown:
+        reworded_rows(fleet, c, [m for cc, m in first.members if cc == c][:1], message)
+    old = member("c03", 4)  # a transition on a cluster not reworded
+    new = member("c03", 4, "unhealthy", at=T0 + 25 * DAY)
+    store.replace_rows(
+        fleet, "c03", [new if m == old else m for m in map(member, ["c03"] * 40, range(40))]
+    )
+    topology.reset_stats(fleet)
+    after = reader.page(ADMIN, Filters(), 20, descending)
+    stats = topology.commandstats(fleet)
+    assert after.patched
+    assert stats["hgetall"] == 1  # c03's directory: no other cluster walked again
+    assert after.members == TimeReader(fleet).page(ADMIN, Filters(), 20, descending).members
+    assert sum(message.encode() in m for _c, m in after.members) == len(shown)
