@@ -18,8 +18,11 @@ filters); a page is remembered with the generations of the caller's clusters (re
 the page's first round trip): the same page again costs that one round trip. After writes that
 moved no status generation (common.index.keys.status_generation: rows' messages changed, most
 watch events), the page's order is the same: it is kept, and only its rows on the written
-clusters are read again (two more round trips, not a walk). Rows of entries are read by
-identity and remembered by entry and window version.
+clusters are read again (two more round trips, not a walk). After writes that moved some, the
+page merges what its last walk knew with fresh walks of those clusters only (`_patched`): the
+clusters written at the same status generation keep their entries, and a status segment is
+kept across such writes too, their rows read again where the page shows them. Rows of entries
+are read by identity and remembered by entry and window version.
 
 The order is (time, cluster, entry) ascending, or exactly its reverse. The keyset cursor is the
 last row's position in it, plus the time the walk began: a row that transitions after that is
