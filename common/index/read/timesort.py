@@ -252,14 +252,14 @@ class TimeReader:
             moved = _moved(clusters, gens, prev)
             sgens, reread = self._status_and_rows(clusters, moved[1])
             out.round_trips += 1
-            by_sgen = dict(zip(clusters, sgens, strict=True))
-            if not self._reworded(prev, moved, clusters, gens, sgens, reread, out) and not (
-                not filters.labels
-                and self._patched(
+            if not self._reworded(prev, moved, clusters, gens, sgens, reread, out):
+                by_sgen = dict(zip(clusters, sgens, strict=True))
+                if filters.labels or not self._patched(
                     memo, access, clusters, gens, by_sgen, filters, limit, descending, cursor, out
-                )
-            ):
-                self._page(access, clusters, gens, by_sgen, filters, limit, descending, cursor, out)
+                ):
+                    self._page(
+                        access, clusters, gens, by_sgen, filters, limit, descending, cursor, out
+                    )
             self._pages.put(memo, out, list(gens), access)
             self._orders.put(memo, (list(sgens), list(gens), out), owner=access)
         return out
@@ -381,7 +381,11 @@ class TimeReader:
         until = None if walked.complete else order(walked.picked[-1])
         fresh = self._picker(streams, bounds, key, fetched, out, descending)(cap, until)
 
-        kept = [_unread(e) if e[0] in reread else e for e in walked.picked if e[0] not in written]
+        kept = [
+            (c, _unread(item)) if c in reread else (c, item)
+            for c, item in walked.picked
+            if c not in written
+        ]
         merged = sorted([*kept, *fresh], key=order, reverse=descending)
         ends = [] if walked.complete else [order(walked.picked[-1])]
         if len(fresh) >= cap:
@@ -743,7 +747,7 @@ class TimeReader:
             if hit is not None and hit[0] == (s.gen, s.sgen):
                 s.ready = hit[1]
             elif hit is not None and s.sgen is not None and hit[0][1:] == (s.sgen,):
-                s.ready = [(at, entry, None) for at, entry, _m in hit[1]]
+                s.ready = [_unread(item) for item in hit[1]]
                 self.kept_segments += 1
             else:
                 todo.append(s)
@@ -1132,11 +1136,10 @@ def _moved(
     return moved, [(i, c, m) for i, (c, m) in enumerate(prev[2].members) if c in moved]
 
 
-def _unread(e: tuple[str, Item]) -> tuple[str, Item]:
-    """A walked entry whose row must be read again: a status segment's entry without the row
-    it carried (`_aligned` reads it)."""
-    c, item = e
-    return (c, (item[0], item[1], None)) if len(item) == 3 else e
+def _unread(item: Item) -> Item:
+    """An entry whose row must be read again: a status segment's entry without the row it
+    carried (`_aligned` reads it); a window's entry as it is (read by its window's version)."""
+    return (item[0], item[1], None) if len(item) == 3 else item
 
 
 def _row_of(cluster: str, ident: bytes) -> tuple[Any, ...]:
