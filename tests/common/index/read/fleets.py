@@ -15,6 +15,7 @@ import redis
 from common.index import keys, rows
 from common.index.read.groups import RANK
 from common.index.read.reader import Filters, PageRequest, Reader
+from common.index.read.tally import code_status
 from common.index.write import store, store_events
 from common.redis_client import text
 from tests.support import topology
@@ -129,6 +130,10 @@ def groups_oracle(r: redis.Redis, access: dict[str, FakeAccess], by: str, f: Fil
             if kind not in a.cluster_wide | a.namespaces.get(ns, frozenset()):
                 continue
             if (f.statuses and status not in f.statuses) or (f.kinds and kind not in f.kinds):
+                continue
+            if (f.namespaces and ns not in f.namespaces) or (f.name and f.name not in name):
+                continue
+            if f.suspended is not None and code_status(code)[1] != f.suspended:
                 continue
             key = rows.sort_key(ns, kind, name).encode() if by == "object" else ns.encode() + b"\0"
             per.setdefault(key, {}).setdefault(c, []).append(status)

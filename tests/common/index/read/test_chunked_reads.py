@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from common.index import rows
+from common.index import keys, rows
 from common.index.read import facets as facets_mod
 from common.index.read import groups as groups_mod
 from common.index.read import tally
@@ -97,22 +97,48 @@ def test_facets_after_a_storm_are_read_a_chunk_at_a_time(
 def test_group_pages_after_a_storm_read_the_indexes_a_chunk_at_a_time(
     fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch, by: str
 ) -> None:
+    """A storm the clusters' feeds can say moves each cluster's unhealthy part by its feed, a
+    chunk of feeds a round trip; one they cannot (trimmed, as after a Redis rebuild) has every
+    index read again, a chunk a round trip."""
     monkeypatch.setattr(groups_mod, "INDEX_CHUNK", CHUNK)
     indexes = sizes_of(monkeypatch, GroupReader, "_indexes", 0)
+    follows = sizes_of(monkeypatch, Reader, "follow", 0)
+    moved: list[int] = []
+    real_moved = groups_mod._keys_moved
+
+    def spy(*a: Any) -> Any:
+        moved.append(1)
+        return real_moved(*a)
+
+    monkeypatch.setattr(groups_mod, "_keys_moved", spy)
     groups = GroupReader(Reader(fleet, KINDS))
-    for flip in (None, 5, 7):
+    for flip, trimmed in ((None, False), (5, False), (7, True), (8, False)):
+        before = tally.status_generations(fleet, CLUSTERS)[0]
         if flip is not None:
             storm(fleet, flip)
+        after = tally.status_generations(fleet, CLUSTERS)[0]
+        written = sum(a != b for a, b in zip(before, after, strict=True))
+        if trimmed:
+            for c in CLUSTERS:
+                fleet.delete(keys.feed(c))
         indexes.clear()
+        follows.clear()
+        moved.clear()
         page = groups.page(ADMIN, Filters(), by, 50)
         got = [(g.order, g.key, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups]
         assert got == group_oracle(fleet, ADMIN, by, Filters())[:50], flip
-        assert indexes and max(indexes) <= CHUNK, flip
-        assert sum(indexes) >= len(CLUSTERS), flip  # every cluster's index was new
+        if flip is None or trimmed:  # every cluster's index read (new), a chunk at a time
+            assert indexes and max(indexes) <= CHUNK, flip
+            assert sum(indexes) >= len(CLUSTERS), flip
+        else:  # every cluster moved by its feed, none read
+            assert not indexes and len(moved) == written >= len(CLUSTERS) - 1, flip
+            if by == "object":  # (namespace pages follow feeds for their counts too)
+                assert follows and max(follows) <= CHUNK, flip
 
 
+@pytest.mark.parametrize("read", ["feeds", "indexes"])
 def test_a_chunk_failing_mid_page_leaves_the_counts_true(
-    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch, read: str
 ) -> None:
     """Redis lost between two chunks: the page fails, and the next one (Redis back) counts
     each cluster once, the chunks replaced before the failure included."""
@@ -120,18 +146,22 @@ def test_a_chunk_failing_mid_page_leaves_the_counts_true(
     groups = GroupReader(Reader(fleet, KINDS))
     groups.page(ADMIN, Filters(), "object", 50)
     storm(fleet, 5)
-    real, calls = GroupReader._indexes, []
+    if read == "indexes":  # the feeds cannot say: every index is read again
+        for c in CLUSTERS:
+            fleet.delete(keys.feed(c))
+    cls, name = (GroupReader, "_indexes") if read == "indexes" else (Reader, "follow")
+    real, calls = getattr(cls, name), []
 
-    def failing(self: GroupReader, *a: Any) -> Any:
+    def failing(self: Any, *a: Any, **k: Any) -> Any:
         calls.append(1)
         if len(calls) == 2:
             raise redis.ConnectionError("lost between two chunks")
-        return real(self, *a)
+        return real(self, *a, **k)
 
-    monkeypatch.setattr(GroupReader, "_indexes", failing)
+    monkeypatch.setattr(cls, name, failing)
     with pytest.raises(redis.ConnectionError):
         groups.page(ADMIN, Filters(), "object", 50)
-    monkeypatch.setattr(GroupReader, "_indexes", real)
+    monkeypatch.setattr(cls, name, real)
     page = groups.page(ADMIN, Filters(), "object", 50)
     got = [(g.order, g.key, [(m.cluster, m.status) for m in g.clusters]) for g in page.groups]
     assert got == group_oracle(fleet, ADMIN, "object", Filters())[:50]
