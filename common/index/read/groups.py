@@ -7,7 +7,8 @@ A page is built in two parts, as the order has them:
 
 - the groups with unhealthy clusters come from the clusters' `st:unhealthy` indexes (small: ~1%
   of the rows), read once per cluster generation and shared by every caller, tested against each
-  caller's access and filters here, and counted per group;
+  caller's access and filters here, and counted per group; after a write, a cluster's share of
+  a caller's part is moved by its change feed (`_keys_moved`) rather than read again;
 - the rest, in key order, is a merge of the clusters' visible rows in identity order
   (common.index.read.reader's streams: each cluster reads a chunk of about a page, all clusters
   in one round trip) skipping the groups of the first part; for namespace groups, a merge of
@@ -36,7 +37,8 @@ A page is remembered with the status generations of the caller's clusters
 (common.index.keys.status_generation: a write that changes only rows' messages does not move
 them): while none moved, the same request is answered after one round trip (`MGET` of them).
 After a write, a page reads and builds again only what the written clusters hold: the caller's
-unhealthy counts are moved cluster by cluster (their order kept by bisection), and the statuses,
+unhealthy counts are moved cluster by cluster (their order kept by bisection; each cluster's part
+by its feed), a page's last ranking keeps the shares of the clusters not written, and the statuses,
 per-namespace counts, namespace members, each cluster's run of the merge and each cluster's
 share of an object page's groups are remembered per cluster status generation.
 """
