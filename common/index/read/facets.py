@@ -617,10 +617,16 @@ def _summed(
     key = (id(access), filters)
     older = extras.answers.peek(key, access)
     last = older[1] if older is not None and older[1].clusters == clusters else None
+    # the clusters not written since the last answer take their tables from it, not from one
+    # memo lookup each (200 at fleet L, after every write)
+    then = older[0] if last is not None else [None] * len(clusters)
     namespaces = tuple(sorted(set(filters.namespaces)))
     tables: dict[str, tally.Table | None] = {}
     stale = []
-    for c, gen in zip(clusters, gens, strict=True):
+    for i, (c, gen) in enumerate(zip(clusters, gens, strict=True)):
+        if last is not None and then[i] == gen and last.tables[i] is not None:
+            tables[c] = last.tables[i]
+            continue
         table = tallies.cached(c, access[c], namespaces, int(gen or 0))
         if table is None:
             stale.append((c, access[c], namespaces))
@@ -636,8 +642,11 @@ def _summed(
         for c, old in zip(clusters, last.tables, strict=True):
             new = tables[c]
             if new is not old and new != old:
-                _sum_table(out, c, old, filters, -1)
-                _sum_table(out, c, new, filters, 1)
+                # by the entries that differ (a transition: two), not the whole tables
+                was, now = old or {}, new or {}
+                touched = {k for k, _n in was.items() ^ now.items()}
+                _sum_table(out, c, {k: was[k] for k in touched if k in was}, filters, -1)
+                _sum_table(out, c, {k: now[k] for k in touched if k in now}, filters, 1)
         _drop_zeros(out)
     else:
         out = Facets()

@@ -251,6 +251,38 @@ def test_facets_keep_their_tables_after_a_reworded_row(fleet: redis.Redis) -> No
 
 
 @pytest.mark.parametrize("who", ["admin", "team"])
+def test_facets_after_a_flip_look_up_the_written_clusters_table_only(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch, who: str
+) -> None:
+    """The clusters not written take their tables from the last answer (no memo lookup each),
+    and the answer moves by the entries of the written cluster's table that differ."""
+    access = ADMIN if who == "admin" else TEAM
+    reader = Reader(fleet, KINDS)
+    reader.facets(access, Filters())
+    asked: list[str] = []
+    real = type(reader.tallies).cached
+
+    def spy(self: Any, cluster: str, *a: Any) -> Any:
+        asked.append(cluster)
+        return real(self, cluster, *a)
+
+    monkeypatch.setattr(type(reader.tallies), "cached", spy)
+    for i in (0, 1, 0):
+        flipped(fleet, WRITTEN, i)
+        asked.clear()
+        moved = reader.facets(access, Filters())
+        assert asked == [WRITTEN]
+        fresh = Reader(fleet, KINDS).facets(access, Filters())
+        assert (moved.total, moved.clusters, moved.kinds, moved.statuses, moved.suspended) == (
+            fresh.total,
+            fresh.clusters,
+            fresh.kinds,
+            fresh.statuses,
+            fresh.suspended,
+        )
+
+
+@pytest.mark.parametrize("who", ["admin", "team"])
 def test_facets_namespaces_are_moved_by_the_written_cluster_only(
     fleet: redis.Redis, who: str
 ) -> None:
