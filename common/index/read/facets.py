@@ -619,7 +619,7 @@ def _summed(
     last = older[1] if older is not None and older[1].clusters == clusters else None
     # the clusters not written since the last answer take their tables from it, not from one
     # memo lookup each (200 at fleet L, after every write)
-    then = older[0] if last is not None else [None] * len(clusters)
+    then = older[0] if older is not None and last is not None else [None] * len(clusters)
     namespaces = tuple(sorted(set(filters.namespaces)))
     tables: dict[str, tally.Table | None] = {}
     stale = []
