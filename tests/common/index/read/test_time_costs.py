@@ -91,6 +91,42 @@ def test_a_repeated_page_costs_one_round_trip_and_a_write_rereads_its_windows(
     assert after.members == TimeReader(fleet).page(ADMIN, Filters(), 20, True).members
 
 
+def test_a_window_read_again_tests_only_the_entries_new_to_its_segment(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a write, a window read again at its new version is filtered again only for the
+    entries its last segment (the same caller and filters) did not hold: the rest pass as
+    they are."""
+    reader = TimeReader(fleet)
+    walk(reader, True)  # every segment remembered
+    parsed: list[tuple[bytes, ...]] = []
+    real = reader_time._matcher
+
+    def spy(*a: Any) -> Any:
+        test = real(*a)
+
+        def counted(*entry: bytes) -> bool:
+            parsed.append(entry)
+            return test(*entry)
+
+        return counted
+
+    monkeypatch.setattr(reader_time, "_matcher", spy)
+    rows_of = list(map(member, ["c03"] * 40, range(40)))
+    for i, at in ((4, T0 + 25 * DAY), (6, T0 + 25 * DAY + 1000)):
+        old = member("c03", i)
+        new = member("c03", i, "unhealthy", at=at)
+        rows_of = [new if m == old else m for m in rows_of]
+        store.replace_rows(fleet, "c03", rows_of)
+        parsed.clear()
+        got = walk(reader, True)
+        assert got == oracle(fleet, True)
+        assert 0 < len(parsed) <= 2, parsed  # the moved entry, not its windows' others
+    assert reader.page(ADMIN, Filters(), 20, True).members[:2] == [
+        ("c03", m) for _c, m in oracle(fleet, True)[:2]
+    ]
+
+
 def test_a_row_moved_to_another_window_at_the_same_version_is_read_again(
     fleet: redis.Redis,
 ) -> None:
