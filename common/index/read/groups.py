@@ -499,6 +499,11 @@ class GroupReader:
         self._changes: Memo[tuple[str, int, str], _Changes]
         self._changes = Memo(INDEXES_MAX * 4, "groups.changes")
         """(cluster, walk start, by) -> the groups changed there since."""
+        self._walks: Memo[Any, tuple[tuple[str, ...], tuple[Any, ...], set[bytes]]]
+        self._walks = Memo(SHARES_MAX, "groups.walks")
+        """(access, walk start, by) -> the caller's clusters, their status generations and
+        the keys of the groups changed on them since, as the caller may list them (weighted
+        by keys; read only)."""
         self._lock = threading.Lock()
         self._flights = Flights()
         """Pages being read: the same one asked meanwhile waits for it (`Flights`)."""
@@ -846,10 +851,31 @@ class GroupReader:
         changes.shown[:] = [access, keys_]  # racing threads store the same for the same access
         return keys_
 
-    def _changed(
+    def _changed(self, q: _Ask, start: int) -> set[bytes]:
+        """`_changed_on` the caller's clusters (read only). The caller's union is kept per
+        walk with the status generations it was made at (`_walks`): a later page unions into
+        it the sets of the clusters written since only, not every cluster's (200 lookups and
+        unions at fleet L). A cluster's set only grows while a walk lasts (a row placed after
+        its start stays after it; its feed only adds), so the union made before still holds."""
+        key = (id(q.access), start, q.by)
+        clusters = tuple(q.clusters)
+        gens = tuple(q.gens[c] for c in clusters)
+        prev = self._walks.get(key, owner=q.access)
+        if prev is not None and prev[0] == clusters:
+            moved = [c for c, was, now in zip(clusters, prev[1], gens, strict=True) if was != now]
+            if not moved:
+                return prev[2]
+            changed = prev[2] | self._changed_on(q, start, moved)
+        else:
+            changed = self._changed_on(q, start, clusters)
+        self._walks.put(key, (clusters, gens, changed), owner=q.access, weight=1 + len(changed))
+        return changed
+
+    def _changed_on(
         self,
         q: _Ask,
         start: int,
+        clusters: Sequence[str],
     ) -> set[bytes]:
         """The groups with a visible row placed at or after `start` in the time index: those
         that transitioned since the walk began (and rows of clocks ahead: placed later), and
@@ -869,7 +895,7 @@ class GroupReader:
         changed: set[bytes] = set()
         todo: list[str] = []
         older: dict[str, _Changes] = {}
-        for c in q.clusters:
+        for c in clusters:
             hit = self._changes.get((c, start, by), q.gens[c])
             if hit is not None:
                 changed |= self._visible_changes(hit, access[c])

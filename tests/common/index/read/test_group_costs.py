@@ -204,6 +204,50 @@ def test_a_walks_changes_follow_the_written_clusters_feed(fleet: redis.Redis) ->
     assert [k for _n, k, _ in rest] == [k for _n, k, _ in later if k != key]
 
 
+def test_a_walks_later_pages_union_the_written_clusters_changes_only(
+    fleet: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller's changed groups of a walk are kept with the status generations they were
+    made at: a later page asks only the clusters written since for theirs, a page after no
+    write none, and the walk still skips what changed."""
+    asked: list[int] = []
+    real = GroupReader._changed_on
+
+    def spy(self: GroupReader, q: Any, start: int, clusters: Any) -> Any:
+        asked.append(len(clusters))
+        return real(self, q, start, clusters)
+
+    monkeypatch.setattr(GroupReader, "_changed_on", spy)
+    groups = GroupReader(Reader(fleet, KINDS))
+    first = groups.page(ADMIN, Filters(), "object", 3)
+    assert first.cursor is not None
+    later = walk_from(groups, first.cursor)
+    assert asked == [len(CLUSTERS)]  # the walk's second page; its later pages kept the union
+    asked.clear()
+    assert walk_from(groups, first.cursor) == later
+    assert asked == []  # still: the union kept
+    shown = [k for _n, k, _ in later]
+    for c, n in ((CLUSTERS[3], 1), (CLUSTERS[5], 2)):
+        key = next(  # it recovers there: it moves later in the order, where the walk goes
+            k
+            for _n, k, ms in later
+            for m in ms
+            if m.cluster == c and m.status == "unhealthy" and k in shown
+        )
+        member = next(
+            m.decode() for m in fleet.zrange(keys.rows(c), 0, -1) if rows.identity_bytes(m) == key
+        )
+        moved = rows.decode(c, member)
+        moved["status"] = "healthy" if moved["status"] == "unhealthy" else "unhealthy"
+        change = store_events.Change.of(rows.encode(moved, rows.edges_of(member)))
+        assert store_events.apply_changes(fleet, c, [change]).updated == 1
+        asked.clear()
+        rest = walk_from(groups, first.cursor)
+        assert asked and set(asked) == {1}, asked  # the written cluster only, on each page
+        shown.remove(key)
+        assert [k for _n, k, _ in rest] == shown, n
+
+
 def walk_from(groups: GroupReader, cursor: GroupCursor | None) -> list[Any]:
     got = []
     while cursor is not None:
