@@ -378,10 +378,12 @@ class _Unhealthy:
     keys: tuple[bytes, ...]
     pos: int
 
-
-def _namespace_keys(ids: Sequence[bytes]) -> tuple[bytes, ...]:
-    """The distinct namespace group keys of `ids`, in their order."""
-    return tuple(dict.fromkeys(map(rows.member_namespace_key, ids)))
+    @classmethod
+    def of(cls, ids: tuple[bytes, ...], by: str, pos: int) -> _Unhealthy:
+        """From the identities: their namespaces' distinct keys for namespace groups."""
+        if by == "object":
+            return cls(ids, ids, pos)
+        return cls(ids, tuple(dict.fromkeys(map(rows.member_namespace_key, ids))), pos)
 
 
 def _keys_moved(
@@ -403,7 +405,7 @@ def _keys_moved(
     namespaces = {ns.encode() for ns in filters.namespaces}
     kinds, codes, cluster_wide, of_ns = vis.kinds, vis.codes, vis.cluster_wide, vis.namespaces.get
     for identity, code in last.items():
-        if code == b"." or code not in codes:
+        if code not in codes:  # (a row gone: ".", never a code)
             continue
         ns, kind, obj, _ = identity.split(b"\x00", 3)
         if (kinds is not None and kind not in kinds) or kind not in of_ns(ns, cluster_wide):
@@ -773,7 +775,7 @@ class GroupReader:
                     continue
                 vis = self.reader.visibility(access[c], filters, codes)
                 ids = _keys_moved(older[c].ids, lines, vis, filters)
-                moved = _Unhealthy(ids, ids if by == "object" else _namespace_keys(ids), int(gen))
+                moved = _Unhealthy.of(ids, by, int(gen))
                 self._keys.put((c, id(access[c]), filters, by), moved, gens[c], access[c])
                 self.parts_followed += 1
                 got[c] = moved.keys
@@ -788,7 +790,7 @@ class GroupReader:
                 members, pos = indexes[c]
                 vis = self.reader.visibility(access[c], filters, codes)
                 ids = self._cluster_ids(vis.keep(members), filters)
-                found = _Unhealthy(ids, ids if by == "object" else _namespace_keys(ids), pos)
+                found = _Unhealthy.of(ids, by, pos)
                 self._keys.put((c, id(access[c]), filters, by), found, gens[c], access[c])
                 got[c] = found.keys
         return got
