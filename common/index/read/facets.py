@@ -10,8 +10,10 @@ cluster-wide kinds) every namespace's, read once per cluster generation, and eac
 is moved by the written clusters' moved namespaces. What the tables cannot
 count (a label selector, `labelKeys`, a name substring, flapping rows) is counted from the rows:
 each cluster's visible rows read as a list page reads them (common.index.read.reader's streams),
-remembered per cluster generation, so an unchanged fleet costs one `MGET` of generations and a
-write re-reads only its cluster. The generations are the status generations
+remembered per cluster generation, so an unchanged fleet costs one `MGET` of generations; a
+written cluster's part is moved by its change feed (common.index.read.lua.FOLLOW with the rows'
+labels fields: the entries that moved a row's identity, status or labels, each state counted out
+or in as the scan would have counted it), and read again only where the feed cannot say. The generations are the status generations
 (common.index.keys.status_generation): a write that changes only rows' messages moves none.
 """
 
@@ -23,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from common import redis_client
 from common.index import keys, nscounts, rows
 from common.index.read import tally
 from common.index.read.memo import Flights, Memo, Recent, not_older
@@ -88,6 +91,9 @@ class Part:
     namespaces: dict[str, int] = field(default_factory=dict)
     labels: dict[str, dict[str, int]] = field(default_factory=dict)
     scanned: int = 0
+    pos: int = 0
+    """The change-feed generation the part holds exactly at (0: not known: a write landed
+    while it was read), which its feed is followed from (`Extras._fed`)."""
 
 
 @dataclass
@@ -118,7 +124,7 @@ class Extras:
     """Per-process memos of facets, by cluster generation: answers summed from the count
     tables, namespace counts, scanned parts (thread-safe)."""
 
-    def __init__(self, r: Any, follow: Callable[[Any], list[Any]] | None = None) -> None:
+    def __init__(self, r: Any, follow: Callable[..., list[Any]] | None = None) -> None:
         self.r = r
         self.follow = follow
         """`Reader.follow`: what the clusters' change feeds say moved since a generation."""
@@ -156,6 +162,8 @@ class Extras:
         """Clusters whose rows or counts were read (not answered from memory): for tests."""
         self.summed = 0
         """Clusters' shares of a caller's per-namespace sums moved (`namespaces`): for tests."""
+        self.fed = 0
+        """Clusters' scanned parts moved by their change feeds (`_fed`): for tests."""
         self.followed = 0
         """Clusters whose namespaces' counts were moved by their change feeds: for tests."""
         self.resummed = 0
@@ -460,13 +468,26 @@ class Extras:
         values of `label_keys`; None: not summed), from the rows; clusters not written since
         are remembered. Returns each cluster's part."""
         parts: dict[str, Part] = {}
-        todo = []
+        todo, held = [], []
         for c, g in zip(clusters, gens, strict=True):
-            hit = self._parts.get((c, id(access[c]), filters, label_keys), int(g or 0), access[c])
+            key = (c, id(access[c]), filters, label_keys)
+            hit = self._parts.get(key, int(g or 0), access[c])
             if hit is not None:
                 parts[c] = hit
+                continue
+            older = self._parts.peek(key, access[c])
+            if older is not None and older[1].pos and self.follow is not None and not filters.name:
+                held.append((c, int(g or 0), older[1]))
             else:
                 todo.append((c, int(g or 0)))
+        if held:
+            fed = self._fed(reader, access, filters, label_keys, held)
+            for (c, g, _old), part in zip(held, fed, strict=True):
+                if part is None:
+                    todo.append((c, g))
+                else:
+                    parts[c] = part
+                    self._parts.put((c, id(access[c]), filters, label_keys), part, g, access[c])
         streams = []
         for c, _g in todo:
             parts[c] = Part()
@@ -474,6 +495,7 @@ class Extras:
             if s is not None:
                 streams.append(s)
         self.reads += len(todo)
+        before = self._feed_gens([c for c, _g in todo]) if todo and self.follow else []
         while streams:
             left = []
             for s, chunk in zip(streams, reader.more(streams, filters, 1024), strict=True):
@@ -482,6 +504,10 @@ class Extras:
                 if not chunk.done:
                     left.append(s)
             streams = left
+        if before:  # a part is exact at its feed generation when no write landed meanwhile
+            after_scans = self._feed_gens([c for c, _g in todo])
+            for (c, _g), was, now in zip(todo, before, after_scans, strict=True):
+                parts[c].pos = was if was == now else 0
         for c, g in todo:  # gens were read before the scans: a later write moves them
             self._parts.put((c, id(access[c]), filters, label_keys), parts[c], g, access[c])
         if out is not None:
@@ -490,6 +516,44 @@ class Extras:
                 _add_part(out, c, parts[c], label_keys)
                 out.scanned += parts[c].scanned if c in read_now else 0
         return parts
+
+    def _feed_gens(self, clusters: Sequence[str]) -> list[int]:
+        """The clusters' change-feed generations, in one round trip."""
+        got = redis_client.pipelined(self.r, [("GET", keys.generation(c)) for c in clusters])
+        return [int(g or 0) for g in got]
+
+    def _fed(
+        self,
+        reader: Reader,
+        access: Mapping[str, AccessLike],
+        filters: Filters,
+        label_keys: tuple[str, ...],
+        held: Sequence[tuple[str, int, Part]],
+    ) -> list[Part | None]:
+        """Each held part moved by its cluster's change feed since it was held, in one round
+        trip (common.index.read.lua.FOLLOW with labels: the entries that moved a row's
+        identity, status code or labels); None where the feed cannot say (read the rows)."""
+        assert self.follow is not None
+        replies = self.follow([(c, part.pos) for c, _g, part in held], labelled=True)
+        out: list[Part | None] = []
+        codes = _codes_kept(filters)
+        for (c, _g, old), (gen, whole, lines) in zip(held, replies, strict=True):
+            if int(whole):
+                out.append(None)
+                continue
+            part = _copied(old, int(gen))
+            test = _RowTest(access[c], filters, frozenset(reader.all_kinds), codes, label_keys)
+            for line in lines.split(b"\n") if lines else ():
+                ns, kind, name, rest = line.split(b"\0", 3)
+                was, now = rest[:1], rest[1:2]
+                lo, _, ln = rest[2:].partition(b"\0")
+                if was != b"+":
+                    test.count(part, ns, kind, name, was, lo, -1)
+                if now != b".":
+                    test.count(part, ns, kind, name, now, ln, 1)
+            self.fed += 1
+            out.append(part)
+        return out
 
 
 # -- one answer ------------------------------------------------------------------------------
@@ -909,6 +973,88 @@ def _rows_of(
     """Rows of one namespace's counts text visible with `own` under the filters."""
     mine = {k: n for k, n in nscounts.decode(value).items() if k[0] in own}
     return tally.matching(mine, kinds, statuses, suspended)
+
+
+def _codes_kept(filters: Filters) -> frozenset[bytes] | None:
+    """The status codes of rows `filters` keep (None: any), as `Reader.sources` keeps them."""
+    statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
+    codes = rows.codes_for(statuses, filters.suspended)
+    if len(codes) == len(rows.CODE_STATUS):
+        return None
+    return frozenset(c.encode() for c in codes)
+
+
+def _copied(part: Part, pos: int) -> Part:
+    """A copy of `part` to move (parts are shared by answers and the memo: never mutated),
+    holding at feed generation `pos`."""
+    return Part(
+        part.total,
+        dict(part.kinds),
+        dict(part.namespaces),
+        {k: dict(v) for k, v in part.labels.items()},
+        0,
+        pos,
+    )
+
+
+@dataclass(frozen=True)
+class _RowTest:
+    """Whether one state of a row (from a change feed's line) is counted in a caller's part
+    under `filters`, as the part's scan would have read it, and counting it in or out."""
+
+    access: AccessLike
+    filters: Filters
+    kinds: frozenset[str]
+    codes: frozenset[bytes] | None
+    label_keys: tuple[str, ...]
+
+    def count(
+        self,
+        part: Part,
+        ns_b: bytes,
+        kind_b: bytes,
+        name_b: bytes,
+        code_b: bytes,
+        field: bytes,
+        sign: int,
+    ) -> None:
+        """Count the row state (namespace, kind, name, status code, stored labels field) into
+        `part` (`sign` 1) or out of it (-1) when the caller sees it under the filters."""
+        f = self.filters
+        if self.codes is not None and code_b not in self.codes:
+            return
+        ns, kind = ns_b.decode(), kind_b.decode()
+        if kind not in self.kinds or (f.kinds and kind not in f.kinds):
+            return
+        if f.namespaces and ns not in f.namespaces:
+            return
+        a = self.access
+        if kind not in a.cluster_wide and kind not in a.namespaces.get(ns, ()):
+            return
+        labels: dict[str, str] = {}
+        if field and (f.labels.requirements or self.label_keys):
+            labels = rows.parse_labels(field.decode(), name_b.decode(), ns)[0]
+        if f.labels.requirements and not f.labels.matches(labels):
+            return
+        _bump(part.kinds, (kind, code_b.decode()), sign)
+        _bump(part.namespaces, ns, sign)
+        part.total += sign
+        for k in self.label_keys:
+            v = labels.get(k)
+            if v is not None:
+                values = part.labels.setdefault(k, {})
+                _bump(values, v, sign)
+                if not values:
+                    del part.labels[k]
+
+
+def _bump(counts: dict[Any, int], key: Any, by: int) -> None:
+    """Move one count by `by`, a count reaching zero dropped (as a scan never holds one)."""
+    n = counts.get(key, 0) + by
+    if n:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
 
 
 def _count(part: Part, members: list[bytes], label_keys: tuple[str, ...]) -> None:

@@ -336,14 +336,18 @@ end
 return {after, table.concat(out, "\n")}
 """
 
-_SINCE = r"""
+_SINCE = (
+    f"local SEPARATORS = {len(rows.FIELDS) - 1}\n"
+    + r"""
 -- What a cluster's change feed (common.index.feed) says moved after generation `held` (every
 -- feed entry up to it is in what the caller holds): the generation now; `whole` 1 when the feed
 -- cannot say (entries after `held` may have been trimmed, or the generation moved past the
 -- last entry), else 0; and one line per entry after `held` whose identity or status code
 -- changed (every entry when `every`: a revision or a message moved), in feed order: the
 -- identity (namespace NUL kind NUL name NUL), the old status code ("+" for a row new) and the
--- new one ("." for a row gone).
+-- new one ("." for a row gone). With `labelled`, one line per entry whose identity, status code
+-- or labels changed, each followed by the old labels field NUL the new one ("" for a row new or
+-- gone, and for a member older than the labels field).
 local function head(m)
   local p1 = string.find(m, "\0", 1, true)
   local p2 = string.find(m, "\0", p1 + 1, true)
@@ -351,7 +355,15 @@ local function head(m)
   return string.sub(m, 1, p3 + 1)
 end
 
-local function since(feed, genkey, held, every)
+local function labels_field(m)
+  local _, n = string.gsub(m, "%z", "")
+  if n < SEPARATORS then
+    return ""
+  end
+  return string.match(m, "[^%z]*$")
+end
+
+local function since(feed, genkey, held, every, labelled)
   local gen = tonumber(redis.call('GET', genkey) or '0')
   if gen == held then
     return gen, 0, {}
@@ -378,15 +390,21 @@ local function since(feed, genkey, held, every)
     end
     if n == nil then
       if o ~= nil and o ~= "" then
-        out[#out + 1] = head(o) .. "."
+        out[#out + 1] = head(o) .. "." .. (labelled and (labels_field(o) .. "\0") or "")
       end
     else
       local h = head(n)
       if o == nil then
         out[#out + 1] = string.sub(h, 1, #h - 1) .. "+" .. string.sub(h, #h)
+          .. (labelled and ("\0" .. labels_field(n)) or "")
       else
         local ho = head(o)
-        if every or ho ~= h then
+        if labelled then
+          local lo, ln = labels_field(o), labels_field(n)
+          if ho ~= h or lo ~= ln then
+            out[#out + 1] = ho .. string.sub(h, #h) .. lo .. "\0" .. ln
+          end
+        elseif every or ho ~= h then
           out[#out + 1] = ho .. string.sub(h, #h)
         end
       end
@@ -398,17 +416,19 @@ local function since(feed, genkey, held, every)
   return gen, 0, out
 end
 """
+)
 
 FOLLOW = (
     _SINCE
     + r"""
 -- KEYS[1]: a cluster's change feed; KEYS[2]: its generation; ARGV[1]: a generation the caller
--- holds the cluster's rows at; ARGV[2]: "1" for a line for every entry, else "0".
+-- holds the cluster's rows at; ARGV[2]: "1" for a line for every entry, "2" for the lines
+-- with their labels fields (`since`'s `labelled`), else "0".
 -- Returns {generation, whole, the lines joined by "\n"} (`since`)
 -- (common.index.read.group_facets: the written cluster's rows moved by the changes instead of
 -- read again; common.index.read.facets and groups: its namespaces whose counts moved, whether
 -- its namespaces did).
-local gen, whole, out = since(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2] == "1")
+local gen, whole, out = since(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2] == "1", ARGV[2] == "2")
 return {gen, whole, table.concat(out, "\n")}
 """
 )

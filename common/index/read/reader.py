@@ -396,12 +396,15 @@ class Reader:
         calls: list[_Call] = [("IDENTS", keys.rows(c), [start, n]) for c, start in starts]
         return self.run(calls, lead=lead) if calls or lead is not None else []
 
-    def follow(self, held: Sequence[tuple[str, int]], every: bool = False) -> list[list[Any]]:
+    def follow(
+        self, held: Sequence[tuple[str, int]], every: bool = False, labelled: bool = False
+    ) -> list[list[Any]]:
         """Per (cluster, generation its rows are held at), what its change feed says moved
         since, in one pipelined round trip: [generation, whole, lines]
         (common.index.read.lua.FOLLOW; `every`: a line for every entry, not only those moving
-        an identity or a status code)."""
-        flag = b"1" if every else b"0"
+        an identity or a status code; `labelled`: also those moving labels, each line with the
+        old and the new labels field)."""
+        flag = b"2" if labelled else b"1" if every else b"0"
         calls: list[_Call] = [
             ("FOLLOW", (keys.feed(c), keys.generation(c)), [str(g).encode(), flag]) for c, g in held
         ]
