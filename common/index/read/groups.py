@@ -725,9 +725,12 @@ class GroupReader:
                     fresh = self._unhealthy_keys(q, chunk)
                     for c in chunk:
                         old = t.parts.get(c)
-                        if old is not None:
-                            delta.subtract(old[1])
-                        delta.update(fresh[c])
+                        if old is None:
+                            delta.update(fresh[c])
+                        elif old[1] is not fresh[c]:  # a part's keys are distinct
+                            was, now = set(old[1]), set(fresh[c])
+                            delta.subtract(was - now)
+                            delta.update(now - was)
                         t.parts[c] = (q.gens[c], fresh[c])
             finally:  # the counts follow every part replaced, even when a later chunk failed
                 t.move(delta)
