@@ -4,8 +4,8 @@
         [--memo-mib MIB] [--burst K]
 
 Loads the fleet (or uses `--redis-url`), then for a plain list page, newest first, groups (by object, by object with
-`status=healthy`, by namespace), group facets (by object, by namespace) and facets, as a cluster
-admin: the process CPU and Redis commands of the first request in the process (what a worker
+`status=healthy`, by namespace), group facets (by object, by namespace), facets and facets
+by label value (`labelKeys`: counted from the rows), as a cluster admin: the process CPU and Redis commands of the first request in the process (what a worker
 pays after a start or after its memo sweep), of one request on a still fleet, right after a
 status-unchanged update (bench.churn: a new message on one row), right after a status
 transition on a random cluster, and after a transition with a new access map (one cluster
@@ -69,6 +69,9 @@ def cases(
         "group facets by object": lambda: group_facets.facets(admin(), Filters(), "object"),
         "group facets by namespace": lambda: group_facets.facets(admin(), Filters(), "namespace"),
         "facets": lambda: reader.facets(admin(), Filters()),
+        "facets labelKeys=version": lambda: reader.facets(
+            admin(), Filters(), label_keys=("app.kubernetes.io/version",)
+        ),
     }
 
 

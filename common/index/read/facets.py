@@ -94,6 +94,10 @@ class Part:
     pos: int = 0
     """The change-feed generation the part holds exactly at (0: not known: a write landed
     while it was read), which its feed is followed from (`Extras._fed`)."""
+    moved: tuple[Part, Part] | None = field(default=None, repr=False, compare=False)
+    """When moved by the feed: the part it was moved from and the signed counts that moved
+    (an answer holding that part moves by them, not by both parts whole). One step is kept:
+    the older ones are let go."""
 
 
 @dataclass
@@ -164,6 +168,8 @@ class Extras:
         """Clusters' shares of a caller's per-namespace sums moved (`namespaces`): for tests."""
         self.fed = 0
         """Clusters' scanned parts moved by their change feeds (`_fed`): for tests."""
+        self.by_moves = 0
+        """Clusters whose moves alone moved an answer counted from rows: for tests."""
         self.followed = 0
         """Clusters whose namespaces' counts were moved by their change feeds: for tests."""
         self.resummed = 0
@@ -541,16 +547,18 @@ class Extras:
             if int(whole):
                 out.append(None)
                 continue
-            part = _copied(old, int(gen))
+            part, delta = _copied(old, int(gen)), Part()
             test = _RowTest(access[c], filters, frozenset(reader.all_kinds), codes, label_keys)
             for line in lines.split(b"\n") if lines else ():
                 ns, kind, name, rest = line.split(b"\0", 3)
                 was, now = rest[:1], rest[1:2]
                 lo, _, ln = rest[2:].partition(b"\0")
                 if was != b"+":
-                    test.count(part, ns, kind, name, was, lo, -1)
+                    test.count((part, delta), ns, kind, name, was, lo, -1)
                 if now != b".":
-                    test.count(part, ns, kind, name, now, ln, 1)
+                    test.count((part, delta), ns, kind, name, now, ln, 1)
+            old.moved = None  # one step kept
+            part.moved = (old, delta)
             self.fed += 1
             out.append(part)
         return out
@@ -634,8 +642,13 @@ def _moved_count(
             )
             parts = dict(oparts)
             for c, part in fresh.items():
-                _add_part(out, c, parts[c], label_keys, -1)
-                _add_part(out, c, part, label_keys)
+                step = part.moved
+                if step is not None and step[0] is parts[c]:  # by what moved only
+                    _add_moves(out, c, step[1], label_keys)
+                    reader.extras.by_moves += 1
+                else:
+                    _add_part(out, c, parts[c], label_keys, -1)
+                    _add_part(out, c, part, label_keys)
                 out.scanned += part.scanned
                 parts[c] = part
             _drop_zeros(out)
@@ -1010,7 +1023,7 @@ class _RowTest:
 
     def count(
         self,
-        part: Part,
+        into: tuple[Part, Part],
         ns_b: bytes,
         kind_b: bytes,
         name_b: bytes,
@@ -1019,7 +1032,8 @@ class _RowTest:
         sign: int,
     ) -> None:
         """Count the row state (namespace, kind, name, status code, stored labels field) into
-        `part` (`sign` 1) or out of it (-1) when the caller sees it under the filters."""
+        each part of `into` (`sign` 1) or out of it (-1) when the caller sees it under the
+        filters (a part and the signed counts of what moved)."""
         f = self.filters
         if self.codes is not None and code_b not in self.codes:
             return
@@ -1036,16 +1050,18 @@ class _RowTest:
             labels = rows.parse_labels(field.decode(), name_b.decode(), ns)[0]
         if f.labels.requirements and not f.labels.matches(labels):
             return
-        _bump(part.kinds, (kind, code_b.decode()), sign)
-        _bump(part.namespaces, ns, sign)
-        part.total += sign
-        for k in self.label_keys:
-            v = labels.get(k)
-            if v is not None:
-                values = part.labels.setdefault(k, {})
-                _bump(values, v, sign)
-                if not values:
-                    del part.labels[k]
+        code = code_b.decode()
+        for part in into:
+            _bump(part.kinds, (kind, code), sign)
+            _bump(part.namespaces, ns, sign)
+            part.total += sign
+            for k in self.label_keys:
+                v = labels.get(k)
+                if v is not None:
+                    values = part.labels.setdefault(k, {})
+                    _bump(values, v, sign)
+                    if not values:
+                        del part.labels[k]
 
 
 def _bump(counts: dict[Any, int], key: Any, by: int) -> None:
@@ -1100,6 +1116,20 @@ def _add_part(
     merge(out.namespaces, part.namespaces)
     for k in label_keys:
         merge(out.labels.setdefault(k, {}), part.labels.get(k, {}))
+
+
+def _add_moves(out: Facets, cluster: str, moves: Part, label_keys: tuple[str, ...]) -> None:
+    """Count one cluster's signed moves (`Part.moved`) into `out` (counts left at zero:
+    `_drop_zeros`; namespaces and label values at zero dropped here, as `_sub_all` does)."""
+    for (kind, code), n in moves.kinds.items():
+        status, susp = tally.code_status(code)
+        (add if n > 0 else _take)(out, cluster, kind, status, susp, abs(n))
+    for counts, more in (
+        (out.namespaces, moves.namespaces),
+        *((out.labels.setdefault(k, {}), moves.labels.get(k, {})) for k in label_keys),
+    ):
+        for key, n in more.items():
+            _bump(counts, key, n)
 
 
 def top_values(

@@ -556,7 +556,7 @@ def test_facets_counted_from_rows_move_by_the_written_clusters_parts(
     removed(fleet, CLUSTERS[0], 5)
     moved = reader.facets(access, Filters(), label_keys=label_keys)
     assert reader.extras.moved == 1
-    assert (reader.extras.reads, reader.extras.fed) == (reads, 2)
+    assert (reader.extras.reads, reader.extras.fed, reader.extras.by_moves) == (reads, 2, 2)
     fresh = Reader(fleet, KINDS).facets(access, Filters(), label_keys=label_keys)
     assert every_count(moved) == every_count(fresh)
     for c in CLUSTERS[:4]:  # half of them written: summed again
@@ -611,6 +611,7 @@ def test_label_facets_parts_follow_the_feed_through_every_kind_of_write(
         fresh = Reader(fleet, KINDS).facets(access, filters, label_keys=label_keys)
         assert every_count(moved) == every_count(fresh), access is ADMIN
     assert (reader.extras.reads, reader.extras.fed) == (reads, fed + 4)
+    assert reader.extras.by_moves == 4  # each answer moved by the written clusters' moves
     assert any(text(m).startswith(added) for m in fleet.zrange(keys.rows(WRITTEN), 0, -1))
 
 
