@@ -12,9 +12,10 @@ count (a label selector, `labelKeys`, a name substring, flapping rows) is counte
 each cluster's visible rows read as a list page reads them (common.index.read.reader's streams),
 remembered per cluster generation, so an unchanged fleet costs one `MGET` of generations; a
 written cluster's part is moved by its change feed (common.index.read.lua.FOLLOW with the rows'
-labels fields: the entries that moved a row's identity, status or labels, each state counted out
-or in as the scan would have counted it), and read again only where the feed cannot say. The generations are the status generations
-(common.index.keys.status_generation): a write that changes only rows' messages moves none.
+labels fields: the entries that moved a row's identity, status or labels, each state counted
+out or in as the scan would have counted it), and read again only where the feed cannot say.
+The generations are the status generations (common.index.keys.status_generation): a write
+that changes only rows' messages moves none.
 """
 
 from __future__ import annotations
@@ -482,7 +483,9 @@ class Extras:
                 parts[c] = hit
                 continue
             older = self._parts.peek(key, access[c])
-            if older is not None and older[1].pos and self.follow is not None and not filters.name:
+            # (a name is matched on the names index, flapping by the time: not from a line)
+            known = older is not None and older[1].pos and self.follow is not None
+            if known and older is not None and not (filters.name or filters.flapping):
                 held.append((c, int(g or 0), older[1]))
             else:
                 todo.append((c, int(g or 0)))
