@@ -36,7 +36,7 @@ from common.index.read.plan import visible_kinds_uniform as _uniform
 from common.kinds.status import STATUSES
 
 if TYPE_CHECKING:
-    from common.index.read.reader import Reader, Stream
+    from common.index.read.reader import Reader, Stream, Visibility
 
 LABEL_VALUES_TOP = 20
 """Values shown per asked label key (most rows first); the rest are counted in `labelsOmitted`."""
@@ -527,8 +527,9 @@ class Extras:
         return parts
 
     def _feed_gens(self, clusters: Sequence[str]) -> list[int]:
-        """The clusters' change-feed generations, in one round trip."""
-        got = redis_client.pipelined(self.r, [("GET", keys.generation(c)) for c in clusters])
+        """The clusters' change-feed generations read now, in one round trip (not
+        `tally.generations`, which answers a request's first read again inside `read_once`)."""
+        got = redis_client.pipelined(self.r, [tally.generations_command(clusters)])[0]
         return [int(g or 0) for g in got]
 
     def _fed(
@@ -551,7 +552,7 @@ class Extras:
                 out.append(None)
                 continue
             part, delta = _copied(old, int(gen)), Part()
-            test = _RowTest(access[c], filters, frozenset(reader.all_kinds), codes, label_keys)
+            test = _RowTest(reader.visibility(access[c], filters, codes), filters, label_keys)
             for line in lines.split(b"\n") if lines else ():
                 ns, kind, name, rest = line.split(b"\0", 3)
                 was, now = rest[:1], rest[1:2]
@@ -991,13 +992,11 @@ def _rows_of(
     return tally.matching(mine, kinds, statuses, suspended)
 
 
-def _codes_kept(filters: Filters) -> frozenset[bytes] | None:
-    """The status codes of rows `filters` keep (None: any), as `Reader.sources` keeps them."""
+def _codes_kept(filters: Filters) -> bytes:
+    """The status codes of rows `filters` keep (b"": any), as `Reader.sources` keeps them."""
     statuses = tuple(sorted(set(filters.statuses) & set(STATUSES)))
     codes = rows.codes_for(statuses, filters.suspended)
-    if len(codes) == len(rows.CODE_STATUS):
-        return None
-    return frozenset(c.encode() for c in codes)
+    return b"" if len(codes) == len(rows.CODE_STATUS) else codes.encode()
 
 
 def _copied(part: Part, pos: int) -> Part:
@@ -1018,10 +1017,9 @@ class _RowTest:
     """Whether one state of a row (from a change feed's line) is counted in a caller's part
     under `filters`, as the part's scan would have read it, and counting it in or out."""
 
-    access: AccessLike
+    vis: Visibility
+    """The caller's member test under the filters (`Reader.visibility`: kinds and codes)."""
     filters: Filters
-    kinds: frozenset[str]
-    codes: frozenset[bytes] | None
     label_keys: tuple[str, ...]
 
     def count(
@@ -1037,16 +1035,15 @@ class _RowTest:
         """Count the row state (namespace, kind, name, status code, stored labels field) into
         each part of `into` (`sign` 1) or out of it (-1) when the caller sees it under the
         filters (a part and the signed counts of what moved)."""
-        f = self.filters
-        if self.codes is not None and code_b not in self.codes:
+        f, vis = self.filters, self.vis
+        if vis.codes and code_b not in vis.codes:
+            return
+        if (vis.kinds is not None and kind_b not in vis.kinds) or kind_b not in vis.namespaces.get(
+            ns_b, vis.cluster_wide
+        ):
             return
         ns, kind = ns_b.decode(), kind_b.decode()
-        if kind not in self.kinds or (f.kinds and kind not in f.kinds):
-            return
         if f.namespaces and ns not in f.namespaces:
-            return
-        a = self.access
-        if kind not in a.cluster_wide and kind not in a.namespaces.get(ns, ()):
             return
         labels: dict[str, str] = {}
         if field and (f.labels.requirements or self.label_keys):
